@@ -1,0 +1,60 @@
+/**
+ * Every error shardheap throws on purpose, in one place.
+ *
+ * Each class sets `name` to its class name (so `err.name` survives
+ * structured cloning across threads, where the prototype does not) and a
+ * stable `code` that the CLI maps to exit codes and the admin API to HTTP
+ * statuses. Input validation errors that are not about the heap itself use
+ * the built-in RangeError / TypeError, as the DESIGN contract says.
+ */
+
+export type HeapErrorCode =
+  | "ERR_SHARDHEAP"
+  | "ERR_SHARDHEAP_OUT_OF_MEMORY"
+  | "ERR_SHARDHEAP_INVALID_POINTER"
+  | "ERR_SHARDHEAP_FORMAT";
+
+/** Base class of every heap error. */
+export class HeapError extends Error {
+  readonly code: HeapErrorCode;
+  constructor(message: string, code: HeapErrorCode = "ERR_SHARDHEAP") {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/**
+ * An allocation could not be satisfied. The shard drained its cross-shard
+ * list and returned its cached small-pool spans before giving up, so this is
+ * a real exhaustion (or a request larger than any shard). `report` is the
+ * shard's diagnostics at the moment of failure.
+ */
+export class OutOfMemoryError extends HeapError {
+  readonly report: string;
+  readonly requestedBytes: number;
+  constructor(message: string, requestedBytes: number, report: string) {
+    super(message, "ERR_SHARDHEAP_OUT_OF_MEMORY");
+    this.requestedBytes = requestedBytes;
+    this.report = report;
+  }
+}
+
+/**
+ * free / realloc / objectSize of anything that is not the start of a live
+ * allocation. The heap is left exactly as it was.
+ */
+export class InvalidPointerError extends HeapError {
+  readonly pointer: unknown;
+  constructor(message: string, pointer: unknown) {
+    super(message, "ERR_SHARDHEAP_INVALID_POINTER");
+    this.pointer = pointer;
+  }
+}
+
+/** A buffer or heap image that is not a shardheap heap (or not this version). */
+export class HeapFormatError extends HeapError {
+  constructor(message: string) {
+    super(message, "ERR_SHARDHEAP_FORMAT");
+  }
+}

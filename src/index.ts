@@ -1,0 +1,11 @@
+/**
+ * shardheap: a shard-per-thread SharedArrayBuffer heap with a Seastar-style
+ * allocator. The package root re-exports the public API (DESIGN.md).
+ */
+export { PAGE_SIZE } from "./memory/layout.js";
+export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
+export { ShardAllocator } from "./memory/shard-allocator.js";
+export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
+export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
+export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, type HeapErrorCode } from "./errors.js";
+export { parseSize, formatSize } from "./units.js";

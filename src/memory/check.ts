@@ -1,0 +1,222 @@
+/**
+ * The heap checker behind SharedHeap.check(): walks one region's metadata
+ * and returns every invariant it finds broken (layout.ts lists them), as
+ * sentences naming the shard, page or pointer. [] means healthy.
+ *
+ * It reads the buffer only, so any thread can run it, but it expects the
+ * shard to be quiescent: a shard allocating while it runs can make it
+ * report transient states. Cost: linear in pages plus cached objects.
+ */
+import { inboxNext } from "./cross-shard.js";
+import {
+  C_FREES,
+  C_MALLOCS,
+  GRANULE,
+  PAGE_FREE,
+  PAGE_INNER,
+  PAGE_LARGE,
+  PAGE_POOL,
+  PAGE_SIZE,
+  PM_FREELIST,
+  PM_HEAD,
+  PM_NEXT,
+  PM_POOL,
+  PM_PREV,
+  PM_SPAN_PAGES,
+  PM_STATE,
+  PM_USED,
+  P_CAPACITY,
+  P_FREE_COUNT,
+  P_FREE_HEAD,
+  P_PAGES_IN_USE,
+  P_SPAN_FREE,
+  P_SPAN_LIST,
+  S_NONEMPTY_ORDERS,
+  S_SPAN_LISTS,
+} from "./layout.js";
+import type { ShardRegion } from "./region.js";
+import { CLASS_COUNT, classFallbackSpanPages, classSize, classSpanPages, objectsPerSpan } from "./size-classes.js";
+import { poolRecord } from "./small-pool.js";
+
+const MAX_REPORTS = 50;
+
+export function checkRegion(r: ShardRegion): string[] {
+  const errors: string[] = [];
+  const fail = (msg: string): void => {
+    if (errors.length < MAX_REPORTS) errors.push(`shard ${r.id}: ${msg}`);
+  };
+  const i32 = r.i32;
+  const u32 = r.u32;
+  const meta = (p: number, f: number): number => i32[r.pageMeta(p) + f]!;
+
+  // 1. Walk the spans head to head; they must tile the region exactly.
+  let freePages = 0;
+  let liveLarge = 0;
+  const freeHeads = new Set<number>();
+  for (let p = 0; p < r.dataPages; ) {
+    const state = meta(p, PM_STATE);
+    const len = meta(p, PM_SPAN_PAGES);
+    if (state === PAGE_INNER || len <= 0 || p + len > r.dataPages) {
+      fail(`page ${p} should head a span but has state ${state}, length ${len}`);
+      return errors;
+    }
+    if (state === PAGE_FREE) {
+      freePages += len;
+      freeHeads.add(p);
+      if ((len & (len - 1)) !== 0 || p % len !== 0) fail(`free span at page ${p} of ${len} pages is not an aligned power of two`);
+      const buddy = p ^ len;
+      if (buddy + len <= r.dataPages && meta(buddy, PM_STATE) === PAGE_FREE && meta(buddy, PM_SPAN_PAGES) === len) {
+        fail(`free spans at pages ${p} and ${buddy} are unmerged buddies`);
+      }
+      for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside free span ${p} is marked ${meta(q, PM_STATE)}`);
+      if (anyBitsSet(r, r.pageAddress(p), len * PAGE_SIZE)) fail(`free span at page ${p} has live or pending bits set`);
+    } else if (state === PAGE_LARGE) {
+      if (meta(p, PM_POOL) !== 0) fail(`large span at page ${p} names pool ${meta(p, PM_POOL)}`);
+      for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside large span ${p} is marked ${meta(q, PM_STATE)}`);
+      if (!r.isLive(r.pageAddress(p))) fail(`large span at page ${p} is used but its object is not live`);
+      if (anyBitsSet(r, r.pageAddress(p) + GRANULE, len * PAGE_SIZE - GRANULE)) fail(`large span at page ${p} has live bits inside the object`);
+      liveLarge++;
+    } else if (state === PAGE_POOL) {
+      checkPoolSpan(r, p, fail);
+    } else {
+      fail(`page ${p} has unknown state ${state}`);
+      return errors;
+    }
+    p += len;
+  }
+  if (freePages !== r.freePages()) fail(`free pages counter ${r.freePages()} but free spans hold ${freePages}`);
+
+  // 2. Free-span lists: each entry a free head of the list's size, links consistent.
+  let listed = 0;
+  const orders = i32[r.hdr + S_NONEMPTY_ORDERS]!;
+  for (let k = 0; k < 32; k++) {
+    let prev = -1;
+    let n = 0;
+    for (let p = i32[r.hdr + S_SPAN_LISTS + k]!; p >= 0; p = meta(p, PM_NEXT)) {
+      if (p >= r.dataPages || ++n > r.dataPages) {
+        fail(`free-span list ${k} is corrupt at page ${p}`);
+        break;
+      }
+      if (!freeHeads.has(p) || meta(p, PM_SPAN_PAGES) !== 1 << k) fail(`free-span list ${k} holds page ${p}, not a free span of ${1 << k} pages`);
+      if (meta(p, PM_PREV) !== prev) fail(`free-span list ${k}: page ${p} has back link ${meta(p, PM_PREV)}, expected ${prev}`);
+      prev = p;
+    }
+    listed += n;
+    if ((n > 0) !== ((orders & (1 << k)) !== 0)) fail(`free-span list ${k}: non-empty flag disagrees with the list`);
+  }
+  if (listed !== freeHeads.size) fail(`${freeHeads.size} free spans but ${listed} listed`);
+
+  // 3. Pools: cached objects are free objects of the pool, counts add up.
+  let livePool = 0;
+  for (let c = 0; c < CLASS_COUNT; c++) livePool += checkPool(r, c, fail);
+
+  // 4. Counters: every live bit is a malloc without a free.
+  const live = r.counter(C_MALLOCS) - r.counter(C_FREES);
+  if (live !== liveLarge + livePool) fail(`mallocs - frees = ${live} but ${liveLarge + livePool} objects are live`);
+
+  // 5. Inbox: every pushed object is live and pending.
+  let n = 0;
+  for (let p = Atomics.load(u32, r.inbox); p !== 0; p = inboxNext(r, p)) {
+    if (!r.contains(p) || ++n > live) {
+      fail(`cross-shard inbox is corrupt at ${p}`);
+      break;
+    }
+    if (!r.isLive(p) || !r.isPendingFree(p)) fail(`cross-shard inbox holds ${p}, which is not a live object pending free`);
+  }
+  return errors;
+}
+
+/** A pool span's pages agree; its objects' live bits sit on object starts. */
+function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void): void {
+  const cls = r.poolOfPage(head);
+  const len = r.i32[r.pageMeta(head) + PM_SPAN_PAGES]!;
+  if (cls < 0 || cls >= CLASS_COUNT) return fail(`pool span at page ${head} names class ${cls}`);
+  if (len !== classSpanPages[cls] && len !== classFallbackSpanPages[cls]) {
+    fail(`pool span at page ${head} has ${len} pages, class ${cls} uses ${classSpanPages[cls]} or ${classFallbackSpanPages[cls]}`);
+  }
+  for (let q = head; q < head + len; q++) {
+    const m = r.pageMeta(q);
+    if (r.i32[m + PM_STATE] !== PAGE_POOL || r.i32[m + PM_POOL] !== cls + 1 || r.i32[m + PM_HEAD] !== head) {
+      fail(`page ${q} of pool span ${head} disagrees about its pool or head`);
+    }
+  }
+  const start = r.pageAddress(head);
+  const size = classSize[cls]!;
+  for (let off = 0; off < len * PAGE_SIZE; off += GRANULE) {
+    if (off % size !== 0 && (r.isLive(start + off) || r.isPendingFree(start + off))) {
+      fail(`pool span at page ${head}: live bit at ${start + off}, inside a ${size}-byte object`);
+    }
+  }
+}
+
+/** Check one pool; returns its live object count. */
+function checkPool(r: ShardRegion, cls: number, fail: (m: string) => void): number {
+  const i32 = r.i32;
+  const u32 = r.u32;
+  const pool = poolRecord(r, cls);
+  const size = classSize[cls]!;
+  const isFreeObjectOfPool = (obj: number): boolean => {
+    if (!r.contains(obj) || obj % GRANULE !== 0) return false;
+    const m = r.pageMeta(r.pageOf(obj));
+    if (i32[m + PM_POOL] !== cls + 1) return false;
+    return (obj - r.pageAddress(i32[m + PM_HEAD]!)) % size === 0 && !r.isLive(obj);
+  };
+  // Spans owned by this pool, found by the page walk's definition.
+  let spanPages = 0;
+  let capacity = 0;
+  let used = 0;
+  let liveBits = 0;
+  for (let p = 0; p < r.dataPages; ) {
+    const m = r.pageMeta(p);
+    const len = Math.max(1, i32[m + PM_SPAN_PAGES]!);
+    if (i32[m + PM_STATE] === PAGE_POOL && i32[m + PM_POOL] === cls + 1 && i32[m + PM_HEAD] === p) {
+      const perSpan = objectsPerSpan(cls, len);
+      spanPages += len;
+      capacity += perSpan;
+      let own = 0;
+      for (let obj = u32[m + PM_FREELIST]!; obj !== 0; obj = u32[obj >>> 2]!) {
+        if (!isFreeObjectOfPool(obj) || i32[r.pageMeta(r.pageOf(obj)) + PM_HEAD] !== p || ++own > perSpan) {
+          fail(`class ${size}: span ${p}'s freelist is corrupt at ${obj}`);
+          break;
+        }
+      }
+      if (i32[m + PM_USED]! + own !== perSpan) {
+        fail(`class ${size}: span ${p} has ${i32[m + PM_USED]} used + ${own} free != ${perSpan} objects`);
+      }
+      used += i32[m + PM_USED]!;
+      const start = r.pageAddress(p);
+      for (let k = 0; k < perSpan; k++) if (r.isLive(start + k * size)) liveBits++;
+    }
+    p += i32[m + PM_STATE] === PAGE_INNER ? 1 : len;
+  }
+  if (i32[pool + P_CAPACITY] !== capacity) fail(`class ${size}: capacity ${i32[pool + P_CAPACITY]}, spans hold ${capacity}`);
+  if (i32[pool + P_PAGES_IN_USE] !== spanPages) fail(`class ${size}: pages in use ${i32[pool + P_PAGES_IN_USE]}, spans hold ${spanPages}`);
+  // The pool's own list.
+  let cached = 0;
+  for (let obj = u32[pool + P_FREE_HEAD]!; obj !== 0; obj = u32[obj >>> 2]!) {
+    if (!isFreeObjectOfPool(obj) || ++cached > capacity) {
+      fail(`class ${size}: pool free list is corrupt at ${obj}`);
+      break;
+    }
+  }
+  if (cached !== i32[pool + P_FREE_COUNT]) fail(`class ${size}: free count ${i32[pool + P_FREE_COUNT]}, list holds ${cached}`);
+  if (capacity - i32[pool + P_SPAN_FREE]! !== used) fail(`class ${size}: span-free count ${i32[pool + P_SPAN_FREE]} disagrees with spans`);
+  if (used - cached !== liveBits) fail(`class ${size}: ${used} used - ${cached} cached != ${liveBits} live objects`);
+  // Spans with objects in their own freelist are on the pool's span list.
+  let onList = 0;
+  for (let p = i32[pool + P_SPAN_LIST]!; p >= 0; p = i32[r.pageMeta(p) + PM_NEXT]!) {
+    if (++onList > capacity || u32[r.pageMeta(p) + PM_FREELIST] === 0) {
+      fail(`class ${size}: span list is corrupt at page ${p}`);
+      break;
+    }
+  }
+  return liveBits;
+}
+
+function anyBitsSet(r: ShardRegion, from: number, bytes: number): boolean {
+  for (let off = 0; off < bytes; off += GRANULE) {
+    const ptr = from + off;
+    if (r.isLive(ptr) || r.isPendingFree(ptr)) return true;
+  }
+  return false;
+}

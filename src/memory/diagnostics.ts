@@ -1,0 +1,69 @@
+/**
+ * The diagnostics report, in the shape of Seastar's
+ * dump_memory_diagnostics: totals, then a small-pool table
+ * (objsz spansz usedobj memory unused wst%), then a page-span table
+ * (index size free used spans). It is attached to every OutOfMemoryError
+ * and served by the admin API. Read-only: works on any thread's view.
+ */
+import { formatCount, formatSize } from "../units.js";
+import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_NEXT, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE, S_SPAN_LISTS } from "./layout.js";
+import type { ShardRegion } from "./region.js";
+import { CLASS_COUNT, classSize, classSpanPages } from "./size-classes.js";
+import { poolBytes, poolObjectsInUse } from "./small-pool.js";
+import { readStats } from "./stats.js";
+
+const pad = (s: string | number, n: number): string => String(s).padStart(n);
+
+export function formatDiagnostics(r: ShardRegion): string {
+  const s = readStats(r);
+  const out: string[] = [];
+  out.push(`Dumping shardheap memory diagnostics (shard ${r.id})`);
+  out.push(`Used memory:   ${formatSize(s.allocatedMemory)}`);
+  out.push(`Free memory:   ${formatSize(s.freeMemory)}`);
+  out.push(`Total memory:  ${formatSize(s.totalMemory)}`);
+  out.push(`Hard failures: ${r.counter(C_FAILED_ALLOCATIONS)}`);
+  out.push("");
+  out.push("Small pools:");
+  out.push("objsz spansz usedobj memory unused wst%");
+  for (let c = 0; c < CLASS_COUNT; c++) {
+    const used = poolObjectsInUse(r, c);
+    const memory = poolBytes(r, c);
+    const unused = memory - used * classSize[c]!;
+    const wasted = memory ? Math.floor((unused * 100) / memory) : 0;
+    out.push(
+      `${pad(classSize[c]!, 5)} ${pad(formatSize(classSpanPages[c]! * PAGE_SIZE), 6)} ${pad(formatCount(used), 7)} ` +
+        `${pad(formatSize(memory), 6)} ${pad(formatSize(unused), 6)} ${pad(wasted, 4)}`,
+    );
+  }
+  out.push("");
+  out.push("Page spans:");
+  out.push("index  size  free  used spans");
+  const spans = new Array<number>(32).fill(0);
+  const usedPages = new Array<number>(32).fill(0);
+  // Walk spans head to head; pool spans are counted once, at their head.
+  for (let p = 0; p < r.dataPages; ) {
+    const m = r.pageMeta(p);
+    const len = Math.max(1, r.i32[m + PM_SPAN_PAGES]!);
+    const state = r.i32[m + PM_STATE]!;
+    if (state === PAGE_INNER) {
+      p++;
+      continue;
+    }
+    const idx = len === 1 ? 0 : 32 - Math.clz32(len - 1);
+    spans[idx]!++;
+    if (state !== PAGE_FREE) usedPages[idx]! += len;
+    p += len;
+  }
+  for (let i = 0; i < 32; i++) {
+    let free = 0;
+    for (let p = r.i32[r.hdr + S_SPAN_LISTS + i]!, n = 0; p >= 0 && n < r.dataPages; p = r.i32[r.pageMeta(p) + PM_NEXT]!, n++) {
+      free += r.i32[r.pageMeta(p) + PM_SPAN_PAGES]!;
+    }
+    if (2 ** i > r.dataPages && spans[i] === 0) break;
+    out.push(
+      `${pad(i, 5)} ${pad(formatSize(2 ** i * PAGE_SIZE), 5)} ${pad(formatSize(free * PAGE_SIZE), 5)} ` +
+        `${pad(formatSize(usedPages[i]! * PAGE_SIZE), 5)} ${pad(formatCount(spans[i]!), 5)}`,
+    );
+  }
+  return out.join("\n") + "\n";
+}

@@ -1,0 +1,196 @@
+/**
+ * The heap's layout in the SharedArrayBuffer: every slot index, in one place.
+ *
+ * Design (after Seastar's core/memory.cc)
+ * ---------------------------------------
+ * shardheap is share-nothing: each shard owns one fixed-size region of a
+ * single SharedArrayBuffer, and only the thread running that shard writes
+ * the region's allocator state. All state lives in the buffer, never in JS
+ * objects, so any thread, or a tool reading a saved copy, can read any
+ * shard's statistics without that shard's help.
+ *
+ *   buffer = [heap header: 1 page][shard 0 region][shard 1 region]...
+ *   region = [shard header][page metadata][live/pending bitmap][pages...]
+ *
+ * A pointer is a byte offset into the buffer. Page 0 of the buffer is the
+ * heap header, so 0 is never a valid pointer and can mean null, as in C.
+ * The owning shard is `(ptr - HEAP_HEADER_BYTES) / shardBytes`, like
+ * Seastar's object_cpu_id. Offsets are kept below 2^32 (the buffer is at
+ * most 4 GiB) so that free-list links fit a Uint32 and `ptr >>> k` is exact.
+ *
+ * Pages are 4096 bytes. Runs of pages form spans; free spans are kept in
+ * power-of-two lists and are naturally aligned (a buddy allocator): a free
+ * span of 2^k pages starts at a page index that is a multiple of 2^k, and
+ * when it is freed it merges with its buddy (index ^ 2^k) while the buddy is
+ * a free span of the same size. Large objects (> 16 KiB) are page spans cut
+ * to the exact page count; the cut-off tail goes back as aligned pieces.
+ * Small objects come from small pools (see size-classes.ts, small-pool.ts).
+ *
+ * Liveness is exact, not probabilistic: a bitmap holds one "live" bit per
+ * 8-byte granule, set only at the first granule of a live object, so a
+ * double free, an interior pointer or a stale pointer is rejected before
+ * anything is written. Beside each live word sits a "pending" word: a shard
+ * freeing another shard's object claims it there with Atomics.or before it
+ * pushes the object on the owner's inbox, so a second free of the same
+ * object, from any thread, is rejected even before the owner drains. The
+ * owner writes live words with plain stores (one writer per byte); remote
+ * threads touch only pending words and the inbox, and only through Atomics.
+ * Cost: 2 bits per 8 bytes (3.1%) plus 40 bytes of metadata per page (1%).
+ *
+ * Invariants (checked by check.ts):
+ *   freePages + usedPages == dataPages
+ *   mallocs - frees == number of live bits == liveObjects
+ *   a free span: head FREE, size a power of two, aligned, in list log2(size),
+ *     never beside a free buddy of the same size (it would have merged)
+ *   a pool span: every page POOL with the same class and head;
+ *     used + objects in its own freelist == capacity
+ */
+
+export const PAGE_SIZE = 4096;
+export const PAGE_SHIFT = 12;
+/** Allocation granule: every object starts at a multiple of 8 bytes. */
+export const GRANULE_SHIFT = 3;
+export const GRANULE = 1 << GRANULE_SHIFT;
+
+/** Buffers are capped at 4 GiB so offsets and links fit 32 bits. */
+export const MAX_HEAP_BYTES = 2 ** 32;
+
+// ---------------------------------------------------------------------------
+// Heap header: page 0 of the buffer, Int32 slots.
+export const HEAP_HEADER_BYTES = PAGE_SIZE;
+export const HEAP_MAGIC0 = 0x44524853; // "SHRD" little-endian
+export const HEAP_MAGIC1 = 0x50414548; // "HEAP" little-endian
+export const HEAP_VERSION = 1;
+
+export const H_MAGIC0 = 0;
+export const H_MAGIC1 = 1;
+export const H_VERSION = 2;
+export const H_SHARDS = 3;
+/** Region size of one shard, in pages. */
+export const H_SHARD_PAGES = 4;
+export const H_PAGE_SIZE = 5;
+export const H_HEADER_BYTES = 6;
+
+// ---------------------------------------------------------------------------
+// Shard header: the start of each region. Int32 slot indices are relative to
+// the region start / 4; Float64 counters relative to the region start / 8.
+export const SHARD_HEADER_BYTES = 2 * PAGE_SIZE;
+
+export const S_ID = 0;
+/** Pages available for objects in this region. */
+export const S_DATA_PAGES = 1;
+/** Byte offsets, relative to the region start, of the sections. */
+export const S_META_OFFSET = 2;
+export const S_BITMAP_OFFSET = 3;
+export const S_DATA_OFFSET = 4;
+/** Pages currently in free spans. */
+export const S_FREE_PAGES = 5;
+/** Bit k set when free-span list k is not empty. */
+export const S_NONEMPTY_ORDERS = 6;
+
+/**
+ * The inbox: head of this shard's cross-shard free list (a Uint32 pointer,
+ * 0 = empty) and the doorbell word other shards bump and notify when they
+ * push onto an empty inbox. Both sit on their own cache line (byte 64) so
+ * remote pushes do not bounce the owner's hot counters.
+ */
+export const S_INBOX = 16;
+export const S_DOORBELL = 17;
+
+/** Heads (page index, -1 = empty) of the free-span lists, one per order. */
+export const S_SPAN_LISTS = 32;
+export const MAX_ORDERS = 32;
+
+/** Float64 counters (index relative to region start / 8). */
+export const C_BASE = 64; // byte 512
+export const C_MALLOCS = 0;
+export const C_FREES = 1;
+/** Frees this shard sent to other shards (Seastar's cross_cpu_frees). */
+export const C_CROSS_SHARD_FREES = 2;
+export const C_BYTES_ALLOCATED = 3;
+export const C_RECLAIMS = 4;
+export const C_LARGE_ALLOCATIONS = 5;
+export const C_FAILED_ALLOCATIONS = 6;
+/** Objects other shards freed into this shard's inbox and it drained. */
+export const C_CROSS_SHARD_RECEIVED = 7;
+export const C_COUNT = 16;
+
+/** Small-pool records (Int32 slots), one per size class. */
+export const S_POOLS = 256; // byte 1024
+export const POOL_STRIDE = 8;
+/** Head of the pool's free list (Uint32 pointer, 0 = empty). */
+export const P_FREE_HEAD = 0;
+export const P_FREE_COUNT = 1;
+/** First span (page index, -1 = none) whose own freelist is not empty. */
+export const P_SPAN_LIST = 2;
+export const P_PAGES_IN_USE = 3;
+/** Objects the pool's spans can hold in all. */
+export const P_CAPACITY = 4;
+/** Objects sitting in the spans' own freelists (not the pool's list). */
+export const P_SPAN_FREE = 5;
+
+// ---------------------------------------------------------------------------
+// Page metadata: PM_STRIDE Int32 slots per data page.
+export const PM_STRIDE = 10;
+export const PM_STATE = 0;
+/** Span length in pages; meaningful on span heads. */
+export const PM_SPAN_PAGES = 1;
+/** List links (page indices, -1 = none): free-span lists, pool span lists. */
+export const PM_NEXT = 2;
+export const PM_PREV = 3;
+/** Size class + 1 on every page of a pool span; 0 elsewhere. */
+export const PM_POOL = 4;
+/** Head page of the pool span this page belongs to. */
+export const PM_HEAD = 5;
+/** Pool span head: the span's own free-object list (Uint32 pointer). */
+export const PM_FREELIST = 6;
+/** Pool span head: objects taken out of the span's own freelist. */
+export const PM_USED = 7;
+/** Heap-profiler site of a page-sized or large object (0 = not profiled). */
+export const PM_SITE = 8;
+
+/** Page states. Zero-filled memory reads as INNER, which is what fresh pages are. */
+export const PAGE_INNER = 0; // not a span head (inside a free or large span)
+export const PAGE_FREE = 1; // head of a free span
+export const PAGE_LARGE = 2; // head of a large (page-span) object
+export const PAGE_POOL = 3; // any page of a small-pool span
+
+/** Bitmap: per 32 granules (256 bytes), a live word then a pending word. */
+export const BITMAP_BYTES_PER_PAGE = (PAGE_SIZE >>> GRANULE_SHIFT >>> 5) * 2 * 4;
+
+/** Where the sections of one region sit, derived from the region's size. */
+export interface RegionLayout {
+  /** Byte offset of the region in the buffer. */
+  readonly base: number;
+  readonly metaOffset: number;
+  readonly bitmapOffset: number;
+  readonly dataOffset: number;
+  readonly dataPages: number;
+}
+
+/** Pages left for objects once a region of `shardBytes` holds its own metadata. */
+export function dataPagesFor(shardBytes: number): number {
+  const perPage = PAGE_SIZE + PM_STRIDE * 4 + BITMAP_BYTES_PER_PAGE;
+  let pages = Math.floor((shardBytes - SHARD_HEADER_BYTES) / perPage);
+  while (pages > 0 && metadataBytes(pages) + pages * PAGE_SIZE > shardBytes) pages--;
+  return Math.max(0, pages);
+}
+
+/** Header + metadata + bitmap, rounded up to whole pages. */
+function metadataBytes(dataPages: number): number {
+  const raw = SHARD_HEADER_BYTES + dataPages * (PM_STRIDE * 4 + BITMAP_BYTES_PER_PAGE);
+  return Math.ceil(raw / PAGE_SIZE) * PAGE_SIZE;
+}
+
+export function regionLayout(shardId: number, shardBytes: number): RegionLayout {
+  const dataPages = dataPagesFor(shardBytes);
+  const metaOffset = SHARD_HEADER_BYTES;
+  const bitmapOffset = metaOffset + dataPages * PM_STRIDE * 4;
+  return {
+    base: HEAP_HEADER_BYTES + shardId * shardBytes,
+    metaOffset,
+    bitmapOffset,
+    dataOffset: metadataBytes(dataPages),
+    dataPages,
+  };
+}

@@ -1,0 +1,143 @@
+/**
+ * ShardRegion: typed-array views of one shard's region and slot accessors.
+ *
+ * This is the read side every other file shares: the allocator (which
+ * extends it and is the only writer), the checker, statistics, diagnostics,
+ * and any thread reading another shard's state. Views are made once per
+ * heap and shared by all regions; indices are precomputed here so the hot
+ * paths do no address arithmetic beyond an add and a shift.
+ */
+import {
+  C_BASE,
+  PM_POOL,
+  PM_STRIDE,
+  PAGE_SHIFT,
+  PAGE_SIZE,
+  S_DATA_PAGES,
+  S_FREE_PAGES,
+  S_INBOX,
+  S_DOORBELL,
+  S_POOLS,
+  S_SPAN_LISTS,
+  GRANULE_SHIFT,
+  regionLayout,
+} from "./layout.js";
+
+/** The views of a whole heap buffer, made once. */
+export class HeapViews {
+  readonly u8: Uint8Array;
+  readonly i32: Int32Array;
+  readonly u32: Uint32Array;
+  readonly f64: Float64Array;
+  constructor(readonly buffer: SharedArrayBuffer) {
+    this.u8 = new Uint8Array(buffer);
+    this.i32 = new Int32Array(buffer);
+    this.u32 = new Uint32Array(buffer);
+    this.f64 = new Float64Array(buffer);
+  }
+}
+
+export class ShardRegion {
+  readonly id: number;
+  readonly u8: Uint8Array;
+  readonly i32: Int32Array;
+  readonly u32: Uint32Array;
+  readonly f64: Float64Array;
+  /** Byte offset of the region. */
+  readonly base: number;
+  /** Int32 index of the shard header. */
+  readonly hdr: number;
+  /** Int32 index of page 0's metadata. */
+  readonly meta: number;
+  /** Int32 index of the bitmap's first live word. */
+  readonly bitmap: number;
+  /** Float64 index of the first counter. */
+  readonly counters: number;
+  /** Int32 index of pool record 0. */
+  readonly pools: number;
+  /** Int32 index of the inbox head and of the doorbell. */
+  readonly inbox: number;
+  readonly doorbell: number;
+  /** Int32 index of free-span list 0's head. */
+  readonly spanLists: number;
+  /** Byte offset of data page 0 and the number of data pages. */
+  readonly dataStart: number;
+  readonly dataPages: number;
+  readonly dataBytes: number;
+
+  constructor(views: HeapViews, id: number, shardBytes: number) {
+    const layout = regionLayout(id, shardBytes);
+    this.id = id;
+    this.u8 = views.u8;
+    this.i32 = views.i32;
+    this.u32 = views.u32;
+    this.f64 = views.f64;
+    this.base = layout.base;
+    this.hdr = layout.base >>> 2;
+    this.meta = (layout.base + layout.metaOffset) >>> 2;
+    this.bitmap = (layout.base + layout.bitmapOffset) >>> 2;
+    this.counters = layout.base / 8 + C_BASE;
+    this.pools = this.hdr + S_POOLS;
+    this.inbox = this.hdr + S_INBOX;
+    this.doorbell = this.hdr + S_DOORBELL;
+    this.spanLists = this.hdr + S_SPAN_LISTS;
+    this.dataStart = layout.base + layout.dataOffset;
+    this.dataPages = layout.dataPages;
+    this.dataBytes = layout.dataPages * PAGE_SIZE;
+  }
+
+  /** Int32 index of page `p`'s metadata record. */
+  pageMeta(p: number): number {
+    return this.meta + p * PM_STRIDE;
+  }
+
+  pageAddress(p: number): number {
+    return this.dataStart + p * PAGE_SIZE;
+  }
+
+  pageOf(ptr: number): number {
+    return (ptr - this.dataStart) >>> PAGE_SHIFT;
+  }
+
+  contains(ptr: number): boolean {
+    return ptr >= this.dataStart && ptr < this.dataStart + this.dataBytes;
+  }
+
+  /** Int32 index of the live word covering `ptr`; the pending word is the next one. */
+  liveWord(ptr: number): number {
+    return this.bitmap + (((ptr - this.dataStart) >>> 8) << 1);
+  }
+
+  liveBit(ptr: number): number {
+    return 1 << (((ptr - this.dataStart) >>> GRANULE_SHIFT) & 31);
+  }
+
+  isLive(ptr: number): boolean {
+    return (this.i32[this.liveWord(ptr)]! & this.liveBit(ptr)) !== 0;
+  }
+
+  isPendingFree(ptr: number): boolean {
+    return (Atomics.load(this.i32, this.liveWord(ptr) + 1) & this.liveBit(ptr)) !== 0;
+  }
+
+  /** Size class of the pool span holding page `p`, or -1 for a page that is not in a pool. */
+  poolOfPage(p: number): number {
+    return this.i32[this.pageMeta(p) + PM_POOL]! - 1;
+  }
+
+  freePages(): number {
+    return this.i32[this.hdr + S_FREE_PAGES]!;
+  }
+
+  counter(c: number): number {
+    return this.f64[this.counters + c]!;
+  }
+
+  headerSlot(slot: number): number {
+    return this.i32[this.hdr + slot]!;
+  }
+
+  storedDataPages(): number {
+    return this.i32[this.hdr + S_DATA_PAGES]!;
+  }
+}

@@ -1,0 +1,382 @@
+/**
+ * ShardAllocator: one shard's malloc / free (Seastar's cpu_pages front end).
+ *
+ * Only the thread that owns a shard calls its allocator; frees of other
+ * shards' objects go to their owners' inboxes (cross-shard.ts). The fast
+ * paths read top to bottom in malloc() and free(): they touch the pool
+ * record, the object's first word, one bitmap word pair and two counters,
+ * and allocate nothing. Every miss goes to a separately named slow path:
+ *
+ *   malloc -> mallocSmallSlow (drain inbox, refill pool, reclaim)  small
+ *          -> mallocLarge     (page span, reclaim)                  > 16 KiB
+ *   free   -> freeSlow        (validation errors, sized free, free(0),
+ *                              large objects, other shards' objects)
+ *
+ * Fast-path contract (what lets it skip checks): a pointer inside this
+ * region, 8-aligned, whose live bit is set and pending bit clear, is the
+ * start of a live object of this shard, and PM_POOL of its page tells
+ * whether it is a small object (and of which class) or a page span.
+ */
+import { OutOfMemoryError } from "../errors.js";
+import { formatSize } from "../units.js";
+import { allocatePageSpan, freePageRange } from "./page-spans.js";
+import { claimPendingFree, inboxNext, pushInbox, releasePendingFree, takeInbox } from "./cross-shard.js";
+import {
+  C_BYTES_ALLOCATED,
+  C_CROSS_SHARD_FREES,
+  C_CROSS_SHARD_RECEIVED,
+  C_FAILED_ALLOCATIONS,
+  C_FREES,
+  C_LARGE_ALLOCATIONS,
+  C_MALLOCS,
+  C_RECLAIMS,
+  PAGE_INNER,
+  PAGE_LARGE,
+  PAGE_SHIFT,
+  PAGE_SIZE,
+  PM_POOL,
+  PM_SITE,
+  PM_SPAN_PAGES,
+  PM_STATE,
+  PM_STRIDE,
+  POOL_STRIDE,
+  P_FREE_COUNT,
+  P_FREE_HEAD,
+  S_NONEMPTY_ORDERS,
+} from "./layout.js";
+import { checkAlignment, checkSize, liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { HeapViews, ShardRegion } from "./region.js";
+import {
+  CLASS_COUNT,
+  MAX_SMALL_SIZE,
+  classAlignment,
+  classMaxFree,
+  classTrimTarget,
+  classOf,
+  classSize,
+} from "./size-classes.js";
+import { refillPool, trimPool } from "./small-pool.js";
+import { readStats, type MemoryStats } from "./stats.js";
+import { formatDiagnostics } from "./diagnostics.js";
+
+export class ShardAllocator extends ShardRegion {
+  private readonly geometry: HeapGeometry;
+  private readonly cMallocs: number;
+  private readonly cFrees: number;
+  private readonly cBytes: number;
+
+  /** @internal Made by SharedHeap.shard(); one per shard and heap object. */
+  constructor(views: HeapViews, id: number, geometry: HeapGeometry) {
+    super(views, id, geometry.shardBytes);
+    this.geometry = geometry;
+    this.cMallocs = this.counters + C_MALLOCS;
+    this.cFrees = this.counters + C_FREES;
+    this.cBytes = this.counters + C_BYTES_ALLOCATED;
+  }
+
+  /**
+   * Allocate `size` bytes (8-aligned; malloc(0) gives a unique 8-byte
+   * object). Throws OutOfMemoryError when the shard is exhausted even after
+   * draining its inbox and returning cached spans; TypeError / RangeError
+   * for a size that is not a non-negative safe integer.
+   */
+  malloc(size: number): number {
+    if (size <= MAX_SMALL_SIZE && size >= 0 && (size | 0) === size) {
+      const cls = classOf[(size + 7) >>> 3]!;
+      const pool = this.pools + cls * POOL_STRIDE;
+      const u32 = this.u32;
+      const obj = u32[pool + P_FREE_HEAD]!;
+      if (obj !== 0) {
+        u32[pool + P_FREE_HEAD] = u32[obj >>> 2]!;
+        this.i32[pool + P_FREE_COUNT]--;
+        const rel = obj - this.dataStart;
+        this.i32[this.bitmap + ((rel >>> 8) << 1)] |= 1 << ((rel >>> 3) & 31);
+        this.f64[this.cMallocs]++;
+        this.f64[this.cBytes] += classSize[cls]!;
+        return obj;
+      }
+      return this.mallocSmallSlow(cls);
+    }
+    return this.mallocLarge(checkSize(size, "malloc"), PAGE_SIZE);
+  }
+
+  /**
+   * Free the object at `ptr`: locally, or by pushing it onto its owner's
+   * inbox when another shard owns it. free(0) does nothing. `size`, when
+   * given, must not exceed the object's size (a check, as sized delete).
+   * Anything that is not a live object: InvalidPointerError, heap unchanged.
+   */
+  free(ptr: number, size?: number): void {
+    if (typeof ptr === "number" && size === undefined) {
+      const rel = ptr - this.dataStart;
+      if ((rel >>> 0) === rel && rel < this.dataBytes && (rel & 7) === 0) {
+        const i32 = this.i32;
+        const w = this.bitmap + ((rel >>> 8) << 1);
+        const bit = 1 << ((rel >>> 3) & 31);
+        const live = i32[w]!;
+        if ((live & bit) !== 0 && (i32[w + 1]! & bit) === 0) {
+          const pool1 = i32[this.meta + (rel >>> PAGE_SHIFT) * PM_STRIDE + PM_POOL]!;
+          if (pool1 !== 0) {
+            i32[w] = live ^ bit;
+            const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
+            const u32 = this.u32;
+            u32[ptr >>> 2] = u32[pool + P_FREE_HEAD]!;
+            u32[pool + P_FREE_HEAD] = ptr;
+            const count = ++i32[pool + P_FREE_COUNT]!;
+            this.f64[this.cFrees]++;
+            if (count > classMaxFree[pool1 - 1]!) trimPool(this, pool1 - 1, classTrimTarget[pool1 - 1]!);
+            return;
+          }
+        }
+      }
+    }
+    this.freeSlow(ptr, size);
+  }
+
+  /**
+   * Allocate `size` bytes at an address that is a multiple of `align` (a
+   * power of two). Small sizes with align <= 4096 come from the first size
+   * class whose objects are that aligned; others are page spans cut to
+   * alignment.
+   */
+  allocateAligned(align: number, size: number): number {
+    checkAlignment(align, "allocateAligned");
+    checkSize(size, "allocateAligned");
+    if (size <= MAX_SMALL_SIZE && align <= PAGE_SIZE) {
+      let cls = classOf[(size + 7) >>> 3]!;
+      while (classAlignment[cls]! < align) cls++;
+      return this.malloc(classSize[cls]!);
+    }
+    return this.mallocLarge(size, align);
+  }
+
+  /**
+   * Resize the object at `ptr` to `size` bytes, keeping its contents up to
+   * the smaller size. realloc(0, n) is malloc(n). A large object shrinks in
+   * place; a small one stays when the new size falls in its class; otherwise
+   * the contents move to a new object (of this shard) and the old one is
+   * freed. On OutOfMemoryError the old object is untouched and still live.
+   * realloc(ptr, 0) shrinks to a minimum-size object (it does not free).
+   */
+  realloc(ptr: number, size: number): number {
+    checkSize(size, "realloc");
+    if (ptr === 0) return this.malloc(size);
+    const owner = liveObjectRegion(this.geometry, ptr, "realloc");
+    const oldSize = objectSizeIn(owner, ptr);
+    if (owner.id === this.id) {
+      const pool1 = this.i32[this.pageMeta(this.pageOf(ptr)) + PM_POOL]!;
+      if (pool1 !== 0) {
+        if (size <= MAX_SMALL_SIZE && classOf[(size + 7) >>> 3] === pool1 - 1) return ptr;
+      } else if (size > MAX_SMALL_SIZE) {
+        const pages = Math.ceil(size / PAGE_SIZE);
+        const oldPages = oldSize / PAGE_SIZE;
+        if (pages === oldPages) return ptr;
+        if (pages < oldPages) {
+          this.shrinkLarge(this.pageOf(ptr), pages);
+          return ptr;
+        }
+      }
+    }
+    const moved = this.malloc(size);
+    this.u8.copyWithin(moved, ptr, ptr + Math.min(oldSize, size));
+    this.free(ptr);
+    return moved;
+  }
+
+  /** Usable bytes of the live object at `ptr` (>= the size asked for); any shard's object. */
+  objectSize(ptr: number): number {
+    return objectSizeIn(liveObjectRegion(this.geometry, ptr, "objectSize"), ptr);
+  }
+
+  /**
+   * Free everything other shards pushed onto this shard's inbox. Returns
+   * the number of objects freed. Cheap (one atomic load) when it is empty.
+   */
+  drainCrossShardFrees(): number {
+    let ptr = takeInbox(this);
+    let n = 0;
+    while (ptr !== 0) {
+      const next = inboxNext(this, ptr);
+      releasePendingFree(this, ptr);
+      this.freeLocal(ptr);
+      ptr = next;
+      n++;
+    }
+    if (n !== 0) this.f64[this.counters + C_CROSS_SHARD_RECEIVED] += n;
+    return n;
+  }
+
+  /**
+   * Return what the shard caches to the page allocator (glibc's
+   * malloc_trim): drain the inbox, move every object cached in a pool's
+   * free list back to its span, and release every span left empty. After
+   * freeing everything and trimming, freeMemory is back at totalMemory.
+   * Runs by itself before OutOfMemoryError; a shard's runtime also runs it
+   * when the shard goes idle. Returns the bytes returned to free spans.
+   */
+  trim(): number {
+    const before = this.freePages();
+    this.drainCrossShardFrees();
+    for (let cls = 0; cls < CLASS_COUNT; cls++) trimPool(this, cls, 0);
+    return (this.freePages() - before) * PAGE_SIZE;
+  }
+
+  stats(): MemoryStats {
+    return readStats(this);
+  }
+
+  /** Seastar-style report: used/free/total, small pools, page spans. */
+  diagnostics(): string {
+    return formatDiagnostics(this);
+  }
+
+  // ---------------------------------------------------------------- slow paths
+
+  /**
+   * The pool's list was empty. Drain the inbox (its objects may refill the
+   * list), refill from partly used spans or new spans, and as a last resort
+   * reclaim every cached span. Cost: a refill batch, amortized.
+   */
+  private mallocSmallSlow(cls: number): number {
+    const pool = this.pools + cls * POOL_STRIDE;
+    this.drainCrossShardFrees();
+    if (this.u32[pool + P_FREE_HEAD] === 0 && !refillPool(this, cls)) {
+      this.reclaim();
+      if (!refillPool(this, cls)) throw this.outOfMemory(classSize[cls]!);
+    }
+    const obj = this.u32[pool + P_FREE_HEAD]!;
+    this.u32[pool + P_FREE_HEAD] = this.u32[obj >>> 2]!;
+    this.i32[pool + P_FREE_COUNT]--;
+    this.setLive(obj);
+    this.f64[this.cMallocs]++;
+    this.f64[this.cBytes] += classSize[cls]!;
+    return obj;
+  }
+
+  /** A page span of ceil(size / 4096) pages at a multiple of `align`. */
+  private mallocLarge(size: number, align: number): number {
+    const pages = Math.max(1, Math.ceil(size / PAGE_SIZE));
+    const alignPages = align > PAGE_SIZE ? align / PAGE_SIZE : 1;
+    const span = pages + alignPages - 1;
+    if (span > this.dataPages) throw this.outOfMemory(size);
+    let first = allocatePageSpan(this, span);
+    if (first < 0) {
+      this.reclaim();
+      first = allocatePageSpan(this, span);
+      if (first < 0) throw this.outOfMemory(size);
+    }
+    let head = first;
+    if (alignPages > 1) {
+      const addr = this.pageAddress(first);
+      head = first + (Math.ceil(addr / align) * align - addr) / PAGE_SIZE;
+      if (head > first) freePageRange(this, first, head - first);
+      const tail = first + span - (head + pages);
+      if (tail > 0) freePageRange(this, head + pages, tail);
+    }
+    const m = this.pageMeta(head);
+    this.i32[m + PM_STATE] = PAGE_LARGE;
+    this.i32[m + PM_SPAN_PAGES] = pages;
+    this.i32[m + PM_POOL] = 0;
+    this.i32[m + PM_SITE] = 0;
+    const obj = this.pageAddress(head);
+    this.setLive(obj);
+    this.f64[this.cMallocs]++;
+    this.f64[this.cBytes] += pages * PAGE_SIZE;
+    this.f64[this.counters + C_LARGE_ALLOCATIONS]++;
+    return obj;
+  }
+
+  private freeSlow(ptr: number, size: number | undefined): void {
+    if (ptr === 0 && size === undefined) return;
+    if (size !== undefined) checkSize(size, "free");
+    if (ptr === 0) return;
+    const owner = liveObjectRegion(this.geometry, ptr, "free");
+    if (size !== undefined && size > objectSizeIn(owner, ptr)) {
+      throw new RangeError(
+        `free(${ptr}, ${size}): size is larger than the object (${objectSizeIn(owner, ptr)} bytes)`,
+      );
+    }
+    if (owner.id === this.id) this.freeLocal(ptr);
+    else this.freeForeign(owner, ptr);
+  }
+
+  /** Free a validated live object of this shard. */
+  private freeLocal(ptr: number): void {
+    this.i32[this.liveWord(ptr)] &= ~this.liveBit(ptr);
+    const page = this.pageOf(ptr);
+    const m = this.pageMeta(page);
+    const pool1 = this.i32[m + PM_POOL]!;
+    this.f64[this.cFrees]++;
+    if (pool1 !== 0) {
+      const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
+      this.u32[ptr >>> 2] = this.u32[pool + P_FREE_HEAD]!;
+      this.u32[pool + P_FREE_HEAD] = ptr;
+      if (++this.i32[pool + P_FREE_COUNT]! > classMaxFree[pool1 - 1]!) {
+        trimPool(this, pool1 - 1, classTrimTarget[pool1 - 1]!);
+      }
+      return;
+    }
+    const pages = this.i32[m + PM_SPAN_PAGES]!;
+    this.i32[m + PM_STATE] = PAGE_INNER;
+    freePageRange(this, page, pages);
+  }
+
+  /** Hand a validated live object of another shard to its owner's inbox. */
+  private freeForeign(owner: ShardRegion, ptr: number): void {
+    if (!claimPendingFree(owner, ptr)) {
+      liveObjectRegion(this.geometry, ptr, "free"); // throws "already freed"
+    }
+    pushInbox(owner, ptr);
+    this.f64[this.counters + C_CROSS_SHARD_FREES]++;
+  }
+
+  /** Give back the tail of a large object past `pages`. */
+  private shrinkLarge(head: number, pages: number): void {
+    const m = this.pageMeta(head);
+    const oldPages = this.i32[m + PM_SPAN_PAGES]!;
+    this.i32[m + PM_SPAN_PAGES] = pages;
+    freePageRange(this, head + pages, oldPages - pages);
+  }
+
+  private setLive(obj: number): void {
+    this.i32[this.liveWord(obj)] |= this.liveBit(obj);
+  }
+
+  /**
+   * Make room before giving up: drain the inbox and return every object
+   * cached in pool free lists to its span, releasing spans left empty.
+   */
+  private reclaim(): void {
+    this.f64[this.counters + C_RECLAIMS]++;
+    this.trim();
+  }
+
+  private outOfMemory(requested: number): OutOfMemoryError {
+    this.f64[this.counters + C_FAILED_ALLOCATIONS]++;
+    const s = this.stats();
+    return new OutOfMemoryError(
+      `shard ${this.id}: cannot allocate ${requested} bytes ` +
+        `(${formatSize(s.freeMemory)} free of ${formatSize(s.totalMemory)}, ` +
+        `largest free span ${formatSize(largestFreeSpanPages(this) * PAGE_SIZE)})`,
+      requested,
+      this.diagnostics(),
+    );
+  }
+
+  /** @internal The owner of `ptr` (-1 outside every region). */
+  ownerOf(ptr: number): number {
+    return ownerShardOf(this.geometry, ptr);
+  }
+}
+
+/** Usable size of a live object (validated) in region `r`. */
+function objectSizeIn(r: ShardRegion, ptr: number): number {
+  const m = r.pageMeta(r.pageOf(ptr));
+  const pool1 = r.i32[m + PM_POOL]!;
+  return pool1 !== 0 ? classSize[pool1 - 1]! : r.i32[m + PM_SPAN_PAGES]! * PAGE_SIZE;
+}
+
+function largestFreeSpanPages(r: ShardRegion): number {
+  const orders = r.headerSlot(S_NONEMPTY_ORDERS);
+  return orders === 0 ? 0 : 2 ** (31 - Math.clz32(orders));
+}

@@ -1,0 +1,193 @@
+/**
+ * SharedHeap: creates or attaches the SharedArrayBuffer, validates its
+ * header, and hands out one ShardAllocator per shard. One side initializes
+ * (create), every other thread attaches to the same buffer (attach); the
+ * buffer is the only state they share.
+ */
+import { HeapFormatError } from "../errors.js";
+import { checkRegion } from "./check.js";
+import {
+  HEAP_HEADER_BYTES,
+  HEAP_MAGIC0,
+  HEAP_MAGIC1,
+  HEAP_VERSION,
+  H_HEADER_BYTES,
+  H_MAGIC0,
+  H_MAGIC1,
+  H_PAGE_SIZE,
+  H_SHARDS,
+  H_SHARD_PAGES,
+  H_VERSION,
+  MAX_HEAP_BYTES,
+  PAGE_SIZE,
+  S_BITMAP_OFFSET,
+  S_DATA_OFFSET,
+  S_DATA_PAGES,
+  S_ID,
+  S_META_OFFSET,
+  dataPagesFor,
+  regionLayout,
+} from "./layout.js";
+import { initPageSpans } from "./page-spans.js";
+import { ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { HeapViews, ShardRegion } from "./region.js";
+import { ShardAllocator } from "./shard-allocator.js";
+import { classSpanPages } from "./size-classes.js";
+import { initPools } from "./small-pool.js";
+import { readStats, sumStats, type MemoryStats } from "./stats.js";
+
+/** The smallest region: room for the largest pool span plus metadata. */
+export const MIN_SHARD_BYTES = 128 * 1024;
+export const MAX_SHARDS = 1024;
+
+export interface SharedHeapOptions {
+  /** Number of shards (regions), 1 to 1024. */
+  shards: number;
+  /** Bytes per shard region, metadata included; rounded up to whole pages. At least 128 KiB. */
+  shardBytes: number;
+}
+
+export class SharedHeap implements HeapGeometry {
+  readonly buffer: SharedArrayBuffer;
+  readonly shards: number;
+  /** Bytes per shard region (a multiple of PAGE_SIZE). */
+  readonly shardBytes: number;
+  /** @internal Read-only views of each region. */
+  readonly regions: readonly ShardRegion[];
+  private readonly views: HeapViews;
+  private readonly allocators: (ShardAllocator | undefined)[];
+
+  private constructor(buffer: SharedArrayBuffer, shards: number, shardBytes: number) {
+    this.buffer = buffer;
+    this.shards = shards;
+    this.shardBytes = shardBytes;
+    this.views = new HeapViews(buffer);
+    this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes));
+    this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
+  }
+
+  /** Make a new heap: a fresh buffer, every shard's pages free. */
+  static create(o: SharedHeapOptions): SharedHeap {
+    if (o === null || typeof o !== "object") throw new TypeError("SharedHeap.create: options must be an object");
+    const { shards, shardBytes } = o;
+    if (typeof shards !== "number" || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
+      throw new RangeError(`SharedHeap.create: options.shards must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
+    }
+    if (typeof shardBytes !== "number" || !Number.isSafeInteger(shardBytes) || shardBytes < MIN_SHARD_BYTES) {
+      throw new RangeError(`SharedHeap.create: options.shardBytes must be an integer of at least ${MIN_SHARD_BYTES}, got ${String(shardBytes)}`);
+    }
+    const regionBytes = Math.ceil(shardBytes / PAGE_SIZE) * PAGE_SIZE;
+    const total = HEAP_HEADER_BYTES + shards * regionBytes;
+    if (total > MAX_HEAP_BYTES) {
+      throw new RangeError(
+        `SharedHeap.create: ${shards} shards of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
+      );
+    }
+    const buffer = new SharedArrayBuffer(total);
+    const h = new Int32Array(buffer, 0, HEAP_HEADER_BYTES / 4);
+    h[H_MAGIC0] = HEAP_MAGIC0;
+    h[H_MAGIC1] = HEAP_MAGIC1;
+    h[H_VERSION] = HEAP_VERSION;
+    h[H_SHARDS] = shards;
+    h[H_SHARD_PAGES] = regionBytes / PAGE_SIZE;
+    h[H_PAGE_SIZE] = PAGE_SIZE;
+    h[H_HEADER_BYTES] = HEAP_HEADER_BYTES;
+    const heap = new SharedHeap(buffer, shards, regionBytes);
+    for (const r of heap.regions) initRegion(r, regionBytes);
+    return heap;
+  }
+
+  /** Attach to a heap another thread created. HeapFormatError if `buffer` is not one. */
+  static attach(buffer: SharedArrayBuffer): SharedHeap {
+    if (!(buffer instanceof SharedArrayBuffer)) {
+      throw new HeapFormatError("SharedHeap.attach: expected a SharedArrayBuffer holding a shardheap heap");
+    }
+    const { shards, shardBytes } = readHeader(buffer);
+    return new SharedHeap(buffer, shards, shardBytes);
+  }
+
+  /** The allocator of shard `id`. Allocate only on the thread that owns the shard. */
+  shard(id: number): ShardAllocator {
+    this.checkShardId(id, "shard");
+    let a = this.allocators[id];
+    if (!a) {
+      a = new ShardAllocator(this.views, id, this);
+      this.allocators[id] = a;
+    }
+    return a;
+  }
+
+  /** The shard owning byte offset `ptr`; RangeError outside every region. */
+  ownerOf(ptr: number): number {
+    const shard = ownerShardOf(this, ptr);
+    if (shard < 0) throw new RangeError(`ownerOf(${ptr}): not inside any shard's region`);
+    return shard;
+  }
+
+  /** A view of `length` bytes at `ptr` (no copy). RangeError outside the buffer. */
+  bytes(ptr: number, length: number): Uint8Array {
+    if (!Number.isSafeInteger(ptr) || !Number.isSafeInteger(length) || ptr < HEAP_HEADER_BYTES || length < 0 || ptr + length > this.buffer.byteLength) {
+      throw new RangeError(`bytes(${ptr}, ${length}): outside the heap's object space`);
+    }
+    return new Uint8Array(this.buffer, ptr, length);
+  }
+
+  /** One shard's statistics, or every shard's summed when `shard` is omitted. */
+  stats(shard?: number): MemoryStats {
+    if (shard === undefined) return sumStats(this.regions.map(readStats));
+    this.checkShardId(shard, "stats");
+    return readStats(this.regions[shard]!);
+  }
+
+  /** Invariant violations in every shard's metadata; [] when healthy. Run it while shards are quiescent. */
+  check(): string[] {
+    const errors: string[] = [];
+    const hdr = checkHeader(this.buffer);
+    if (hdr) errors.push(hdr);
+    for (const r of this.regions) errors.push(...checkRegion(r));
+    return errors;
+  }
+
+  private checkShardId(id: number, op: string): void {
+    if (!Number.isInteger(id) || id < 0 || id >= this.shards) {
+      throw new RangeError(`${op}(${String(id)}): shard must be an integer from 0 to ${this.shards - 1}`);
+    }
+  }
+}
+
+function initRegion(r: ShardRegion, shardBytes: number): void {
+  const layout = regionLayout(r.id, shardBytes);
+  const i32 = r.i32;
+  i32[r.hdr + S_ID] = r.id;
+  i32[r.hdr + S_DATA_PAGES] = layout.dataPages;
+  i32[r.hdr + S_META_OFFSET] = layout.metaOffset;
+  i32[r.hdr + S_BITMAP_OFFSET] = layout.bitmapOffset;
+  i32[r.hdr + S_DATA_OFFSET] = layout.dataOffset;
+  initPools(r);
+  initPageSpans(r);
+}
+
+/** Validate a heap header; returns the geometry or throws HeapFormatError. */
+export function readHeader(buffer: ArrayBufferLike): { shards: number; shardBytes: number } {
+  const problem = checkHeader(buffer);
+  if (problem) throw new HeapFormatError(problem);
+  const h = new Int32Array(buffer, 0, 8);
+  return { shards: h[H_SHARDS]!, shardBytes: h[H_SHARD_PAGES]! * PAGE_SIZE };
+}
+
+function checkHeader(buffer: ArrayBufferLike): string | undefined {
+  if (buffer.byteLength < HEAP_HEADER_BYTES) return `not a shardheap heap: ${buffer.byteLength} bytes is smaller than its header`;
+  const h = new Int32Array(buffer, 0, 8);
+  if (h[H_MAGIC0] !== HEAP_MAGIC0 || h[H_MAGIC1] !== HEAP_MAGIC1) return "not a shardheap heap: wrong magic number";
+  if (h[H_VERSION] !== HEAP_VERSION) return `shardheap heap format version ${h[H_VERSION]} is not supported (this is version ${HEAP_VERSION})`;
+  if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
+  const shards = h[H_SHARDS]!;
+  const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
+  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${shards} shards of ${shardBytes} bytes`;
+  const expected = HEAP_HEADER_BYTES + shards * shardBytes;
+  if (buffer.byteLength !== expected) {
+    return `shardheap heap size mismatch: header says ${shards} shards of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
+  }
+  if (dataPagesFor(shardBytes) < Math.max(...classSpanPages)) return "corrupt shardheap header: shard too small";
+  return undefined;
+}

@@ -1,0 +1,101 @@
+/**
+ * Small-object size classes and the per-class pool parameters.
+ *
+ * Seastar's classes: two fraction bits per power of two (sizes 4/4, 5/4,
+ * 6/4, 7/4 of each power), from 8 bytes to 16 KiB. Ours are additionally
+ * rounded up to the 8-byte granule (so every object can hold a Float64 and
+ * the live bitmap has one bit per possible object start) and deduplicated:
+ * 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160 ... 12288, 14336, 16384.
+ * Everything here is a pure function of the class index, so it is not
+ * stored in the buffer: a reader of a heap image of the same version
+ * derives the same table.
+ */
+import { GRANULE, GRANULE_SHIFT, PAGE_SIZE } from "./layout.js";
+
+export const MIN_OBJECT_SIZE = GRANULE;
+/** The largest small object; anything larger is a page span. */
+export const MAX_SMALL_SIZE = 4 * PAGE_SIZE;
+const FRACTION_BITS = 2;
+/** Largest span a pool asks for, in pages (Seastar: 32). */
+const MAX_POOL_SPAN_PAGES = 32;
+
+function buildSizes(): number[] {
+  const sizes: number[] = [];
+  for (let log = GRANULE_SHIFT; log <= Math.log2(MAX_SMALL_SIZE); log++) {
+    for (let frac = 0; frac < 1 << FRACTION_BITS; frac++) {
+      const raw = ((1 << FRACTION_BITS) + frac) << log >> FRACTION_BITS;
+      const size = Math.ceil(raw / GRANULE) * GRANULE;
+      if (size <= MAX_SMALL_SIZE && sizes[sizes.length - 1] !== size) sizes.push(size);
+    }
+  }
+  return sizes;
+}
+
+const SIZES = buildSizes();
+export const CLASS_COUNT = SIZES.length;
+
+/** Object size of each class, in bytes. */
+export const classSize = Int32Array.from(SIZES);
+
+/** classOf[(size + 7) >> 3] is the smallest class holding `size` bytes (size <= 16 KiB). */
+export const classOf = new Uint8Array((MAX_SMALL_SIZE >>> GRANULE_SHIFT) + 1);
+{
+  let c = 0;
+  for (let g = 0; g < classOf.length; g++) {
+    while (SIZES[c]! < Math.max(g << GRANULE_SHIFT, MIN_OBJECT_SIZE)) c++;
+    classOf[g] = c;
+  }
+}
+
+/**
+ * Span length per class, in pages: Seastar's rule: the smallest power of two
+ * (up to 32 pages) that holds at least 4 objects and wastes under 5% at its
+ * tail, else the one that wastes least.
+ */
+export const classSpanPages = Int32Array.from(SIZES, (size) => {
+  let best = 0;
+  let bestWaste = Infinity;
+  for (let pages = 1; pages <= MAX_POOL_SPAN_PAGES; pages *= 2) {
+    const bytes = pages * PAGE_SIZE;
+    if (bytes / size < 4) continue;
+    const waste = (bytes % size) / bytes;
+    if (waste < bestWaste) {
+      bestWaste = waste;
+      best = pages;
+      if (waste < 0.05) break;
+    }
+  }
+  return best || MAX_POOL_SPAN_PAGES;
+});
+
+/**
+ * The span a pool falls back to when the page allocator has no block of the
+ * preferred size (a small or fragmented shard): the fewest pages, as a
+ * power of two, that hold one object (Seastar's _span_sizes.fallback).
+ */
+export const classFallbackSpanPages = Int32Array.from(SIZES, (size) => {
+  const pages = Math.ceil(size / PAGE_SIZE);
+  return pages === 1 ? 1 : 2 ** (32 - Math.clz32(pages - 1));
+});
+
+/** Objects a span of `pages` pages holds in class `cls`. */
+export function objectsPerSpan(cls: number, pages: number): number {
+  return Math.floor((pages * PAGE_SIZE) / classSize[cls]!);
+}
+
+/**
+ * Pool free-list bounds (Seastar's _max_free / _min_free): a free past
+ * maxFree sends objects back to their spans in a batch, down to 3/4 of
+ * maxFree; an empty list refills to half of maxFree (at least one span's
+ * objects), so a malloc/free pair at either boundary does not move a span
+ * back and forth. Seastar's floor of 100 cached objects is capped at 64 KiB
+ * of objects here, because our shards are often a few MiB, not GiBs.
+ */
+export const classMaxFree = Int32Array.from(SIZES, (size, c) =>
+  Math.max(2 * objectsPerSpan(c, classSpanPages[c]!), Math.min(100, Math.floor(65536 / size))),
+);
+export const classRefillGoal = Int32Array.from(classMaxFree, (max) => max >>> 1);
+export const classTrimTarget = Int32Array.from(classMaxFree, (max) => (3 * max) >>> 2);
+
+/** The largest power of two dividing the class size: the alignment its objects get. */
+export const classAlignment = Int32Array.from(SIZES, (size) => Math.min(size & -size, PAGE_SIZE));
