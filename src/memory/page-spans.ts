@@ -101,13 +101,42 @@ export function allocatePageSpan(r: ShardRegion, count: number): number {
   const want = count === 1 ? 0 : 32 - Math.clz32(count - 1);
   if (want > 30) return -1;
   const candidates = r.i32[r.hdr + S_NONEMPTY_ORDERS]! & ~((1 << want) - 1);
-  if (candidates === 0) return -1;
+  if (candidates === 0) return allocateFromAdjacentSpans(r, count, want);
   const order = orderOf(candidates & -candidates);
   const p = r.i32[r.spanLists + order]!;
   unlinkFreeSpan(r, p, order);
   r.i32[r.hdr + S_FREE_PAGES] -= 1 << order;
   if (count < 1 << order) freePageRange(r, p + count, (1 << order) - count);
   return p;
+}
+
+/**
+ * Fallback when no single block of 2^want pages is free: look for `count`
+ * pages made of adjacent smaller free blocks (a buddy allocator alone would
+ * fail a 18-page request while plenty of unaligned runs are free). Takes
+ * the run, returns what it does not need. Cost: a scan of the smaller free
+ * lists, paid only when the shard is fragmented.
+ */
+function allocateFromAdjacentSpans(r: ShardRegion, count: number, want: number): number {
+  const i32 = r.i32;
+  for (let order = want - 1; order >= 0; order--) {
+    for (let p = i32[r.spanLists + order]!; p >= 0; p = i32[r.pageMeta(p) + PM_NEXT]!) {
+      let end = p;
+      while (end - p < count && end < r.dataPages && i32[r.pageMeta(end) + PM_STATE] === PAGE_FREE) {
+        end += i32[r.pageMeta(end) + PM_SPAN_PAGES]!;
+      }
+      if (end - p < count) continue;
+      for (let q = p; q < end; ) {
+        const pages = i32[r.pageMeta(q) + PM_SPAN_PAGES]!;
+        unlinkFreeSpan(r, q, orderOf(pages));
+        q += pages;
+      }
+      i32[r.hdr + S_FREE_PAGES] -= end - p;
+      if (end - p > count) freePageRange(r, p + count, end - p - count);
+      return p;
+    }
+  }
+  return -1;
 }
 
 /** Initialize an empty region's lists: everything free. */

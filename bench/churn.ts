@@ -1,0 +1,287 @@
+/**
+ * "churn": a live set of L objects with random sizes (16..1024 B); each
+ * step replaces a random one: free it, allocate a new object of a random
+ * size, write one byte into it. All randomness is precomputed from a seeded
+ * PRNG (sizes and indices in typed arrays, cycled), so the timed loops
+ * allocate nothing but what the candidate allocates.
+ *
+ * Candidates, each with its own live set, timed in the same run:
+ *   shardheap   one shard of a SharedHeap (512 MiB, room for 100k objects)
+ *   thi.ng      @thi.ng/malloc MemPool; its free walks the used list and its
+ *               malloc / compaction walk the free list, so its cost grows
+ *               with L: the timing helper sizes its rounds by time, so it
+ *               runs few steps at large L and the suite stays short
+ *   uint8array  `new Uint8Array(size)`, live set in a JS array (GC frees)
+ *   floor       no allocator: only the two random object touches a step
+ *               must make (the freed object and the new one) in a working
+ *               set of L objects packed SPACING bytes apart in one
+ *               ArrayBuffer, plus the same harness work (reading the
+ *               precomputed arrays, updating the live-set table)
+ * "own cost" = candidate ns/step - floor ns/step: what the allocator adds
+ * over the memory traffic any allocator would cause.
+ *
+ * Targets (issue): shardheap's own cost at L = 100k within 1.5x its own
+ * cost at L = 1k; at L = 10k shardheap >= 1000x faster than thi.ng; at
+ * L = 100k shardheap >= 20x faster than new Uint8Array.
+ */
+import { MemPool } from "@thi.ng/malloc";
+import { SharedHeap } from "../src/index.js";
+import { compare, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
+import { collectGarbage, measure, mulberry32, type Candidate, type Measurement } from "./timing.js";
+
+const LIVE_SET_SIZES = [1_000, 10_000, 100_000];
+const MIN_SIZE = 16;
+const MAX_SIZE = 1024;
+/** Floor objects' spacing: the mean request (520 B) plus an 8-byte header. */
+const SPACING = 528;
+/** Precomputed steps, cycled (a power of two). */
+const STEPS = 1 << 20;
+const SEED = 0x5eed_c0de;
+const SHARD_BYTES = 512 * 1024 * 1024;
+
+const OWN_COST_GROWTH_MAX = 1.5;
+const VS_THING_L = 10_000;
+const VS_THING_MAX_RATIO = 1 / 1000;
+const VS_UINT8ARRAY_L = 100_000;
+const VS_UINT8ARRAY_MAX_RATIO = 1 / 20;
+
+interface Workload {
+  readonly L: number;
+  /** Sizes of the initial live set. */
+  readonly initialSizes: Uint16Array;
+  /** Per step: the size of the new object. */
+  readonly sizes: Uint16Array;
+  /** Per step: which live object is replaced. */
+  readonly victims: Int32Array;
+  /** Per step: where the floor's "new object" is (a second random object). */
+  readonly others: Int32Array;
+}
+
+function makeWorkload(L: number): Workload {
+  const rnd = mulberry32(SEED ^ L);
+  const size = (): number => MIN_SIZE + Math.floor(rnd() * (MAX_SIZE - MIN_SIZE + 1));
+  const initialSizes = Uint16Array.from({ length: L }, size);
+  const sizes = new Uint16Array(STEPS);
+  const victims = new Int32Array(STEPS);
+  const others = new Int32Array(STEPS);
+  for (let s = 0; s < STEPS; s++) {
+    sizes[s] = size();
+    victims[s] = Math.floor(rnd() * L);
+    others[s] = Math.floor(rnd() * L);
+  }
+  return { L, initialSizes, sizes, victims, others };
+}
+
+const MASK = STEPS - 1;
+
+function shardheapCandidate(w: Workload): Candidate & { verify(): void } {
+  const { L, sizes, victims } = w;
+  const heap = SharedHeap.create({ shards: 1, shardBytes: SHARD_BYTES });
+  const a = heap.shard(0);
+  const u8 = new Uint8Array(heap.buffer);
+  const live = new Int32Array(L);
+  for (let i = 0; i < L; i++) {
+    const p = a.malloc(w.initialSizes[i]!);
+    u8[p] = 1;
+    live[i] = p;
+  }
+  let step = 0;
+  return {
+    name: "shardheap",
+    run(n) {
+      let acc = 0;
+      let s = step;
+      for (const end = s + n; s < end; s++) {
+        const j = s & MASK;
+        const i = victims[j]!;
+        a.free(live[i]!);
+        const p = a.malloc(sizes[j]!);
+        u8[p] = 1;
+        live[i] = p;
+        acc ^= p;
+      }
+      step = s;
+      return acc;
+    },
+    verify() {
+      const live = a.stats().liveObjects;
+      if (live !== L) throw new Error(`churn: shardheap has ${live} live objects, expected ${L}`);
+      const errors = heap.check();
+      if (errors.length > 0) throw new Error(`churn: heap check failed: ${errors.slice(0, 5).join("; ")}`);
+    },
+  };
+}
+
+function thingCandidate(w: Workload): Candidate {
+  const { L, sizes, victims } = w;
+  const pool = new MemPool({ size: Math.max(16 << 20, L * 2048) });
+  const u8 = new Uint8Array(pool.buf);
+  const live = new Int32Array(L);
+  for (let i = 0; i < L; i++) {
+    const p = pool.malloc(w.initialSizes[i]!);
+    if (p === 0) throw new Error("churn: thi.ng MemPool is out of memory while filling");
+    u8[p] = 1;
+    live[i] = p;
+  }
+  let step = 0;
+  return {
+    name: "thi.ng",
+    run(n) {
+      let acc = 0;
+      let s = step;
+      for (const end = s + n; s < end; s++) {
+        const j = s & MASK;
+        const i = victims[j]!;
+        pool.free(live[i]!);
+        const p = pool.malloc(sizes[j]!);
+        if (p === 0) throw new Error("churn: thi.ng MemPool is out of memory");
+        u8[p] = 1;
+        live[i] = p;
+        acc ^= p;
+      }
+      step = s;
+      return acc;
+    },
+  };
+}
+
+function uint8ArrayCandidate(w: Workload): Candidate {
+  const { L, sizes, victims } = w;
+  const live: Uint8Array[] = [];
+  for (let i = 0; i < L; i++) {
+    const b = new Uint8Array(w.initialSizes[i]!);
+    b[0] = 1;
+    live.push(b);
+  }
+  let step = 0;
+  return {
+    name: "uint8array",
+    run(n) {
+      let acc = 0;
+      let s = step;
+      for (const end = s + n; s < end; s++) {
+        const j = s & MASK;
+        const b = new Uint8Array(sizes[j]!);
+        b[0] = 1;
+        live[victims[j]!] = b;
+        acc ^= b.length;
+      }
+      step = s;
+      return acc;
+    },
+  };
+}
+
+function floorCandidate(w: Workload): Candidate {
+  const { L, sizes, victims, others } = w;
+  const mem = new Uint8Array(new ArrayBuffer(L * SPACING));
+  const live = new Int32Array(L);
+  for (let i = 0; i < L; i++) {
+    live[i] = i * SPACING;
+    mem[i * SPACING] = 1;
+  }
+  let step = 0;
+  return {
+    name: "floor",
+    run(n) {
+      let acc = 0;
+      let s = step;
+      for (const end = s + n; s < end; s++) {
+        const j = s & MASK;
+        const i = victims[j]!;
+        const old = live[i]!;
+        mem[old] ^= 1; // the freed object (a free writes its link there)
+        const p = others[j]! * SPACING;
+        mem[p] = 1; // the new object
+        live[i] = p;
+        acc ^= p + sizes[j]!;
+      }
+      step = s;
+      return acc;
+    },
+  };
+}
+
+function measurementFields(m: Measurement): Pick<BenchRecord, "nsPerOp" | "minNsPerOp" | "maxNsPerOp" | "opsPerRound" | "rounds"> {
+  return {
+    nsPerOp: m.nsPerOp,
+    minNsPerOp: m.minNsPerOp,
+    maxNsPerOp: m.maxNsPerOp,
+    opsPerRound: m.opsPerRound,
+    rounds: m.samples.length,
+  };
+}
+
+/** Measure one live-set size; returns shardheap's own cost (ns/step over the floor). */
+function runLiveSet(ctx: BenchContext, L: number): number {
+  ctx.progress(`churn L=${L}: building the workload and filling the live sets`);
+  const w = makeWorkload(L);
+  const sh = shardheapCandidate(w);
+  const candidates: Candidate[] = [sh, thingCandidate(w), uint8ArrayCandidate(w), floorCandidate(w)];
+  ctx.progress(`churn L=${L}: timing ${candidates.map((c) => c.name).join(", ")}`);
+  const [mSh, mTh, mU8, mFloor] = measure(candidates, ctx.timing) as [Measurement, Measurement, Measurement, Measurement];
+  sh.verify();
+
+  const floor = mFloor.nsPerOp;
+  ctx.record({ bench: "churn", L, candidate: "floor", ...measurementFields(mFloor) });
+  for (const m of [mSh, mTh, mU8]) {
+    ctx.record({
+      bench: "churn",
+      L,
+      candidate: m.name,
+      ...measurementFields(m),
+      ownNsPerOp: m.nsPerOp - floor,
+      ...compare(m.nsPerOp, "floor", floor),
+    });
+  }
+  const own = mSh.nsPerOp - floor;
+  ctx.record({
+    bench: "churn",
+    L,
+    candidate: "shardheap",
+    ...measurementFields(mSh),
+    ownNsPerOp: own,
+    ...(L === VS_THING_L
+      ? compare(mSh.nsPerOp, mTh.name, mTh.nsPerOp, VS_THING_MAX_RATIO, "ratio <= 0.001 (>= 1000x faster)")
+      : compare(mSh.nsPerOp, mTh.name, mTh.nsPerOp)),
+  });
+  ctx.record({
+    bench: "churn",
+    L,
+    candidate: "shardheap",
+    ...measurementFields(mSh),
+    ownNsPerOp: own,
+    ...(L === VS_UINT8ARRAY_L
+      ? compare(mSh.nsPerOp, mU8.name, mU8.nsPerOp, VS_UINT8ARRAY_MAX_RATIO, "ratio <= 0.05 (>= 20x faster)")
+      : compare(mSh.nsPerOp, mU8.name, mU8.nsPerOp)),
+  });
+  return own;
+}
+
+export const churn: BenchModule = {
+  name: "churn",
+  title: `replace a random object of a live set of L (random sizes ${MIN_SIZE}..${MAX_SIZE} B) per step`,
+  run(ctx) {
+    const own = new Map<number, number>();
+    for (const L of LIVE_SET_SIZES) {
+      own.set(L, runLiveSet(ctx, L));
+      collectGarbage(); // release this size's heaps before the next
+    }
+    const small = LIVE_SET_SIZES[0]!;
+    const base = own.get(small)!;
+    for (const L of LIVE_SET_SIZES.slice(1)) {
+      const o = own.get(L)!;
+      const last = L === LIVE_SET_SIZES[LIVE_SET_SIZES.length - 1];
+      ctx.record({
+        bench: "churn",
+        L,
+        candidate: "shardheap",
+        metric: "ownCost",
+        nsPerOp: o,
+        ...(last
+          ? compare(o, `shardheap ownCost at L=${small}`, base, OWN_COST_GROWTH_MAX, `ratio <= ${OWN_COST_GROWTH_MAX}`)
+          : compare(o, `shardheap ownCost at L=${small}`, base)),
+      });
+    }
+  },
+};
