@@ -53,6 +53,7 @@ export function checkRegion(r: ShardRegion): string[] {
   let freePages = 0;
   let liveLarge = 0;
   const freeHeads = new Set<number>();
+  const poolSpans: number[][] = Array.from({ length: CLASS_COUNT }, () => []);
   for (let p = 0; p < r.dataPages; ) {
     const state = meta(p, PM_STATE);
     const len = meta(p, PM_SPAN_PAGES);
@@ -78,6 +79,8 @@ export function checkRegion(r: ShardRegion): string[] {
       liveLarge++;
     } else if (state === PAGE_POOL) {
       checkPoolSpan(r, p, fail);
+      const cls = r.poolOfPage(p);
+      if (cls >= 0 && cls < CLASS_COUNT) poolSpans[cls]!.push(p);
     } else {
       fail(`page ${p} has unknown state ${state}`);
       return errors;
@@ -108,7 +111,7 @@ export function checkRegion(r: ShardRegion): string[] {
 
   // 3. Pools: cached objects are free objects of the pool, counts add up.
   let livePool = 0;
-  for (let c = 0; c < CLASS_COUNT; c++) livePool += checkPool(r, c, fail);
+  for (let c = 0; c < CLASS_COUNT; c++) livePool += checkPool(r, c, poolSpans[c]!, fail);
 
   // 4. Counters: every live bit is a malloc without a free.
   const live = r.counter(C_MALLOCS) - r.counter(C_FREES);
@@ -142,15 +145,16 @@ function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void):
   }
   const start = r.pageAddress(head);
   const size = classSize[cls]!;
-  for (let off = 0; off < len * PAGE_SIZE; off += GRANULE) {
-    if (off % size !== 0 && (r.isLive(start + off) || r.isPendingFree(start + off))) {
-      fail(`pool span at page ${head}: live bit at ${start + off}, inside a ${size}-byte object`);
+  forEachMarkedGranule(r, start, len * PAGE_SIZE, (ptr) => {
+    const off = ptr - start;
+    if (off % size !== 0 || off / size >= objectsPerSpan(cls, len)) {
+      fail(`pool span at page ${head}: live bit at ${ptr}, inside a ${size}-byte object`);
     }
-  }
+  });
 }
 
 /** Check one pool; returns its live object count. */
-function checkPool(r: ShardRegion, cls: number, fail: (m: string) => void): number {
+function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: (m: string) => void): number {
   const i32 = r.i32;
   const u32 = r.u32;
   const pool = poolRecord(r, cls);
@@ -166,10 +170,10 @@ function checkPool(r: ShardRegion, cls: number, fail: (m: string) => void): numb
   let capacity = 0;
   let used = 0;
   let liveBits = 0;
-  for (let p = 0; p < r.dataPages; ) {
+  for (const p of heads) {
     const m = r.pageMeta(p);
-    const len = Math.max(1, i32[m + PM_SPAN_PAGES]!);
-    if (i32[m + PM_STATE] === PAGE_POOL && i32[m + PM_POOL] === cls + 1 && i32[m + PM_HEAD] === p) {
+    const len = i32[m + PM_SPAN_PAGES]!;
+    {
       const perSpan = objectsPerSpan(cls, len);
       spanPages += len;
       capacity += perSpan;
@@ -184,10 +188,8 @@ function checkPool(r: ShardRegion, cls: number, fail: (m: string) => void): numb
         fail(`class ${size}: span ${p} has ${i32[m + PM_USED]} used + ${own} free != ${perSpan} objects`);
       }
       used += i32[m + PM_USED]!;
-      const start = r.pageAddress(p);
-      for (let k = 0; k < perSpan; k++) if (r.isLive(start + k * size)) liveBits++;
+      liveBits += countLiveBits(r, r.pageAddress(p), len * PAGE_SIZE);
     }
-    p += i32[m + PM_STATE] === PAGE_INNER ? 1 : len;
   }
   if (i32[pool + P_CAPACITY] !== capacity) fail(`class ${size}: capacity ${i32[pool + P_CAPACITY]}, spans hold ${capacity}`);
   if (i32[pool + P_PAGES_IN_USE] !== spanPages) fail(`class ${size}: pages in use ${i32[pool + P_PAGES_IN_USE]}, spans hold ${spanPages}`);
@@ -213,10 +215,34 @@ function checkPool(r: ShardRegion, cls: number, fail: (m: string) => void): numb
   return liveBits;
 }
 
+/** Live or pending bits set in [from, from + bytes) (from 8-aligned). */
 function anyBitsSet(r: ShardRegion, from: number, bytes: number): boolean {
-  for (let off = 0; off < bytes; off += GRANULE) {
-    const ptr = from + off;
-    if (r.isLive(ptr) || r.isPendingFree(ptr)) return true;
+  let found = false;
+  forEachMarkedGranule(r, from, bytes, () => {
+    found = true;
+  });
+  return found;
+}
+
+function countLiveBits(r: ShardRegion, from: number, bytes: number): number {
+  let n = 0;
+  forEachMarkedGranule(r, from, bytes, (ptr) => {
+    if (r.isLive(ptr)) n++;
+  });
+  return n;
+}
+
+/** Calls `visit` for each granule in the range whose live or pending bit is set; skips empty words. */
+function forEachMarkedGranule(r: ShardRegion, from: number, bytes: number, visit: (ptr: number) => void): void {
+  const end = from + bytes;
+  for (let ptr = from; ptr < end; ) {
+    const w = r.liveWord(ptr);
+    const bits = r.i32[w]! | r.i32[w + 1]!;
+    const wordStart = ptr - (((ptr - r.dataStart) >>> 3) & 31) * GRANULE;
+    const wordEnd = Math.min(end, wordStart + 32 * GRANULE);
+    if (bits !== 0) {
+      for (let q = ptr; q < wordEnd; q += GRANULE) if ((bits & r.liveBit(q)) !== 0) visit(q);
+    }
+    ptr = wordEnd;
   }
-  return false;
 }
