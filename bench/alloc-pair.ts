@@ -12,6 +12,12 @@ import { measure, type Candidate } from "./timing.js";
 const SIZE = 64;
 const TARGET_RATIO = 0.8;
 
+/** Candidate.prepare: malloc/free pairs from a call site other than the timed loop. */
+function warmPairs(malloc: (size: number) => number, free: (ptr: number) => void): void {
+  for (let i = 0; i < WARM_PAIRS; i++) free(malloc(SIZE));
+}
+const WARM_PAIRS = 1_000_000;
+
 export const allocPair: BenchModule = {
   name: "pair",
   title: `malloc(${SIZE}) + free pair: shardheap vs @thi.ng/malloc MemPool`,
@@ -23,6 +29,7 @@ export const allocPair: BenchModule = {
     const candidates: Candidate[] = [
       {
         name: "shardheap",
+        prepare: () => warmPairs((size) => shard.malloc(size), (p) => shard.free(p)),
         run(n) {
           let acc = 0;
           for (let i = 0; i < n; i++) {
@@ -35,6 +42,7 @@ export const allocPair: BenchModule = {
       },
       {
         name: "thi.ng",
+        prepare: () => warmPairs((size) => pool.malloc(size), (p) => pool.free(p)),
         run(n) {
           let acc = 0;
           for (let i = 0; i < n; i++) {

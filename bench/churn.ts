@@ -17,8 +17,9 @@
  *               set of L objects packed SPACING bytes apart in one
  *               ArrayBuffer, plus the same harness work (reading the
  *               precomputed arrays, updating the live-set table)
- * "own cost" = candidate ns/step - floor ns/step: what the allocator adds
- * over the memory traffic any allocator would cause.
+ * "own cost" = candidate ns/step - floor ns/step (paired by round, see
+ * ownCost): what the allocator adds over the memory traffic any allocator
+ * would cause.
  *
  * Targets (issue): shardheap's own cost at L = 100k within 1.5x its own
  * cost at L = 1k; at L = 10k shardheap >= 1000x faster than thi.ng; at
@@ -27,7 +28,7 @@
 import { MemPool } from "@thi.ng/malloc";
 import { SharedHeap } from "../src/index.js";
 import { compare, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
-import { collectGarbage, measure, mulberry32, type Candidate, type Measurement } from "./timing.js";
+import { collectGarbage, measure, median, mulberry32, type Candidate, type Measurement } from "./timing.js";
 
 const LIVE_SET_SIZES = [1_000, 10_000, 100_000];
 const MIN_SIZE = 16;
@@ -74,6 +75,16 @@ function makeWorkload(L: number): Workload {
 
 const MASK = STEPS - 1;
 
+/**
+ * Candidate.prepare for the allocators: malloc/free pairs of the workload's
+ * sizes from a call site other than the timed loop (the live set is left
+ * as it was). Short enough for thi.ng at L = 100k: its pair is O(1) there.
+ */
+function warmPairs(w: Workload, malloc: (size: number) => number, free: (ptr: number) => void): void {
+  for (let s = 0; s < WARM_PAIRS; s++) free(malloc(w.sizes[s]!));
+}
+const WARM_PAIRS = 20_000;
+
 function shardheapCandidate(w: Workload): Candidate & { verify(): void } {
   const { L, sizes, victims } = w;
   const heap = SharedHeap.create({ shards: 1, shardBytes: SHARD_BYTES });
@@ -88,6 +99,7 @@ function shardheapCandidate(w: Workload): Candidate & { verify(): void } {
   let step = 0;
   return {
     name: "shardheap",
+    prepare: () => warmPairs(w, (size) => a.malloc(size), (p) => a.free(p)),
     run(n) {
       let acc = 0;
       let s = step;
@@ -126,6 +138,12 @@ function thingCandidate(w: Workload): Candidate {
   let step = 0;
   return {
     name: "thi.ng",
+    prepare: () =>
+      warmPairs(
+        w,
+        (size) => pool.malloc(size),
+        (p) => pool.free(p),
+      ),
     run(n) {
       let acc = 0;
       let s = step;
@@ -212,14 +230,30 @@ function measurementFields(m: Measurement): Pick<BenchRecord, "nsPerOp" | "minNs
   };
 }
 
+/**
+ * A candidate's own cost: the median over rounds of (its round - the floor's
+ * round of the same interleaved pass). Pairing rounds cancels what the
+ * machine does to memory-bound loops over a few hundred ms (neighbours
+ * sharing the L3, pages being merged or reclaimed), which moves the floor
+ * at L = 100k by 2x between runs; a difference of two medians would not.
+ */
+function ownCost(m: Measurement, floor: Measurement): number {
+  const n = Math.min(m.samples.length, floor.samples.length);
+  const diffs: number[] = [];
+  for (let r = 0; r < n; r++) diffs.push(m.samples[r]! - floor.samples[r]!);
+  return median(diffs);
+}
+
 /** Measure one live-set size; returns shardheap's own cost (ns/step over the floor). */
 function runLiveSet(ctx: BenchContext, L: number): number {
   ctx.progress(`churn L=${L}: building the workload and filling the live sets`);
   const w = makeWorkload(L);
   const sh = shardheapCandidate(w);
-  const candidates: Candidate[] = [sh, thingCandidate(w), uint8ArrayCandidate(w), floorCandidate(w)];
+  // shardheap next to the floor: rounds run in this order, then reversed,
+  // so each shardheap round has a floor round right beside it.
+  const candidates: Candidate[] = [thingCandidate(w), uint8ArrayCandidate(w), sh, floorCandidate(w)];
   ctx.progress(`churn L=${L}: timing ${candidates.map((c) => c.name).join(", ")}`);
-  const [mSh, mTh, mU8, mFloor] = measure(candidates, ctx.timing) as [Measurement, Measurement, Measurement, Measurement];
+  const [mTh, mU8, mSh, mFloor] = measure(candidates, ctx.timing) as [Measurement, Measurement, Measurement, Measurement];
   sh.verify();
 
   const floor = mFloor.nsPerOp;
@@ -230,11 +264,11 @@ function runLiveSet(ctx: BenchContext, L: number): number {
       L,
       candidate: m.name,
       ...measurementFields(m),
-      ownNsPerOp: m.nsPerOp - floor,
+      ownNsPerOp: ownCost(m, mFloor),
       ...compare(m.nsPerOp, "floor", floor),
     });
   }
-  const own = mSh.nsPerOp - floor;
+  const own = ownCost(mSh, mFloor);
   ctx.record({
     bench: "churn",
     L,

@@ -11,7 +11,7 @@
 import os from "node:os";
 import { allocPair } from "./alloc-pair.js";
 import { churn } from "./churn.js";
-import { formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
+import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
@@ -155,7 +155,7 @@ async function main(): Promise<number> {
   const missed = targets.filter((r) => r.pass === false);
   human(`\ntargets: ${targets.length - missed.length} PASS, ${missed.length} MISS; total ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   for (const r of missed) {
-    human(`  MISS ${r.bench}${r.L === undefined ? "" : ` L=${r.L}`} ${r.candidate}${r.metric ? ` ${r.metric}` : ""} vs ${r.baseline}: ratio ${r.ratio} (${r.target})`);
+    human(`  MISS ${r.bench}${r.L === undefined ? "" : ` L=${r.L}`} ${r.candidate}${r.metric ? ` ${r.metric}` : ""} vs ${r.baseline}: ratio ${formatRatio(r.ratio)} (${r.target})`);
   }
   return opts.strict && missed.length > 0 ? 1 : 0;
 }

@@ -2,9 +2,10 @@
  * The timing helper every benchmark uses.
  *
  * Method (simple and robust rather than clever):
+ *   0. Call the candidate's prepare() hook, if any (see Candidate).
  *   1. Warm up each candidate in doubling batches until it has run for
  *      `warmupMs` (the JIT settles, pools and free lists reach a working
- *      state); the last batch gives a first ns/op estimate.
+ *      state); the largest batch gives a first ns/op estimate.
  *   2. From that estimate pick each candidate's ops per round so a round
  *      takes about `roundMs` (clamped to [minOps, maxOps]).
  *   3. Take `rounds` timed rounds per candidate, interleaved: round r runs
@@ -23,6 +24,14 @@
 export interface Candidate {
   readonly name: string;
   run(n: number): number;
+  /**
+   * Called once before warm-up: exercise the code run(n) calls from another
+   * call site, so its type feedback is complete before run() itself gets
+   * optimized. Without it, whether V8 inlines the callees into run() can
+   * depend on a race with the concurrent compiler (@thi.ng/malloc's pair
+   * loop came out at 12 or 18 ns/op from one process to the next).
+   */
+  prepare?(): void;
   /** Per-candidate overrides (e.g. a very slow baseline). */
   readonly timing?: Partial<TimingOptions>;
 }
@@ -114,6 +123,7 @@ interface Plan {
 export function measure(candidates: readonly Candidate[], options: Partial<TimingOptions> = {}): Measurement[] {
   const plans: Plan[] = candidates.map((c) => {
     const o = { ...DEFAULT_TIMING, ...options, ...c.timing };
+    c.prepare?.();
     // Warm up in doubling batches; the largest batch estimates ns/op.
     collectGarbage();
     let n = Math.max(1, o.minOps);

@@ -9,8 +9,6 @@
  */
 import { inboxNext } from "./cross-shard.js";
 import {
-  C_FREES,
-  C_MALLOCS,
   GRANULE,
   PAGE_FREE,
   PAGE_INNER,
@@ -37,6 +35,7 @@ import {
 import type { ShardRegion } from "./region.js";
 import { CLASS_COUNT, classFallbackSpanPages, classSize, classSpanPages, objectsPerSpan } from "./size-classes.js";
 import { poolRecord } from "./small-pool.js";
+import { readStats } from "./stats.js";
 
 const MAX_REPORTS = 50;
 
@@ -114,7 +113,7 @@ export function checkRegion(r: ShardRegion): string[] {
   for (let c = 0; c < CLASS_COUNT; c++) livePool += checkPool(r, c, poolSpans[c]!, fail);
 
   // 4. Counters: every live bit is a malloc without a free.
-  const live = r.counter(C_MALLOCS) - r.counter(C_FREES);
+  const live = readStats(r).liveObjects;
   if (live !== liveLarge + livePool) fail(`mallocs - frees = ${live} but ${liveLarge + livePool} objects are live`);
 
   // 5. Inbox: every pushed object is live and pending.

@@ -9,6 +9,7 @@
  */
 import {
   C_BASE,
+  PM_BITMAP,
   PM_POOL,
   PM_STRIDE,
   PAGE_SHIFT,
@@ -49,8 +50,6 @@ export class ShardRegion {
   readonly hdr: number;
   /** Int32 index of page 0's metadata. */
   readonly meta: number;
-  /** Int32 index of the bitmap's first live word. */
-  readonly bitmap: number;
   /** Float64 index of the first counter. */
   readonly counters: number;
   /** Int32 index of pool record 0. */
@@ -75,7 +74,6 @@ export class ShardRegion {
     this.base = layout.base;
     this.hdr = layout.base >>> 2;
     this.meta = (layout.base + layout.metaOffset) >>> 2;
-    this.bitmap = (layout.base + layout.bitmapOffset) >>> 2;
     this.counters = layout.base / 8 + C_BASE;
     this.pools = this.hdr + S_POOLS;
     this.inbox = this.hdr + S_INBOX;
@@ -105,7 +103,8 @@ export class ShardRegion {
 
   /** Int32 index of the live word covering `ptr`; the pending word is the next one. */
   liveWord(ptr: number): number {
-    return this.bitmap + (((ptr - this.dataStart) >>> 8) << 1);
+    const rel = ptr - this.dataStart;
+    return this.meta + (rel >>> PAGE_SHIFT) * PM_STRIDE + PM_BITMAP + ((rel >>> 7) & 30);
   }
 
   liveBit(ptr: number): number {

@@ -20,7 +20,6 @@ import {
   H_VERSION,
   MAX_HEAP_BYTES,
   PAGE_SIZE,
-  S_BITMAP_OFFSET,
   S_DATA_OFFSET,
   S_DATA_PAGES,
   S_ID,
@@ -161,7 +160,6 @@ function initRegion(r: ShardRegion, shardBytes: number): void {
   i32[r.hdr + S_ID] = r.id;
   i32[r.hdr + S_DATA_PAGES] = layout.dataPages;
   i32[r.hdr + S_META_OFFSET] = layout.metaOffset;
-  i32[r.hdr + S_BITMAP_OFFSET] = layout.bitmapOffset;
   i32[r.hdr + S_DATA_OFFSET] = layout.dataOffset;
   initPools(r);
   initPageSpans(r);

@@ -28,13 +28,14 @@ import {
   P_CAPACITY,
   P_FREE_COUNT,
   P_FREE_HEAD,
+  P_MAX_FREE,
   P_PAGES_IN_USE,
   P_SPAN_FREE,
   P_SPAN_LIST,
 } from "./layout.js";
 import { allocatePageSpan, freePageRange } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
-import { CLASS_COUNT, classFallbackSpanPages, classRefillGoal, classSize, classSpanPages, objectsPerSpan } from "./size-classes.js";
+import { CLASS_COUNT, classFallbackSpanPages, classMaxFree, classRefillGoal, classSize, classSpanPages, objectsPerSpan } from "./size-classes.js";
 
 export function poolRecord(r: ShardRegion, cls: number): number {
   return r.pools + cls * POOL_STRIDE;
@@ -45,6 +46,7 @@ export function initPools(r: ShardRegion): void {
     const p = poolRecord(r, c);
     r.i32.fill(0, p, p + POOL_STRIDE);
     r.i32[p + P_SPAN_LIST] = -1;
+    r.i32[p + P_MAX_FREE] = classMaxFree[c]!;
   }
 }
 

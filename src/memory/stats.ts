@@ -12,7 +12,11 @@ import {
   C_MALLOCS,
   C_RECLAIMS,
   PAGE_SIZE,
+  PF_FREES,
+  PF_MALLOCS,
+  POOL_STRIDE,
 } from "./layout.js";
+import { CLASS_COUNT, classSize } from "./size-classes.js";
 import type { ShardRegion } from "./region.js";
 
 /**
@@ -58,8 +62,18 @@ export const MEMORY_STAT_FIELDS: ReadonlyArray<{
 ];
 
 export function readStats(r: ShardRegion): MemoryStats {
-  const mallocs = r.counter(C_MALLOCS);
-  const frees = r.counter(C_FREES);
+  // Small objects are counted per class in their pool records, page spans
+  // in the shard counters; totals are the sums.
+  let mallocs = r.counter(C_MALLOCS);
+  let frees = r.counter(C_FREES);
+  let bytes = r.counter(C_BYTES_ALLOCATED);
+  for (let c = 0; c < CLASS_COUNT; c++) {
+    const f = (r.pools + c * POOL_STRIDE) >>> 1;
+    const n = r.f64[f + PF_MALLOCS]!;
+    mallocs += n;
+    frees += r.f64[f + PF_FREES]!;
+    bytes += n * classSize[c]!;
+  }
   const totalMemory = r.dataPages * PAGE_SIZE;
   const freeMemory = r.freePages() * PAGE_SIZE;
   return {
@@ -70,7 +84,7 @@ export function readStats(r: ShardRegion): MemoryStats {
     freeMemory,
     allocatedMemory: totalMemory - freeMemory,
     totalMemory,
-    totalBytesAllocated: r.counter(C_BYTES_ALLOCATED),
+    totalBytesAllocated: bytes,
     reclaims: r.counter(C_RECLAIMS),
     largeAllocations: r.counter(C_LARGE_ALLOCATIONS),
     failedAllocations: r.counter(C_FAILED_ALLOCATIONS),

@@ -1,0 +1,119 @@
+/**
+ * Runtime options shared by the CLI (`--smp`, `--memory`, `--heapprof[=RATE]`)
+ * and programmatic use (Smp.start). Two shapes, as piscina does: the
+ * public all-optional `SmpOptions` and the internal, validated, filled
+ * `FilledSmpOptions`. Every rule is checked here, at the edge, with one
+ * message per field that names the option and the rule.
+ */
+import { availableParallelism } from "node:os";
+import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
+import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
+import { parseSize } from "../units.js";
+
+export interface SmpOptions {
+  /** Number of shards (worker threads). Default: the machine's available parallelism. */
+  shards?: number;
+  /** Bytes per shard, or a size like "64MiB" / "1GiB". Default 64 MiB. */
+  memoryPerShard?: number | string;
+  /**
+   * Heap profiling at start, as --heapprof: true = every allocation,
+   * N = sample one allocation per N bytes on average, false / 0 = off.
+   */
+  heapprof?: boolean | number;
+  /** Module every shard loads; its exported functions are the tasks. */
+  module?: string | URL;
+}
+
+export interface FilledSmpOptions {
+  shards: number;
+  memoryPerShard: number;
+  /** Sample rate in bytes: 0 off, 1 every allocation. */
+  heapprofRate: number;
+  module: string | undefined;
+}
+
+export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
+
+/** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
+export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
+  if (o === null || typeof o !== "object") throw new TypeError("Smp.start: options must be an object");
+  const shards = o.shards ?? Math.max(1, availableParallelism());
+  if (typeof shards !== "number" || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
+    throw new RangeError(`options.shards must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
+  }
+  const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard");
+  if (memoryPerShard < MIN_SHARD_BYTES) {
+    throw new RangeError(`options.memoryPerShard must be at least ${MIN_SHARD_BYTES} bytes (128KiB), got ${memoryPerShard}`);
+  }
+  if (HEAP_HEADER_BYTES + shards * memoryPerShard > MAX_HEAP_BYTES) {
+    throw new RangeError(`options.shards x options.memoryPerShard must fit in 4 GiB, got ${shards} x ${memoryPerShard}`);
+  }
+  return {
+    shards,
+    memoryPerShard,
+    heapprofRate: heapprofRate(o.heapprof, "options.heapprof"),
+    module: moduleSpecifier(o.module),
+  };
+}
+
+/** true -> 1 (every allocation), false/undefined -> 0 (off), N -> N bytes. */
+export function heapprofRate(value: boolean | number | undefined, what: string): number {
+  if (value === undefined || value === false) return 0;
+  if (value === true) return 1;
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    throw new RangeError(`${what} must be true, false or a sample rate in bytes (a non-negative integer), got ${String(value)}`);
+  }
+  return value;
+}
+
+function moduleSpecifier(m: string | URL | undefined): string | undefined {
+  if (m === undefined) return undefined;
+  if (m instanceof URL) return m.href;
+  if (typeof m !== "string" || m.length === 0) throw new TypeError("options.module must be a non-empty path or URL");
+  return m;
+}
+
+/** The runtime flags as parsed from a command line (the rest is left to the command). */
+export interface RuntimeFlags {
+  smp?: number;
+  memory?: string;
+  heapprof?: boolean | number;
+}
+
+/**
+ * Parse one runtime flag at argv[i]. Returns how many argv entries it used
+ * (0 when argv[i] is not a runtime flag). Accepts `--smp N`, `--smp=N`,
+ * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
+ * (RATE in bytes, units allowed: --heapprof=512KiB).
+ */
+export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
+  const arg = argv[i]!;
+  const [name, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+  const value = (): [string, number] => {
+    if (inline !== undefined) return [inline, 1];
+    const next = argv[i + 1];
+    if (next === undefined || next.startsWith("--")) throw new RangeError(`${name} needs a value`);
+    return [next, 2];
+  };
+  switch (name) {
+    case "--smp": {
+      const [v, used] = value();
+      const n = Number(v);
+      if (!/^\d+$/.test(v) || n < 1 || n > MAX_SHARDS) throw new RangeError(`--smp must be a whole number from 1 to ${MAX_SHARDS}, got ${JSON.stringify(v)}`);
+      into.smp = n;
+      return used;
+    }
+    case "--memory": {
+      const [v, used] = value();
+      parseSize(v, "--memory");
+      into.memory = v;
+      return used;
+    }
+    case "--heapprof": {
+      into.heapprof = inline === undefined ? true : parseSize(inline, "--heapprof=RATE");
+      return 1;
+    }
+    default:
+      return 0;
+  }
+}
