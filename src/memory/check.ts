@@ -18,7 +18,6 @@ import {
   PM_FREELIST,
   PM_HEAD,
   PM_NEXT,
-  PM_POOL,
   PM_PREV,
   PM_SPAN_PAGES,
   PM_STATE,
@@ -71,7 +70,7 @@ export function checkRegion(r: ShardRegion): string[] {
       for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside free span ${p} is marked ${meta(q, PM_STATE)}`);
       if (anyBitsSet(r, r.pageAddress(p), len * PAGE_SIZE)) fail(`free span at page ${p} has live or pending bits set`);
     } else if (state === PAGE_LARGE) {
-      if (meta(p, PM_POOL) !== 0) fail(`large span at page ${p} names pool ${meta(p, PM_POOL)}`);
+      if (r.poolOfPage(p) !== -1) fail(`large span at page ${p} names pool ${r.poolOfPage(p)}`);
       for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside large span ${p} is marked ${meta(q, PM_STATE)}`);
       if (!r.isLive(r.pageAddress(p))) fail(`large span at page ${p} is used but its object is not live`);
       if (anyBitsSet(r, r.pageAddress(p) + GRANULE, len * PAGE_SIZE - GRANULE)) fail(`large span at page ${p} has live bits inside the object`);
@@ -138,7 +137,7 @@ function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void):
   }
   for (let q = head; q < head + len; q++) {
     const m = r.pageMeta(q);
-    if (r.i32[m + PM_STATE] !== PAGE_POOL || r.i32[m + PM_POOL] !== cls + 1 || r.i32[m + PM_HEAD] !== head) {
+    if (r.i32[m + PM_STATE] !== PAGE_POOL || r.poolOfPage(q) !== cls || r.i32[m + PM_HEAD] !== head) {
       fail(`page ${q} of pool span ${head} disagrees about its pool or head`);
     }
   }
@@ -161,7 +160,7 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
   const isFreeObjectOfPool = (obj: number): boolean => {
     if (!r.contains(obj) || obj % GRANULE !== 0) return false;
     const m = r.pageMeta(r.pageOf(obj));
-    if (i32[m + PM_POOL] !== cls + 1) return false;
+    if (r.poolOfPage(r.pageOf(obj)) !== cls) return false;
     return (obj - r.pageAddress(i32[m + PM_HEAD]!)) % size === 0 && !r.isLive(obj);
   };
   // Spans owned by this pool, found by the page walk's definition.
@@ -235,8 +234,7 @@ function countLiveBits(r: ShardRegion, from: number, bytes: number): number {
 function forEachMarkedGranule(r: ShardRegion, from: number, bytes: number, visit: (ptr: number) => void): void {
   const end = from + bytes;
   for (let ptr = from; ptr < end; ) {
-    const w = r.liveWord(ptr);
-    const bits = r.i32[w]! | r.i32[w + 1]!;
+    const bits = r.i32[r.liveWord(ptr)]! | r.i32[r.pendingWord(ptr)]!;
     const wordStart = ptr - (((ptr - r.dataStart) >>> 3) & 31) * GRANULE;
     const wordEnd = Math.min(end, wordStart + 32 * GRANULE);
     if (bits !== 0) {

@@ -5,8 +5,9 @@
  *
  * Push (any thread): claim the object's pending bit with Atomics.or (a
  * second free of the same object sees the bit and is rejected, so an object
- * is never on a list twice), write the current head into the object's first
- * 4 bytes, and publish it with compareExchange; retry if the head moved.
+ * is never on a list twice), write the current head into the object's
+ * first 4 bytes, and publish it with compareExchange; retry if the head
+ * moved.
  * Take (the owner only): Atomics.exchange(head, 0) takes the whole list at
  * once. There is no single-node pop, so there is no ABA problem: a pushed
  * node cannot be freed and pushed again before the owner has taken it.
@@ -46,13 +47,13 @@ export function pushInbox(owner: ShardRegion, ptr: number): boolean {
  */
 export function claimPendingFree(owner: ShardRegion, ptr: number): boolean {
   const bit = owner.liveBit(ptr);
-  const old = Atomics.or(owner.i32, owner.liveWord(ptr) + 1, bit);
+  const old = Atomics.or(owner.i32, owner.pendingWord(ptr), bit);
   return (old & bit) === 0;
 }
 
 /** Owner side: clear the pending bit of an object taken from the inbox. */
 export function releasePendingFree(owner: ShardRegion, ptr: number): void {
-  Atomics.and(owner.i32, owner.liveWord(ptr) + 1, ~owner.liveBit(ptr));
+  Atomics.and(owner.i32, owner.pendingWord(ptr), ~owner.liveBit(ptr));
 }
 
 /** Owner side: take the whole inbox. Returns the first object (0 when empty). */

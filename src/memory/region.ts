@@ -9,8 +9,6 @@
  */
 import {
   C_BASE,
-  PM_BITMAP,
-  PM_POOL,
   PM_STRIDE,
   PAGE_SHIFT,
   PAGE_SIZE,
@@ -50,6 +48,10 @@ export class ShardRegion {
   readonly hdr: number;
   /** Int32 index of page 0's metadata. */
   readonly meta: number;
+  /** Byte offset of the class map (one byte per page). */
+  readonly classMap: number;
+  /** Int32 index of the bitmap's first live word (its pending word follows it). */
+  readonly bitmap: number;
   /** Float64 index of the first counter. */
   readonly counters: number;
   /** Int32 index of pool record 0. */
@@ -74,6 +76,8 @@ export class ShardRegion {
     this.base = layout.base;
     this.hdr = layout.base >>> 2;
     this.meta = (layout.base + layout.metaOffset) >>> 2;
+    this.classMap = layout.base + layout.classMapOffset;
+    this.bitmap = (layout.base + layout.bitmapOffset) >>> 2;
     this.counters = layout.base / 8 + C_BASE;
     this.pools = this.hdr + S_POOLS;
     this.inbox = this.hdr + S_INBOX;
@@ -101,10 +105,14 @@ export class ShardRegion {
     return ptr >= this.dataStart && ptr < this.dataStart + this.dataBytes;
   }
 
-  /** Int32 index of the live word covering `ptr`; the pending word is the next one. */
+  /** Int32 index of the live word covering `ptr`. */
   liveWord(ptr: number): number {
-    const rel = ptr - this.dataStart;
-    return this.meta + (rel >>> PAGE_SHIFT) * PM_STRIDE + PM_BITMAP + ((rel >>> 7) & 30);
+    return this.bitmap + (((ptr - this.dataStart) >>> 8) << 1);
+  }
+
+  /** Int32 index of the pending word covering `ptr`. */
+  pendingWord(ptr: number): number {
+    return this.liveWord(ptr) + 1;
   }
 
   liveBit(ptr: number): number {
@@ -116,12 +124,12 @@ export class ShardRegion {
   }
 
   isPendingFree(ptr: number): boolean {
-    return (Atomics.load(this.i32, this.liveWord(ptr) + 1) & this.liveBit(ptr)) !== 0;
+    return (Atomics.load(this.i32, this.pendingWord(ptr)) & this.liveBit(ptr)) !== 0;
   }
 
   /** Size class of the pool span holding page `p`, or -1 for a page that is not in a pool. */
   poolOfPage(p: number): number {
-    return this.i32[this.pageMeta(p) + PM_POOL]! - 1;
+    return this.u8[this.classMap + p]! - 1;
   }
 
   freePages(): number {

@@ -16,7 +16,7 @@
  *
  * Fast-path contract (what lets it skip checks): a pointer inside this
  * region, 8-aligned, whose live bit is set and pending bit clear, is the
- * start of a live object of this shard, and PM_POOL of its page tells
+ * start of a live object of this shard, and the class map of its page tells
  * whether it is a small object (and of which class) or a page span.
  */
 import { OutOfMemoryError } from "../errors.js";
@@ -49,7 +49,6 @@ const {
   PAGE_LARGE,
   PAGE_SHIFT,
   PAGE_SIZE,
-  PM_POOL,
   PM_SITE,
   PM_SPAN_PAGES,
   PM_STATE,
@@ -59,7 +58,6 @@ const {
   P_FREE_HEAD,
   PF_FREES,
   PF_MALLOCS,
-  PM_BITMAP,
   P_MAX_FREE,
   S_NONEMPTY_ORDERS
 } = layout;
@@ -107,7 +105,7 @@ export class ShardAllocator extends ShardRegion {
         i32[pool + P_FREE_COUNT]--;
         this.f64[(pool >>> 1) + PF_MALLOCS]++;
         const rel = obj - this.dataStart;
-        i32[this.meta + (rel >>> PAGE_SHIFT) * PM_STRIDE + PM_BITMAP + ((rel >>> 7) & 30)] |= 1 << ((rel >>> 3) & 31);
+        i32[this.bitmap + ((rel >>> 8) << 1)] |= 1 << ((rel >>> 3) & 31);
         return obj;
       }
       return this.mallocSmallSlow(cls);
@@ -126,12 +124,12 @@ export class ShardAllocator extends ShardRegion {
       const rel = ptr - this.dataStart;
       if ((rel >>> 0) === rel && rel < this.dataBytes && (rel & 7) === 0) {
         const i32 = this.i32;
-        const m = this.meta + (rel >>> PAGE_SHIFT) * PM_STRIDE;
-        const w = m + PM_BITMAP + ((rel >>> 7) & 30);
+        const w = this.bitmap + ((rel >>> 8) << 1);
         const bit = 1 << ((rel >>> 3) & 31);
         const live = i32[w]!;
+        // Live, and not pending a cross-shard free. Loads nothing from the object (layout.ts).
         if ((live & ~i32[w + 1]! & bit) !== 0) {
-          const pool1 = i32[m + PM_POOL]!;
+          const pool1 = this.u8[this.classMap + (rel >>> PAGE_SHIFT)]!;
           if (pool1 !== 0) {
             i32[w] = live ^ bit;
             const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
@@ -179,7 +177,7 @@ export class ShardAllocator extends ShardRegion {
     const owner = liveObjectRegion(this.geometry, ptr, "realloc");
     const oldSize = objectSizeIn(owner, ptr);
     if (owner.id === this.id) {
-      const pool1 = this.i32[this.pageMeta(this.pageOf(ptr)) + PM_POOL]!;
+      const pool1 = this.poolOfPage(this.pageOf(ptr)) + 1;
       if (pool1 !== 0) {
         if (size <= MAX_SMALL_SIZE && classOf[(size + 7) >>> 3] === pool1 - 1) return ptr;
       } else if (size > MAX_SMALL_SIZE) {
@@ -290,7 +288,6 @@ export class ShardAllocator extends ShardRegion {
     const m = this.pageMeta(head);
     this.i32[m + PM_STATE] = PAGE_LARGE;
     this.i32[m + PM_SPAN_PAGES] = pages;
-    this.i32[m + PM_POOL] = 0;
     this.i32[m + PM_SITE] = 0;
     const obj = this.pageAddress(head);
     this.setLive(obj);
@@ -319,7 +316,7 @@ export class ShardAllocator extends ShardRegion {
     this.i32[this.liveWord(ptr)] &= ~this.liveBit(ptr);
     const page = this.pageOf(ptr);
     const m = this.pageMeta(page);
-    const pool1 = this.i32[m + PM_POOL]!;
+    const pool1 = this.poolOfPage(page) + 1;
     if (pool1 !== 0) {
       const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
       this.f64[(pool >>> 1) + PF_FREES]++;
@@ -387,7 +384,7 @@ export class ShardAllocator extends ShardRegion {
 /** Usable size of a live object (validated) in region `r`. */
 function objectSizeIn(r: ShardRegion, ptr: number): number {
   const m = r.pageMeta(r.pageOf(ptr));
-  const pool1 = r.i32[m + PM_POOL]!;
+  const pool1 = r.poolOfPage(r.pageOf(ptr)) + 1;
   return pool1 !== 0 ? classSize[pool1 - 1]! : r.i32[m + PM_SPAN_PAGES]! * PAGE_SIZE;
 }
 

@@ -24,6 +24,8 @@ import {
   S_DATA_PAGES,
   S_ID,
   S_META_OFFSET,
+  S_CLASS_MAP_OFFSET,
+  S_BITMAP_OFFSET,
   dataPagesFor,
   regionLayout,
 } from "./layout.js";
@@ -160,6 +162,8 @@ function initRegion(r: ShardRegion, shardBytes: number): void {
   i32[r.hdr + S_ID] = r.id;
   i32[r.hdr + S_DATA_PAGES] = layout.dataPages;
   i32[r.hdr + S_META_OFFSET] = layout.metaOffset;
+  i32[r.hdr + S_CLASS_MAP_OFFSET] = layout.classMapOffset;
+  i32[r.hdr + S_BITMAP_OFFSET] = layout.bitmapOffset;
   i32[r.hdr + S_DATA_OFFSET] = layout.dataOffset;
   initPools(r);
   initPageSpans(r);

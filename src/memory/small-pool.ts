@@ -19,7 +19,6 @@ import {
   PM_FREELIST,
   PM_HEAD,
   PM_NEXT,
-  PM_POOL,
   PM_PREV,
   PM_SPAN_PAGES,
   PM_STATE,
@@ -115,7 +114,7 @@ export function refillPool(r: ShardRegion, cls: number): boolean {
     for (let p = span; p < span + spanPages; p++) {
       const m = r.pageMeta(p);
       i32[m + PM_STATE] = PAGE_POOL;
-      i32[m + PM_POOL] = cls + 1;
+      r.u8[r.classMap + p] = cls + 1;
       i32[m + PM_HEAD] = span;
     }
     const m = r.pageMeta(span);
@@ -177,7 +176,7 @@ function releaseSpan(r: ShardRegion, cls: number, pool: number, span: number): v
   for (let p = span; p < span + spanPages; p++) {
     const m = r.pageMeta(p);
     i32[m + PM_STATE] = PAGE_INNER;
-    i32[m + PM_POOL] = 0;
+    r.u8[r.classMap + p] = 0;
     i32[m + PM_HEAD] = 0;
   }
   i32[r.pageMeta(span) + PM_FREELIST] = 0;
