@@ -7,7 +7,10 @@ import {
   PAGE_SIZE,
   SharedHeap,
 } from "../src/index.js";
-import { CLASS_COUNT, classSize } from "../src/memory/size-classes.js";
+import { CLASS_COUNT, classOf, classSize } from "../src/memory/size-classes.js";
+import { POOL_STRIDE, P_FREES_LO, P_MALLOCS_LO } from "../src/memory/layout.js";
+
+const classOfSize = (size: number): number => classOf[(size + 7) >>> 3]!;
 
 const MiB = 1024 * 1024;
 let heaps: SharedHeap[] = [];
@@ -55,6 +58,24 @@ describe("malloc and free", () => {
     expect(a.stats().frees).toBe(2000);
     a.trim();
     expect(a.stats().freeMemory).toBe(start.freeMemory);
+  });
+
+  it("counts past 2^32 operations per size class (the low word carries)", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    const p = a.malloc(64);
+    a.free(p);
+    const r = heap.regions[0]!;
+    const pool = r.pools + classOfSize(64) * POOL_STRIDE;
+    r.i32[pool + P_MALLOCS_LO] = -1; // 2^32 - 1 as a uint32
+    r.i32[pool + P_FREES_LO] = -1;
+    const q = a.malloc(64);
+    expect(a.stats().mallocs).toBe(2 ** 32);
+    expect(a.stats().liveObjects).toBe(1);
+    a.free(q);
+    expect(a.stats().frees).toBe(2 ** 32);
+    expect(a.stats().liveObjects).toBe(0);
+    expect(a.stats().totalBytesAllocated).toBe(2 ** 32 * 64);
   });
 
   it("malloc(0) returns a unique minimum-size object and free(0) does nothing", () => {

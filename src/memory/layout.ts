@@ -148,9 +148,15 @@ export const P_CAPACITY = 4;
 export const P_SPAN_FREE = 5;
 /** The class's maxFree (size-classes.ts), copied here so free() reads one cache line. */
 export const P_MAX_FREE = 6;
-/** Float64 counters of the class: index (pool record's Int32 index >> 1) + these. */
-export const PF_MALLOCS = 4; // Int32 slots 8-9
-export const PF_FREES = 5; // Int32 slots 10-11
+/**
+ * The class's malloc and free counts, each a uint32 low word and a carry
+ * word (count = lo + hi * 2^32): an Int32 increment with a rarely taken
+ * carry branch measured ~0.3 ns a pair cheaper than a Float64 increment.
+ */
+export const P_MALLOCS_LO = 8;
+export const P_MALLOCS_HI = 9;
+export const P_FREES_LO = 10;
+export const P_FREES_HI = 11;
 
 // ---------------------------------------------------------------------------
 // Page metadata: PM_STRIDE Int32 slots per data page.

@@ -56,8 +56,10 @@ const {
   POOL_STRIDE,
   P_FREE_COUNT,
   P_FREE_HEAD,
-  PF_FREES,
-  PF_MALLOCS,
+  P_FREES_HI,
+  P_FREES_LO,
+  P_MALLOCS_HI,
+  P_MALLOCS_LO,
   P_MAX_FREE,
   S_NONEMPTY_ORDERS
 } = layout;
@@ -103,7 +105,7 @@ export class ShardAllocator extends ShardRegion {
       if (obj !== 0) {
         i32[pool + P_FREE_HEAD] = i32[obj >>> 2]!;
         i32[pool + P_FREE_COUNT]--;
-        this.f64[(pool >>> 1) + PF_MALLOCS]++;
+        if (++i32[pool + P_MALLOCS_LO]! === 0) i32[pool + P_MALLOCS_HI]++;
         const rel = obj - this.dataStart;
         i32[this.bitmap + ((rel >>> 8) << 1)] |= 1 << ((rel >>> 3) & 31);
         return obj;
@@ -136,7 +138,7 @@ export class ShardAllocator extends ShardRegion {
             i32[ptr >>> 2] = i32[pool + P_FREE_HEAD]!;
             i32[pool + P_FREE_HEAD] = ptr;
             const count = ++i32[pool + P_FREE_COUNT]!;
-            this.f64[(pool >>> 1) + PF_FREES]++;
+            if (++i32[pool + P_FREES_LO]! === 0) i32[pool + P_FREES_HI]++;
             if (count > i32[pool + P_MAX_FREE]!) trimPool(this, pool1 - 1, classTrimTarget[pool1 - 1]!);
             return;
           }
@@ -260,7 +262,7 @@ export class ShardAllocator extends ShardRegion {
     const obj = this.u32[pool + P_FREE_HEAD]!;
     this.u32[pool + P_FREE_HEAD] = this.u32[obj >>> 2]!;
     this.i32[pool + P_FREE_COUNT]--;
-    this.f64[(pool >>> 1) + PF_MALLOCS]++;
+    if (++this.i32[pool + P_MALLOCS_LO]! === 0) this.i32[pool + P_MALLOCS_HI]++;
     this.setLive(obj);
     return obj;
   }
@@ -319,7 +321,7 @@ export class ShardAllocator extends ShardRegion {
     const pool1 = this.poolOfPage(page) + 1;
     if (pool1 !== 0) {
       const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
-      this.f64[(pool >>> 1) + PF_FREES]++;
+      if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
       this.u32[ptr >>> 2] = this.u32[pool + P_FREE_HEAD]!;
       this.u32[pool + P_FREE_HEAD] = ptr;
       if (++this.i32[pool + P_FREE_COUNT]! > classMaxFree[pool1 - 1]!) {

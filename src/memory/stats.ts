@@ -12,8 +12,10 @@ import {
   C_MALLOCS,
   C_RECLAIMS,
   PAGE_SIZE,
-  PF_FREES,
-  PF_MALLOCS,
+  P_FREES_HI,
+  P_FREES_LO,
+  P_MALLOCS_HI,
+  P_MALLOCS_LO,
   POOL_STRIDE,
 } from "./layout.js";
 import { CLASS_COUNT, classSize } from "./size-classes.js";
@@ -68,10 +70,10 @@ export function readStats(r: ShardRegion): MemoryStats {
   let frees = r.counter(C_FREES);
   let bytes = r.counter(C_BYTES_ALLOCATED);
   for (let c = 0; c < CLASS_COUNT; c++) {
-    const f = (r.pools + c * POOL_STRIDE) >>> 1;
-    const n = r.f64[f + PF_MALLOCS]!;
+    const p = r.pools + c * POOL_STRIDE;
+    const n = (r.i32[p + P_MALLOCS_LO]! >>> 0) + r.i32[p + P_MALLOCS_HI]! * 2 ** 32;
     mallocs += n;
-    frees += r.f64[f + PF_FREES]!;
+    frees += (r.i32[p + P_FREES_LO]! >>> 0) + r.i32[p + P_FREES_HI]! * 2 ** 32;
     bytes += n * classSize[c]!;
   }
   const totalMemory = r.dataPages * PAGE_SIZE;
