@@ -9,3 +9,6 @@ export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
 export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
 export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, type HeapErrorCode } from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
+export { Smp, ShardError, type SmpEvents } from "./smp/smp.js";
+export { currentShard, type ShardContext } from "./smp/current-shard.js";
+export { type SmpOptions } from "./runtime/options.js";
