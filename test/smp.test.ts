@@ -62,8 +62,8 @@ describe("Smp", () => {
 
   it("contended: every other shard frees into shard 0 at once", async () => {
     const smp = await start(4, "64MiB");
-    const perShard = 50_000;
-    // Shard 0 allocates 150k objects; shards 1..3 free a third each, concurrently.
+    const perShard = 100_000;
+    // Shard 0 allocates 300k objects; shards 1..3 free a third each, concurrently.
     const chunks: number[][] = [];
     for (let i = 0; i < 3; i++) chunks.push(await smp.submitTo<number[]>(0, "allocMany", { count: perShard, size: 48 }));
     const all = chunks.flat();
