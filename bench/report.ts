@@ -32,6 +32,11 @@ export interface BenchRecord {
   /** The bound the issue sets on `ratio`, e.g. "ratio <= 0.8". */
   target?: string;
   pass?: boolean;
+  /** Latency benchmarks: median, 99th percentile and maximum, in microseconds. */
+  medianUs?: number;
+  p99Us?: number;
+  maxUs?: number;
+  /** Printed under the table in human mode. */
   note?: string;
 }
 
@@ -97,6 +102,13 @@ function formatSpeedup(r: number | undefined): string {
   return `${text}x ${r <= 1 ? "faster" : "slower"}`;
 }
 
+const NUMERIC_COLUMNS = new Set(["L", "ns/op", "p50/p99 us", "min..max", "own ns/op", "base ns/op", "ratio", "speed"]);
+
+function formatUs(us: number | undefined): string {
+  if (us === undefined || !Number.isFinite(us)) return "";
+  return us < 100 ? us.toFixed(1) : Math.round(us).toLocaleString("en-US");
+}
+
 /** Render records as an aligned text table. */
 export function formatTable(records: readonly BenchRecord[]): string {
   const header = ["bench", "L", "candidate", "ns/op", "min..max", "own ns/op", "baseline", "base ns/op", "ratio", "speed", "target", "result"];
@@ -114,7 +126,15 @@ export function formatTable(records: readonly BenchRecord[]): string {
     r.target ?? "",
     r.pass === undefined ? "" : r.pass ? "PASS" : "MISS",
   ]);
-  const numeric = new Set([1, 3, 4, 5, 7, 8, 9]);
+  // Latency records: a p50/p99 column, only in tables that have some.
+  if (records.some((r) => r.p99Us !== undefined)) {
+    header.splice(4, 0, "p50/p99 us");
+    rows.forEach((row, i) => {
+      const r = records[i]!;
+      row.splice(4, 0, r.p99Us === undefined ? "" : `${formatUs(r.medianUs)}/${formatUs(r.p99Us)}`);
+    });
+  }
+  const numeric = new Set(header.flatMap((h, i) => (NUMERIC_COLUMNS.has(h) ? [i] : [])));
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]): string =>
     cells

@@ -11,11 +11,12 @@
 import os from "node:os";
 import { allocPair } from "./alloc-pair.js";
 import { churn } from "./churn.js";
+import { crossShard } from "./cross-shard.js";
 import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there
@@ -111,7 +112,7 @@ async function main(): Promise<number> {
     return e.message ? 2 : 0;
   }
   if (opts.list) {
-    for (const m of REGISTRY) process.stderr.write(`${m.name.padEnd(8)} ${m.title}\n`);
+    for (const m of REGISTRY) process.stderr.write(`${m.name.padEnd(12)} ${m.title}\n`);
     return 0;
   }
   const selected = opts.filters.length === 0 ? REGISTRY : REGISTRY.filter((m) => opts.filters.some((f) => m.name.includes(f)));
@@ -149,6 +150,9 @@ async function main(): Promise<number> {
     const start = Date.now();
     await m.run(ctx);
     human(formatTable(records));
+    for (const r of records) {
+      if (r.note) human(`  ${r.candidate}${r.metric ? ` (${r.metric})` : ""}: ${r.note}`);
+    }
     human(`(${((Date.now() - start) / 1000).toFixed(1)} s)`);
   }
   const targets = all.filter((r) => r.pass !== undefined);
