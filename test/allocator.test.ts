@@ -389,6 +389,36 @@ describe("cross-shard frees on one thread", () => {
     expect(owner.stats().freeMemory).toBe(owner.stats().totalMemory);
   });
 
+  it("batches remote frees per owner and flushes them within the turn", async () => {
+    const heap = newHeap(3);
+    const owner = heap.shard(0);
+    const other = heap.shard(2);
+    other.batchCrossShardFrees(true);
+    const ptrs = Array.from({ length: 100 }, () => owner.malloc(40));
+    const large = owner.malloc(50000);
+    for (const p of ptrs) other.free(p);
+    other.free(large);
+    expect(other.stats().crossShardFrees).toBe(101);
+    // Full chains of 32 went at once; the rest waits for the microtask.
+    expect(owner.drainCrossShardFrees()).toBe(96);
+    // Claimed already: a second free is caught while the object sits in a batch.
+    expect(() => other.free(ptrs[99]!)).toThrow(/pending/);
+    expect(() => owner.free(ptrs[99]!)).toThrow(/pending/);
+    await Promise.resolve();
+    expect(owner.drainCrossShardFrees()).toBe(5);
+    expect(owner.stats().liveObjects).toBe(0);
+    // Explicit flush, and turning batching off flushes too.
+    const more = Array.from({ length: 5 }, () => heap.shard(1).malloc(8));
+    for (const p of more) other.free(p);
+    expect(other.flushCrossShardFrees()).toBe(5);
+    const last = heap.shard(1).malloc(8);
+    other.free(last);
+    other.batchCrossShardFrees(false);
+    expect(heap.shard(1).drainCrossShardFrees()).toBe(6);
+    other.free(heap.shard(1).malloc(8)); // unbatched: in the inbox at once
+    expect(heap.shard(1).drainCrossShardFrees()).toBe(1);
+  });
+
   it("drains before reporting out-of-memory", () => {
     const heap = newHeap(2, 1 * MiB);
     const owner = heap.shard(0);

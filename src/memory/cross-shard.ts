@@ -42,6 +42,30 @@ export function pushInbox(owner: ShardRegion, ptr: number): boolean {
 }
 
 /**
+ * Push a chain of objects already linked through their first words
+ * (head ... tail) with one compareExchange: how batched remote frees
+ * arrive. Returns true when the inbox was empty and the doorbell was rung.
+ */
+export function pushInboxChain(owner: ShardRegion, head: number, tail: number): boolean {
+  const u32 = owner.u32;
+  const inbox = owner.inbox;
+  const link = tail >>> 2;
+  let old = Atomics.load(u32, inbox);
+  for (;;) {
+    u32[link] = old;
+    const seen = Atomics.compareExchange(u32, inbox, old, head);
+    if (seen === old) break;
+    old = seen;
+  }
+  if (old === 0) {
+    Atomics.add(owner.i32, owner.doorbell, 1);
+    Atomics.notify(owner.i32, owner.doorbell);
+    return true;
+  }
+  return false;
+}
+
+/**
  * Claim the right to free `ptr` remotely: sets its pending bit. Returns
  * false when the bit was already set (the object is already being freed).
  */
@@ -49,11 +73,6 @@ export function claimPendingFree(owner: ShardRegion, ptr: number): boolean {
   const bit = owner.liveBit(ptr);
   const old = Atomics.or(owner.i32, owner.pendingWord(ptr), bit);
   return (old & bit) === 0;
-}
-
-/** Owner side: clear the pending bit of an object taken from the inbox. */
-export function releasePendingFree(owner: ShardRegion, ptr: number): void {
-  Atomics.and(owner.i32, owner.pendingWord(ptr), ~owner.liveBit(ptr));
 }
 
 /** Owner side: take the whole inbox. Returns the first object (0 when empty). */

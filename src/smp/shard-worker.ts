@@ -21,6 +21,8 @@ import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js
 const boot = workerData as ShardBootData;
 const heap = SharedHeap.attach(boot.buffer);
 const memory = heap.shard(boot.shard);
+// Frees of other shards' objects travel in chains (flushed within the turn).
+memory.batchCrossShardFrees(true);
 const context: ShardContext = Object.freeze({ id: boot.shard, memory, heap });
 setCurrentShard(context);
 
@@ -54,6 +56,7 @@ export default async function handle(request: ShardRequest): Promise<ShardReply>
       case "stop":
         doorbell.stop();
         idleTrim.stop();
+        memory.flushCrossShardFrees();
         return { ok: true, value: memory.drainCrossShardFrees() };
       default:
         throw new TypeError(`shard ${boot.shard}: unknown request ${JSON.stringify(request)}`);
