@@ -4,7 +4,7 @@
  * consumer is a raw worker_threads Worker (bench/fixtures/cross-shard-
  * consumer.mjs) attached with SharedHeap.attach, freeing through shard 1.
  * The owner waits on its doorbell with Atomics.waitAsync and drains when it
- * rings, as a shard's loop does (src/smp/shard-worker.ts watchDoorbell).
+ * rings, as a shard's loop does (src/runtime/doorbell.ts, as src/smp/shard-worker.ts uses it).
  * Times come from process.hrtime (CLOCK_MONOTONIC, one clock for every
  * thread), written by each side and compared afterwards.
  *
@@ -43,6 +43,7 @@
  * crossShardFrees), heap.check() empty; the worker is always terminated.
  */
 import { Worker } from "node:worker_threads";
+import { watchDoorbell } from "../src/runtime/doorbell.js";
 import { SharedHeap, type ShardAllocator } from "../src/index.js";
 import { compare, type BenchModule, type BenchRecord } from "./report.js";
 import { collectGarbage, DEFAULT_TIMING, median } from "./timing.js";
@@ -80,31 +81,6 @@ const now = (): number => Number(process.hrtime.bigint());
 type Mode = "shardheap" | "postMessage" | "bare";
 type Reply = { type: "done"; t0?: number; t1?: number; lost?: number };
 
-/**
- * Wait on `i32[bell]` with Atomics.waitAsync and call drain() whenever it
- * rings; onDrain gets each non-empty drain's count (shard-worker.ts's
- * watchDoorbell with a hook).
- */
-function watchBell(i32: Int32Array, bell: number, drain: () => number, onDrain: (n: number) => void): { stop(): void } {
-  let stopped = false;
-  const ring = (): void => {
-    if (stopped) return;
-    const seen = Atomics.load(i32, bell);
-    const n = drain();
-    if (n !== 0) onDrain(n);
-    const wait = Atomics.waitAsync(i32, bell, seen);
-    if (wait.async) void wait.value.then(ring);
-    else setImmediate(ring); // rang between the load and the wait
-  };
-  ring();
-  return {
-    stop() {
-      stopped = true;
-      Atomics.add(i32, bell, 1);
-      Atomics.notify(i32, bell);
-    },
-  };
-}
 
 /** The consumer thread and the request / reply plumbing around it. */
 class Consumer {
@@ -208,7 +184,7 @@ export const crossShard: BenchModule = {
     let drainedRemote = 0; // objects shard 0's drains returned
     const unexpectedDrain = (n: number): void => consumer.fail(new Error(`cross-shard: unexpected drain of ${n} objects`));
     let onDrain = unexpectedDrain;
-    const doorbell = watchBell(owner.i32, owner.doorbell, () => owner.drainCrossShardFrees(), (n) => {
+    const doorbell = watchDoorbell(owner.i32, owner.doorbell, () => owner.drainCrossShardFrees(), (n) => {
       drainedRemote += n;
       onDrain(n);
     });
@@ -223,7 +199,7 @@ export const crossShard: BenchModule = {
       }
       return n;
     };
-    const bareBell = watchBell(ctl, BARE_BELL, drainBare, (n) => onBare(n));
+    const bareBell = watchDoorbell(ctl, BARE_BELL, drainBare, (n) => onBare(n));
 
     const allocate = (n: number): void => {
       for (let i = 0; i < n; i++) ptrs[i] = owner.malloc(SIZE);

@@ -23,22 +23,7 @@ import type { ShardRegion } from "./region.js";
  * and the doorbell was rung.
  */
 export function pushInbox(owner: ShardRegion, ptr: number): boolean {
-  const u32 = owner.u32;
-  const inbox = owner.inbox;
-  const link = ptr >>> 2;
-  let head = Atomics.load(u32, inbox);
-  for (;;) {
-    u32[link] = head;
-    const seen = Atomics.compareExchange(u32, inbox, head, ptr);
-    if (seen === head) break;
-    head = seen;
-  }
-  if (head === 0) {
-    Atomics.add(owner.i32, owner.doorbell, 1);
-    Atomics.notify(owner.i32, owner.doorbell);
-    return true;
-  }
-  return false;
+  return pushInboxChain(owner, ptr, ptr);
 }
 
 /**

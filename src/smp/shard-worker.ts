@@ -15,6 +15,7 @@ import { workerData } from "node:worker_threads";
 import { OutOfMemoryError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
+import { watchDoorbell } from "../runtime/doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
 import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
 
@@ -32,7 +33,9 @@ function loadUserModule(): Promise<Record<string, unknown>> {
   return userModule;
 }
 
-const doorbell = watchDoorbell(memory);
+// Frees other shards push come back without polling (the allocation slow
+// paths drain too).
+const doorbell = watchDoorbell(memory.i32, memory.doorbell, () => memory.drainCrossShardFrees());
 const idleTrim = idleTrimmer(memory, boot.idleTrimMs);
 
 /** What crosses back to the main side: a value, or an error it can rebuild. */
@@ -77,32 +80,6 @@ function serializeError(e: unknown): SerializedError {
     return { name: e.name, message: e.message, stack: e.stack, code: typeof code === "string" ? code : undefined };
   }
   return { name: "Error", message: `non-Error thrown: ${String(e)}`, stack: undefined, code: undefined };
-}
-
-/**
- * Wait on the doorbell with Atomics.waitAsync and drain whenever it rings,
- * so frees from other shards come back without polling. Between rings the
- * shard's own allocation slow paths drain too.
- */
-function watchDoorbell(shard: ShardAllocator): { stop(): void } {
-  let stopped = false;
-  const ring = (): void => {
-    if (stopped) return;
-    const seen = Atomics.load(shard.i32, shard.doorbell);
-    shard.drainCrossShardFrees();
-    const wait = Atomics.waitAsync(shard.i32, shard.doorbell, seen);
-    if (wait.async) void wait.value.then(ring);
-    else setImmediate(ring); // rang between the load and the wait
-  };
-  ring();
-  return {
-    stop() {
-      stopped = true;
-      // Wake the pending wait so its promise settles and nothing is left waiting.
-      Atomics.add(shard.i32, shard.doorbell, 1);
-      Atomics.notify(shard.i32, shard.doorbell);
-    },
-  };
 }
 
 /** Trim cached pool spans once the shard has been idle for `ms` (0 = never). */
