@@ -10,7 +10,8 @@
  * shard's statistics without that shard's help.
  *
  *   buffer = [heap header: 1 page][shard 0 region][shard 1 region]...
- *   region = [shard header][page records][class map][live/pending bitmap][pages]
+ *   region = [shard header][page records][class map][live/pending bitmap]
+ *            [profiler: sites, frames, strings][pages]
  *
  * A pointer is a byte offset into the buffer. Page 0 of the buffer is the
  * heap header, so 0 is never a valid pointer and can mean null, as in C.
@@ -95,6 +96,17 @@ export const S_META_OFFSET = 2;
 /** Byte offset of the class map: one byte per page, size class + 1 for pool pages, 0 otherwise. */
 export const S_CLASS_MAP_OFFSET = 3;
 export const S_BITMAP_OFFSET = 7;
+/** Heap profiler (site-table.ts): where its section is, its capacities and fill. */
+export const S_PROF_OFFSET = 8;
+export const S_PROF_MAX_SITES = 9;
+export const S_PROF_MAX_FRAMES = 10;
+export const S_PROF_STRING_CAPACITY = 11;
+export const S_PROF_SITES = 12;
+export const S_PROF_FRAMES = 13;
+export const S_PROF_STRING_BYTES = 14;
+/** Sample rate in bytes (0 off, 1 every allocation) and stack depth. */
+export const S_PROF_RATE = 15;
+export const S_PROF_DEPTH = 18;
 export const S_DATA_OFFSET = 4;
 /** Pages currently in free spans. */
 export const S_FREE_PAGES = 5;
@@ -182,6 +194,54 @@ export const PM_SITE = 7;
  */
 export const BITMAP_WORDS_PER_PAGE = 2 * (PAGE_SIZE >>> (GRANULE_SHIFT + 5));
 
+// ---------------------------------------------------------------------------
+// Heap profiler section: [site records][frame records][string bytes].
+/** Deepest stack a site records. */
+export const PROF_MAX_DEPTH = 32;
+/**
+ * Site record, Int32 slots: a stack hash, the frame count, the frame ids
+ * (leaf first), then four Float64 counters at Int32 slots 36..43.
+ */
+export const SITE_STRIDE = 44;
+export const SR_HASH = 0;
+export const SR_FRAME_COUNT = 1;
+export const SR_FRAMES = 2;
+/** Float64 counters: index (record's Int32 index >> 1) + these. */
+export const SRF_COUNT = 18;
+export const SRF_SIZE = 19;
+export const SRF_ALLOC_COUNT = 20;
+export const SRF_ALLOC_SIZE = 21;
+/** Site 0 collects what no longer fits: "(other sites)". */
+export const OTHER_SITES = 0;
+/** Frame record, Int32 slots: name and url as (offset, length) into the string bytes, line, column. */
+export const FRAME_STRIDE = 6;
+export const FR_NAME = 0;
+export const FR_NAME_LENGTH = 1;
+export const FR_URL = 2;
+export const FR_URL_LENGTH = 3;
+export const FR_LINE = 4;
+export const FR_COLUMN = 5;
+
+export interface ProfilerCapacity {
+  readonly sites: number;
+  readonly frames: number;
+  readonly stringBytes: number;
+}
+
+/**
+ * The profiler's tables grow with the shard: one site per 32 KiB of shard,
+ * between 64 and 4096, four frames a site, 64 string bytes a frame. About
+ * 1.7% of a 64 MiB shard. A full table folds new sites into (other sites).
+ */
+export function profilerCapacity(shardBytes: number): ProfilerCapacity {
+  const sites = Math.min(4096, Math.max(64, Math.floor(shardBytes / 32768)));
+  return { sites, frames: 4 * sites, stringBytes: 256 * sites };
+}
+
+export function profilerBytes(c: ProfilerCapacity): number {
+  return c.sites * SITE_STRIDE * 4 + c.frames * FRAME_STRIDE * 4 + c.stringBytes;
+}
+
 /** Page states. Zero-filled memory reads as INNER, which is what fresh pages are. */
 export const PAGE_INNER = 0; // not a span head (inside a free or large span)
 export const PAGE_FREE = 1; // head of a free span
@@ -196,6 +256,8 @@ export interface RegionLayout {
   readonly metaOffset: number;
   readonly classMapOffset: number;
   readonly bitmapOffset: number;
+  readonly profilerOffset: number;
+  readonly profiler: ProfilerCapacity;
   readonly dataOffset: number;
   readonly dataPages: number;
 }
@@ -203,8 +265,9 @@ export interface RegionLayout {
 /** Pages left for objects once a region of `shardBytes` holds its own metadata. */
 export function dataPagesFor(shardBytes: number): number {
   const perPage = PAGE_SIZE + METADATA_BYTES_PER_PAGE;
-  let pages = Math.floor((shardBytes - SHARD_HEADER_BYTES) / perPage);
-  while (pages > 0 && metadataBytes(pages) + pages * PAGE_SIZE > shardBytes) pages--;
+  const profiler = profilerBytes(profilerCapacity(shardBytes));
+  let pages = Math.floor((shardBytes - SHARD_HEADER_BYTES - profiler) / perPage);
+  while (pages > 0 && metadataBytes(pages, profiler) + pages * PAGE_SIZE > shardBytes) pages--;
   return Math.max(0, pages);
 }
 
@@ -212,8 +275,8 @@ export function dataPagesFor(shardBytes: number): number {
 const METADATA_BYTES_PER_PAGE = PM_STRIDE * 4 + 1 + BITMAP_WORDS_PER_PAGE * 4;
 
 /** Header + page metadata, rounded up to whole pages. */
-function metadataBytes(dataPages: number): number {
-  const raw = SHARD_HEADER_BYTES + dataPages * METADATA_BYTES_PER_PAGE + 64;
+function metadataBytes(dataPages: number, profiler: number): number {
+  const raw = SHARD_HEADER_BYTES + dataPages * METADATA_BYTES_PER_PAGE + 64 + 8 + profiler;
   return Math.ceil(raw / PAGE_SIZE) * PAGE_SIZE;
 }
 
@@ -222,12 +285,16 @@ export function regionLayout(shardId: number, shardBytes: number): RegionLayout 
   const metaOffset = SHARD_HEADER_BYTES;
   const classMapOffset = metaOffset + dataPages * PM_STRIDE * 4;
   const bitmapOffset = Math.ceil((classMapOffset + dataPages) / 64) * 64;
+  const profiler = profilerCapacity(shardBytes);
+  const profilerOffset = bitmapOffset + dataPages * BITMAP_WORDS_PER_PAGE * 4;
   return {
     base: HEAP_HEADER_BYTES + shardId * shardBytes,
     metaOffset,
     classMapOffset,
     bitmapOffset,
-    dataOffset: metadataBytes(dataPages),
+    profilerOffset,
+    profiler,
+    dataOffset: metadataBytes(dataPages, profilerBytes(profiler)),
     dataPages,
   };
 }

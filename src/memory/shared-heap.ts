@@ -35,6 +35,7 @@ import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
 import { classSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
+import { initSiteTable } from "./site-table.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 
 /** The smallest region: room for the largest pool span plus metadata. */
@@ -167,6 +168,7 @@ function initRegion(r: ShardRegion, shardBytes: number): void {
   i32[r.hdr + S_DATA_OFFSET] = layout.dataOffset;
   initPools(r);
   initPageSpans(r);
+  initSiteTable(r, shardBytes);
 }
 
 /** Validate a heap header; returns the geometry or throws HeapFormatError. */

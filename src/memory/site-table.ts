@@ -1,0 +1,274 @@
+/**
+ * The heap profiler's site table, inside the shard's region (Seastar's
+ * alloc_sites, but in shared memory): interned frames, interned strings,
+ * and one record per distinct stack with live and cumulative counts.
+ *
+ * One writer: the shard's own thread (SiteTable). Any thread, or a tool
+ * reading a saved heap image, reads it with readSites() from the buffer
+ * alone. A new site or frame is written completely before the count that
+ * makes it visible is published with Atomics.store, so a reader never sees
+ * half a record; the Float64 counters may be read mid-update (a reader of
+ * a busy shard sees a value a few operations old, never a torn record).
+ * JS Maps here are caches only; a SiteTable made for a region that already
+ * holds sites rebuilds them from the buffer, so the buffer stays the truth.
+ *
+ * A full table folds new stacks into site 0, "(other sites)", so totals stay
+ * exact; a full frame or string table does the same.
+ */
+import {
+  FRAME_STRIDE,
+  FR_COLUMN,
+  FR_LINE,
+  FR_NAME,
+  FR_NAME_LENGTH,
+  FR_URL,
+  FR_URL_LENGTH,
+  OTHER_SITES,
+  PROF_MAX_DEPTH,
+  SITE_STRIDE,
+  SRF_ALLOC_COUNT,
+  SRF_ALLOC_SIZE,
+  SRF_COUNT,
+  SRF_SIZE,
+  SR_FRAMES,
+  SR_FRAME_COUNT,
+  SR_HASH,
+  S_PROF_FRAMES,
+  S_PROF_MAX_FRAMES,
+  S_PROF_MAX_SITES,
+  S_PROF_OFFSET,
+  S_PROF_SITES,
+  S_PROF_STRING_BYTES,
+  S_PROF_STRING_CAPACITY,
+  regionLayout,
+} from "./layout.js";
+import type { ShardRegion } from "./region.js";
+import type { Frame } from "./stack-capture.js";
+
+/** Name given to the site that collects stacks that no longer fit. */
+export const OTHER_SITES_NAME = "(other sites)";
+
+/** Where the three tables of one region are (Int32 / byte offsets into the buffer). */
+interface Tables {
+  sites: number; // Int32 index of site 0
+  frames: number; // Int32 index of frame 0
+  strings: number; // byte offset of the string bytes
+}
+
+function tablesOf(r: ShardRegion): Tables {
+  const base = r.base + r.headerSlot(S_PROF_OFFSET);
+  const sitesBytes = r.headerSlot(S_PROF_MAX_SITES) * SITE_STRIDE * 4;
+  const framesBytes = r.headerSlot(S_PROF_MAX_FRAMES) * FRAME_STRIDE * 4;
+  return { sites: base >>> 2, frames: (base + sitesBytes) >>> 2, strings: base + sitesBytes + framesBytes };
+}
+
+/** Lay out an empty profiler section in a fresh region; site 0 is "(other sites)". */
+export function initSiteTable(r: ShardRegion, shardBytes: number): void {
+  const layout = regionLayout(r.id, shardBytes);
+  const i32 = r.i32;
+  i32[r.hdr + S_PROF_OFFSET] = layout.profilerOffset;
+  i32[r.hdr + S_PROF_MAX_SITES] = layout.profiler.sites;
+  i32[r.hdr + S_PROF_MAX_FRAMES] = layout.profiler.frames;
+  i32[r.hdr + S_PROF_STRING_CAPACITY] = layout.profiler.stringBytes;
+  i32[r.hdr + S_PROF_FRAMES] = 0;
+  i32[r.hdr + S_PROF_STRING_BYTES] = 0;
+  i32[r.hdr + S_PROF_SITES] = 1; // site 0 exists from the start, with no frames
+}
+
+/** The writer side, on the shard's own thread. */
+export class SiteTable {
+  private readonly r: ShardRegion;
+  private readonly t: Tables;
+  private readonly maxSites: number;
+  private readonly maxFrames: number;
+  private readonly stringCapacity: number;
+  private readonly siteByStack = new Map<string, number>();
+  private readonly frameByKey = new Map<string, number>();
+  private readonly stringByText = new Map<string, number>();
+  /** UTF-8 byte length of each interned string. */
+  private readonly lengths = new Map<string, number>();
+
+  constructor(r: ShardRegion) {
+    this.r = r;
+    this.t = tablesOf(r);
+    this.maxSites = r.headerSlot(S_PROF_MAX_SITES);
+    this.maxFrames = r.headerSlot(S_PROF_MAX_FRAMES);
+    this.stringCapacity = r.headerSlot(S_PROF_STRING_CAPACITY);
+    this.rebuildCaches();
+  }
+
+  /** The site id of a stack (leaf first), interning it if new; OTHER_SITES when a table is full. */
+  siteOf(frames: readonly Frame[]): number {
+    const ids: number[] = [];
+    for (let k = 0; k < frames.length && k < PROF_MAX_DEPTH; k++) {
+      const id = this.frameOf(frames[k]!);
+      if (id < 0) return OTHER_SITES;
+      ids.push(id);
+    }
+    const key = ids.join(",");
+    const known = this.siteByStack.get(key);
+    if (known !== undefined) return known;
+    const i32 = this.r.i32;
+    const count = i32[this.r.hdr + S_PROF_SITES]!;
+    if (count >= this.maxSites) return OTHER_SITES;
+    const rec = this.t.sites + count * SITE_STRIDE;
+    i32.fill(0, rec, rec + SITE_STRIDE);
+    i32[rec + SR_HASH] = hashIds(ids);
+    i32[rec + SR_FRAME_COUNT] = ids.length;
+    for (let k = 0; k < ids.length; k++) i32[rec + SR_FRAMES + k] = ids[k]!;
+    Atomics.store(i32, this.r.hdr + S_PROF_SITES, count + 1);
+    this.siteByStack.set(key, count);
+    return count;
+  }
+
+  /** An allocation of `size` bytes counted `weight` times (1 when exact; 1/p when sampled). */
+  recordAlloc(site: number, weight: number, size: number): void {
+    const f = this.counters(site);
+    const f64 = this.r.f64;
+    f64[f + SRF_COUNT] += weight;
+    f64[f + SRF_SIZE] += weight * size;
+    f64[f + SRF_ALLOC_COUNT] += weight;
+    f64[f + SRF_ALLOC_SIZE] += weight * size;
+  }
+
+  /** The free of an object recorded with recordAlloc(site, weight, size). */
+  recordFree(site: number, weight: number, size: number): void {
+    const f = this.counters(site);
+    const f64 = this.r.f64;
+    // Clamp at zero: sampled weights are floats, and a count must not go negative.
+    f64[f + SRF_COUNT] = Math.max(0, f64[f + SRF_COUNT]! - weight);
+    f64[f + SRF_SIZE] = Math.max(0, f64[f + SRF_SIZE]! - weight * size);
+  }
+
+  /** Float64 index of a site record's counters base (add SRF_*). */
+  private counters(site: number): number {
+    return (this.t.sites + site * SITE_STRIDE) >>> 1;
+  }
+
+  private frameOf(f: Frame): number {
+    const key = `${f.url}\0${f.line}\0${f.column}\0${f.functionName}`;
+    const known = this.frameByKey.get(key);
+    if (known !== undefined) return known;
+    const i32 = this.r.i32;
+    const count = i32[this.r.hdr + S_PROF_FRAMES]!;
+    if (count >= this.maxFrames) return -1;
+    const name = this.stringOf(f.functionName);
+    const url = this.stringOf(f.url);
+    if (name < 0 || url < 0) return -1;
+    const rec = this.t.frames + count * FRAME_STRIDE;
+    i32[rec + FR_NAME] = name;
+    i32[rec + FR_NAME_LENGTH] = this.stringLength(f.functionName);
+    i32[rec + FR_URL] = url;
+    i32[rec + FR_URL_LENGTH] = this.stringLength(f.url);
+    i32[rec + FR_LINE] = f.line;
+    i32[rec + FR_COLUMN] = f.column;
+    Atomics.store(i32, this.r.hdr + S_PROF_FRAMES, count + 1);
+    this.frameByKey.set(key, count);
+    return count;
+  }
+
+  private stringLength(text: string): number {
+    return this.lengths.get(text)!;
+  }
+
+  /** Byte offset (within the string area) of `text` as UTF-8, or -1 when full. */
+  private stringOf(text: string): number {
+    const known = this.stringByText.get(text);
+    if (known !== undefined) return known;
+    const bytes = Buffer.from(text, "utf8");
+    const used = this.r.i32[this.r.hdr + S_PROF_STRING_BYTES]!;
+    if (used + bytes.length > this.stringCapacity) return -1;
+    this.r.u8.set(bytes, this.t.strings + used);
+    Atomics.store(this.r.i32, this.r.hdr + S_PROF_STRING_BYTES, used + bytes.length);
+    this.stringByText.set(text, used);
+    this.lengths.set(text, bytes.length);
+    return used;
+  }
+
+  private rebuildCaches(): void {
+    const i32 = this.r.i32;
+    const frames = readFrames(this.r, this.t);
+    frames.forEach((f, id) => {
+      this.frameByKey.set(`${f.url}\0${f.line}\0${f.column}\0${f.functionName}`, id);
+      const rec = this.t.frames + id * FRAME_STRIDE;
+      this.stringByText.set(f.functionName, i32[rec + FR_NAME]!);
+      this.lengths.set(f.functionName, i32[rec + FR_NAME_LENGTH]!);
+      this.stringByText.set(f.url, i32[rec + FR_URL]!);
+      this.lengths.set(f.url, i32[rec + FR_URL_LENGTH]!);
+    });
+    const sites = Atomics.load(i32, this.r.hdr + S_PROF_SITES);
+    for (let s = 1; s < sites; s++) {
+      const rec = this.t.sites + s * SITE_STRIDE;
+      const ids = Array.from({ length: i32[rec + SR_FRAME_COUNT]! }, (_, k) => i32[rec + SR_FRAMES + k]!);
+      this.siteByStack.set(ids.join(","), s);
+    }
+  }
+}
+
+/** One site as read from the buffer: raw (unscaled, unrounded) counters. */
+export interface RawSite {
+  id: number;
+  frames: Frame[];
+  count: number;
+  size: number;
+  allocCount: number;
+  allocSize: number;
+}
+
+/**
+ * Every site of a region with live objects or history, read from the
+ * buffer alone (any thread, or a saved image). Site 0 appears, with the
+ * single frame "(other sites)", only when something was folded into it.
+ */
+export function readSites(r: ShardRegion): RawSite[] {
+  const t = tablesOf(r);
+  const frames = readFrames(r, t);
+  const i32 = r.i32;
+  const f64 = r.f64;
+  const out: RawSite[] = [];
+  const sites = Atomics.load(i32, r.hdr + S_PROF_SITES);
+  for (let s = 0; s < sites; s++) {
+    const rec = t.sites + s * SITE_STRIDE;
+    const f = rec >>> 1;
+    const allocCount = f64[f + SRF_ALLOC_COUNT]!;
+    if (allocCount === 0) continue;
+    const ids = Array.from({ length: i32[rec + SR_FRAME_COUNT]! }, (_, k) => i32[rec + SR_FRAMES + k]!);
+    out.push({
+      id: s,
+      frames: s === OTHER_SITES ? [{ functionName: OTHER_SITES_NAME, url: "", line: 0, column: 0 }] : ids.map((id) => frames[id]!),
+      count: f64[f + SRF_COUNT]!,
+      size: f64[f + SRF_SIZE]!,
+      allocCount,
+      allocSize: f64[f + SRF_ALLOC_SIZE]!,
+    });
+  }
+  return out;
+}
+
+function readFrames(r: ShardRegion, t: Tables): Frame[] {
+  const i32 = r.i32;
+  const n = Atomics.load(i32, r.hdr + S_PROF_FRAMES);
+  const text = (offset: number, length: number): string =>
+    Buffer.from(r.u8.buffer, t.strings + offset, length).toString("utf8");
+  const frames: Frame[] = [];
+  for (let id = 0; id < n; id++) {
+    const rec = t.frames + id * FRAME_STRIDE;
+    frames.push({
+      functionName: text(i32[rec + FR_NAME]!, i32[rec + FR_NAME_LENGTH]!),
+      url: text(i32[rec + FR_URL]!, i32[rec + FR_URL_LENGTH]!),
+      line: i32[rec + FR_LINE]!,
+      column: i32[rec + FR_COLUMN]!,
+    });
+  }
+  return frames;
+}
+
+/** FNV-1a over the frame ids: a stable hash of the stack, kept with the record for tools. */
+function hashIds(ids: readonly number[]): number {
+  let h = 0x811c9dc5;
+  for (const id of ids) {
+    h ^= id;
+    h = Math.imul(h, 0x01000193);
+  }
+  return h | 0;
+}

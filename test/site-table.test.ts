@@ -1,0 +1,123 @@
+/**
+ * The profiler's building blocks: stack capture and the site table in the
+ * shared buffer (wired into malloc/free by the profiler issue).
+ */
+import { Worker } from "node:worker_threads";
+import { once } from "node:events";
+import { describe, expect, it } from "vitest";
+import { SharedHeap } from "../src/index.js";
+import { OTHER_SITES } from "../src/memory/layout.js";
+import { SiteTable, readSites, OTHER_SITES_NAME } from "../src/memory/site-table.js";
+import { captureStack, type Frame } from "../src/memory/stack-capture.js";
+
+function allocatingFunction(): Frame[] {
+  return captureStack(16);
+}
+function otherAllocatingFunction(): Frame[] {
+  return captureStack(16);
+}
+
+describe("captureStack", () => {
+  it("starts at the caller, leaf first, with 1-based positions and no shardheap frames", () => {
+    const frames = allocatingFunction();
+    expect(frames[0]!.functionName).toBe("allocatingFunction");
+    expect(frames[0]!.url).toMatch(/site-table\.test\.ts$/);
+    expect(frames[0]!.line).toBeGreaterThan(0);
+    expect(frames[0]!.column).toBeGreaterThan(0);
+    expect(frames.some((f) => /\/src\/memory\//.test(f.url))).toBe(false);
+    expect(frames.length).toBeLessThanOrEqual(16);
+  });
+
+  it("honours the depth and restores V8's stack settings", () => {
+    const before = [Error.prepareStackTrace, Error.stackTraceLimit];
+    expect(captureStack(2).length).toBeLessThanOrEqual(2);
+    expect([Error.prepareStackTrace, Error.stackTraceLimit]).toEqual(before);
+    expect(typeof new Error("x").stack).toBe("string");
+  });
+});
+
+describe("site table", () => {
+  it("interns stacks and frames, and counts live and cumulative objects", () => {
+    const heap = SharedHeap.create({ shards: 2, shardBytes: 4 << 20 });
+    const table = new SiteTable(heap.regions[1]!);
+    const a = allocatingFunction();
+    const b = otherAllocatingFunction();
+    const sa = table.siteOf(a);
+    expect(table.siteOf(allocatingFunction())).not.toBe(sa); // another line: another stack
+    expect(table.siteOf(a)).toBe(sa);
+    const sb = table.siteOf(b);
+    expect(sb).not.toBe(sa);
+    table.recordAlloc(sa, 1, 64);
+    table.recordAlloc(sa, 1, 64);
+    table.recordAlloc(sb, 1, 4096);
+    table.recordFree(sa, 1, 64);
+    const sites = readSites(heap.regions[1]!);
+    const siteA = sites.find((s) => s.id === sa)!;
+    expect(siteA.frames).toEqual(a);
+    expect([siteA.count, siteA.size, siteA.allocCount, siteA.allocSize]).toEqual([1, 64, 2, 128]);
+    expect(sites.find((s) => s.id === sb)!.size).toBe(4096);
+    // Sites without history are not reported; other shards are untouched.
+    expect(sites.length).toBe(2);
+    expect(readSites(heap.regions[0]!)).toEqual([]);
+  });
+
+  it("keeps counts from going negative", () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const table = new SiteTable(heap.regions[0]!);
+    const s = table.siteOf(allocatingFunction());
+    table.recordAlloc(s, 1.25, 100);
+    table.recordFree(s, 1.5, 100);
+    const [site] = readSites(heap.regions[0]!);
+    expect(site!.count).toBe(0);
+    expect(site!.size).toBe(0);
+  });
+
+  it("folds stacks into (other sites) when the table is full, keeping totals exact", () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 }); // 64 sites
+    const table = new SiteTable(heap.regions[0]!);
+    let total = 0;
+    for (let i = 0; i < 200; i++) {
+      const site = table.siteOf([{ functionName: `f${i}`, url: "file:///app.js", line: i + 1, column: 1 }]);
+      table.recordAlloc(site, 1, 16);
+      total += 16;
+    }
+    const sites = readSites(heap.regions[0]!);
+    const other = sites.find((s) => s.id === OTHER_SITES)!;
+    expect(other.frames[0]!.functionName).toBe(OTHER_SITES_NAME);
+    expect(other.allocCount).toBe(200 - 63);
+    expect(sites.reduce((n, s) => n + s.size, 0)).toBe(total);
+  });
+
+  it("a table made again over the same region (a restarted shard) finds the existing sites", () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const stack = allocatingFunction();
+    const first = new SiteTable(heap.regions[0]!).siteOf(stack);
+    const again = new SiteTable(SharedHeap.attach(heap.buffer).regions[0]!);
+    expect(again.siteOf(stack)).toBe(first);
+    expect(again.siteOf(otherAllocatingFunction())).toBe(first + 1);
+  });
+
+  it("another thread reads the same sites from the buffer alone", async () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const table = new SiteTable(heap.regions[0]!);
+    const s = table.siteOf([{ functionName: "écrire", url: "file:///ü.js", line: 3, column: 7 }]);
+    table.recordAlloc(s, 1, 48);
+    const worker = new Worker(
+      `const { workerData, parentPort } = require("node:worker_threads");
+       import(workerData.site).then(({ readSites }) => import(workerData.heap).then(({ SharedHeap }) => {
+         parentPort.postMessage(readSites(SharedHeap.attach(workerData.buffer).regions[0]));
+       }));`,
+      {
+        eval: true,
+        workerData: {
+          buffer: heap.buffer,
+          site: new URL("../dist/memory/site-table.js", import.meta.url).href,
+          heap: new URL("../dist/index.js", import.meta.url).href,
+        },
+      },
+    );
+    const [remote] = await once(worker, "message");
+    await worker.terminate();
+    expect(remote).toEqual(readSites(heap.regions[0]!));
+  });
+});
