@@ -32,7 +32,7 @@ import {
   S_SPAN_LISTS,
 } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { CLASS_COUNT, classFallbackSpanPages, classSize, classSpanPages, objectsPerSpan } from "./size-classes.js";
+import { POOL_COUNT, classFallbackSpanPages, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
 import { poolRecord } from "./small-pool.js";
 import { readStats } from "./stats.js";
 
@@ -51,7 +51,7 @@ export function checkRegion(r: ShardRegion): string[] {
   let freePages = 0;
   let liveLarge = 0;
   const freeHeads = new Set<number>();
-  const poolSpans: number[][] = Array.from({ length: CLASS_COUNT }, () => []);
+  const poolSpans: number[][] = Array.from({ length: POOL_COUNT }, () => []);
   for (let p = 0; p < r.dataPages; ) {
     const state = meta(p, PM_STATE);
     const len = meta(p, PM_SPAN_PAGES);
@@ -78,7 +78,7 @@ export function checkRegion(r: ShardRegion): string[] {
     } else if (state === PAGE_POOL) {
       checkPoolSpan(r, p, fail);
       const cls = r.poolOfPage(p);
-      if (cls >= 0 && cls < CLASS_COUNT) poolSpans[cls]!.push(p);
+      if (cls >= 0 && cls < POOL_COUNT) poolSpans[cls]!.push(p);
     } else {
       fail(`page ${p} has unknown state ${state}`);
       return errors;
@@ -109,7 +109,7 @@ export function checkRegion(r: ShardRegion): string[] {
 
   // 3. Pools: cached objects are free objects of the pool, counts add up.
   let livePool = 0;
-  for (let c = 0; c < CLASS_COUNT; c++) livePool += checkPool(r, c, poolSpans[c]!, fail);
+  for (let c = 0; c < POOL_COUNT; c++) livePool += checkPool(r, c, poolSpans[c]!, fail);
 
   // 4. Counters: every live bit is a malloc without a free.
   const live = readStats(r).liveObjects;
@@ -131,7 +131,7 @@ export function checkRegion(r: ShardRegion): string[] {
 function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void): void {
   const cls = r.poolOfPage(head);
   const len = r.i32[r.pageMeta(head) + PM_SPAN_PAGES]!;
-  if (cls < 0 || cls >= CLASS_COUNT) return fail(`pool span at page ${head} names class ${cls}`);
+  if (cls < 0 || cls >= POOL_COUNT) return fail(`pool span at page ${head} names class ${cls}`);
   if (len !== classSpanPages[cls] && len !== classFallbackSpanPages[cls]) {
     fail(`pool span at page ${head} has ${len} pages, class ${cls} uses ${classSpanPages[cls]} or ${classFallbackSpanPages[cls]}`);
   }
@@ -142,7 +142,7 @@ function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void):
     }
   }
   const start = r.pageAddress(head);
-  const size = classSize[cls]!;
+  const size = poolStride[cls]!;
   forEachMarkedGranule(r, start, len * PAGE_SIZE, (ptr) => {
     const off = ptr - start;
     if (off % size !== 0 || off / size >= objectsPerSpan(cls, len)) {
@@ -156,7 +156,7 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
   const i32 = r.i32;
   const u32 = r.u32;
   const pool = poolRecord(r, cls);
-  const size = classSize[cls]!;
+  const size = poolStride[cls]!;
   const isFreeObjectOfPool = (obj: number): boolean => {
     if (!r.contains(obj) || obj % GRANULE !== 0) return false;
     const m = r.pageMeta(r.pageOf(obj));

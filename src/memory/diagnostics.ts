@@ -8,7 +8,7 @@
 import { formatCount, formatSize } from "../units.js";
 import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_NEXT, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE, S_SPAN_LISTS } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { CLASS_COUNT, classSize, classSpanPages } from "./size-classes.js";
+import { CLASS_COUNT, POOL_COUNT, classSize, classSpanPages } from "./size-classes.js";
 import { poolBytes, poolObjectsInUse } from "./small-pool.js";
 import { readStats } from "./stats.js";
 
@@ -25,13 +25,15 @@ export function formatDiagnostics(r: ShardRegion): string {
   out.push("");
   out.push("Small pools:");
   out.push("objsz spansz usedobj memory unused wst%");
-  for (let c = 0; c < CLASS_COUNT; c++) {
+  for (let c = 0; c < POOL_COUNT; c++) {
     const used = poolObjectsInUse(r, c);
     const memory = poolBytes(r, c);
+    // Pools of sampled objects (marked "s") are listed only when they hold memory.
+    if (c >= CLASS_COUNT && memory === 0) continue;
     const unused = memory - used * classSize[c]!;
     const wasted = memory ? Math.floor((unused * 100) / memory) : 0;
     out.push(
-      `${pad(classSize[c]!, 5)} ${pad(formatSize(classSpanPages[c]! * PAGE_SIZE), 6)} ${pad(formatCount(used), 7)} ` +
+      `${pad(c >= CLASS_COUNT ? `${classSize[c]}s` : classSize[c]!, 5)} ${pad(formatSize(classSpanPages[c]! * PAGE_SIZE), 6)} ${pad(formatCount(used), 7)} ` +
         `${pad(formatSize(memory), 6)} ${pad(formatSize(unused), 6)} ${pad(wasted, 4)}`,
     );
   }

@@ -7,7 +7,7 @@
 import { InvalidPointerError } from "../errors.js";
 import { GRANULE, HEAP_HEADER_BYTES, PAGE_POOL, PM_HEAD, PM_STATE } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { classSize } from "./size-classes.js";
+import { classSize, poolStride } from "./size-classes.js";
 
 /** Where a heap's regions are, enough to find a pointer's owner. */
 export interface HeapGeometry {
@@ -42,10 +42,11 @@ export function liveObjectRegion(g: HeapGeometry, ptr: unknown, op: string): Sha
   if (!r.isLive(ptr)) {
     const m = r.pageMeta(r.pageOf(ptr));
     if (r.i32[m + PM_STATE] === PAGE_POOL) {
-      const size = classSize[r.poolOfPage(r.pageOf(ptr))]!;
+      const pool = r.poolOfPage(r.pageOf(ptr));
+      const stride = poolStride[pool]!;
       const offset = ptr - r.pageAddress(r.i32[m + PM_HEAD]!);
-      if (offset % size !== 0) {
-        fail(`interior pointer, ${offset % size} bytes into a ${size}-byte object`);
+      if (offset % stride !== 0) {
+        fail(`interior pointer, ${offset % stride} bytes into a ${classSize[pool]}-byte object`);
       }
     }
     fail("not a live object (already freed, never allocated, or inside a larger object)");

@@ -66,6 +66,7 @@ const {
 } = layout;
 const {
   CLASS_COUNT,
+  POOL_COUNT,
   MAX_SMALL_SIZE,
   classAlignment,
   classMaxFree,
@@ -154,7 +155,9 @@ export class ShardAllocator extends ShardRegion {
         // Live, and not pending a cross-shard free. Loads nothing from the object (layout.ts).
         if ((live & ~i32[w + 1]! & bit) !== 0) {
           const pool1 = this.u8[this.classMap + (rel >>> PAGE_SHIFT)]!;
-          if (pool1 !== 0) {
+          // An ordinary pool (1..CLASS_COUNT); 0 (a page span) and the
+          // sampled pools, whose objects carry a site tag, take the slow path.
+          if ((pool1 - 1) >>> 0 < CLASS_COUNT) {
             i32[w] = live ^ bit;
             const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
             i32[ptr >>> 2] = i32[pool + P_FREE_HEAD]!;
@@ -292,7 +295,7 @@ export class ShardAllocator extends ShardRegion {
   trim(): number {
     const before = this.freePages();
     this.drainCrossShardFrees();
-    for (let cls = 0; cls < CLASS_COUNT; cls++) trimPool(this, cls, 0);
+    for (let pool = 0; pool < POOL_COUNT; pool++) trimPool(this, pool, 0);
     return (this.freePages() - before) * PAGE_SIZE;
   }
 

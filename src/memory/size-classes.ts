@@ -34,8 +34,36 @@ function buildSizes(): number[] {
 const SIZES = buildSizes();
 export const CLASS_COUNT = SIZES.length;
 
-/** Object size of each class, in bytes. */
-export const classSize = Int32Array.from(SIZES);
+/**
+ * Pools: one per class for ordinary objects (pool c = class c), and one per
+ * class for objects the heap profiler sampled (pool CLASS_COUNT + c), which
+ * live in spans of their own with a 4-byte site tag after each object, so
+ * an unsampled object pays nothing (Seastar keeps sampled objects apart the
+ * same way). A sampled pool's stride is the class size plus the tag,
+ * rounded up to the class's alignment, so allocateAligned's guarantees hold
+ * for sampled objects too. Every table below is indexed by pool.
+ */
+export const POOL_COUNT = 2 * CLASS_COUNT;
+export const SAMPLED_POOL_BASE = CLASS_COUNT;
+/** Bytes of the site tag at the end of a sampled small object. */
+export const SITE_TAG_BYTES = 4;
+
+const alignmentOf = (size: number): number => Math.min(size & -size, PAGE_SIZE);
+const poolSizes = (f: (size: number, sampled: boolean) => number): Int32Array =>
+  Int32Array.from({ length: POOL_COUNT }, (_, p) => f(SIZES[p % CLASS_COUNT]!, p >= CLASS_COUNT));
+
+/** Usable bytes of each pool's objects (what objectSize reports), the class size. */
+export const classSize = poolSizes((size) => size);
+
+/** Bytes from one object to the next in a pool's spans. */
+export const poolStride = poolSizes((size, sampled) => {
+  if (!sampled) return size;
+  const align = Math.max(GRANULE, alignmentOf(size));
+  return Math.ceil((size + SITE_TAG_BYTES) / align) * align;
+});
+
+/** The largest power of two dividing the class size (at most a page): the alignment its objects get. */
+export const classAlignment = poolSizes((size) => alignmentOf(size));
 
 /** classOf[(size + 7) >> 3] is the smallest class holding `size` bytes (size <= 16 KiB). */
 export const classOf = new Uint8Array((MAX_SMALL_SIZE >>> GRANULE_SHIFT) + 1);
@@ -48,17 +76,17 @@ export const classOf = new Uint8Array((MAX_SMALL_SIZE >>> GRANULE_SHIFT) + 1);
 }
 
 /**
- * Span length per class, in pages: Seastar's rule: the smallest power of two
+ * Span length per pool, in pages: Seastar's rule: the smallest power of two
  * (up to 32 pages) that holds at least 4 objects and wastes under 5% at its
  * tail, else the one that wastes least.
  */
-export const classSpanPages = Int32Array.from(SIZES, (size) => {
+export const classSpanPages = Int32Array.from(poolStride, (stride) => {
   let best = 0;
   let bestWaste = Infinity;
   for (let pages = 1; pages <= MAX_POOL_SPAN_PAGES; pages *= 2) {
     const bytes = pages * PAGE_SIZE;
-    if (bytes / size < 4) continue;
-    const waste = (bytes % size) / bytes;
+    if (bytes / stride < 4) continue;
+    const waste = (bytes % stride) / bytes;
     if (waste < bestWaste) {
       bestWaste = waste;
       best = pages;
@@ -73,14 +101,14 @@ export const classSpanPages = Int32Array.from(SIZES, (size) => {
  * preferred size (a small or fragmented shard): the fewest pages, as a
  * power of two, that hold one object (Seastar's _span_sizes.fallback).
  */
-export const classFallbackSpanPages = Int32Array.from(SIZES, (size) => {
-  const pages = Math.ceil(size / PAGE_SIZE);
+export const classFallbackSpanPages = Int32Array.from(poolStride, (stride) => {
+  const pages = Math.ceil(stride / PAGE_SIZE);
   return pages === 1 ? 1 : 2 ** (32 - Math.clz32(pages - 1));
 });
 
-/** Objects a span of `pages` pages holds in class `cls`. */
-export function objectsPerSpan(cls: number, pages: number): number {
-  return Math.floor((pages * PAGE_SIZE) / classSize[cls]!);
+/** Objects a span of `pages` pages holds in pool `pool`. */
+export function objectsPerSpan(pool: number, pages: number): number {
+  return Math.floor((pages * PAGE_SIZE) / poolStride[pool]!);
 }
 
 /**
@@ -91,11 +119,8 @@ export function objectsPerSpan(cls: number, pages: number): number {
  * back and forth. Seastar's floor of 100 cached objects is capped at 64 KiB
  * of objects here, because our shards are often a few MiB, not GiBs.
  */
-export const classMaxFree = Int32Array.from(SIZES, (size, c) =>
-  Math.max(2 * objectsPerSpan(c, classSpanPages[c]!), Math.min(100, Math.floor(65536 / size))),
+export const classMaxFree = Int32Array.from(poolStride, (stride, p) =>
+  Math.max(2 * objectsPerSpan(p, classSpanPages[p]!), Math.min(100, Math.floor(65536 / stride))),
 );
 export const classRefillGoal = Int32Array.from(classMaxFree, (max) => max >>> 1);
 export const classTrimTarget = Int32Array.from(classMaxFree, (max) => (3 * max) >>> 2);
-
-/** The largest power of two dividing the class size: the alignment its objects get. */
-export const classAlignment = Int32Array.from(SIZES, (size) => Math.min(size & -size, PAGE_SIZE));

@@ -34,14 +34,14 @@ import {
 } from "./layout.js";
 import { allocatePageSpan, freePageRange } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
-import { CLASS_COUNT, classFallbackSpanPages, classMaxFree, classRefillGoal, classSize, classSpanPages, objectsPerSpan } from "./size-classes.js";
+import { POOL_COUNT, classFallbackSpanPages, classMaxFree, classRefillGoal, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
 
 export function poolRecord(r: ShardRegion, cls: number): number {
   return r.pools + cls * POOL_STRIDE;
 }
 
 export function initPools(r: ShardRegion): void {
-  for (let c = 0; c < CLASS_COUNT; c++) {
+  for (let c = 0; c < POOL_COUNT; c++) {
     const p = poolRecord(r, c);
     r.i32.fill(0, p, p + POOL_STRIDE);
     r.i32[p + P_SPAN_LIST] = -1;
@@ -109,7 +109,7 @@ export function refillPool(r: ShardRegion, cls: number): boolean {
       span = allocatePageSpan(r, spanPages);
     }
     if (span < 0) break;
-    const size = classSize[cls]!;
+    const size = poolStride[cls]!;
     const perSpan = objectsPerSpan(cls, spanPages);
     for (let p = span; p < span + spanPages; p++) {
       const m = r.pageMeta(p);

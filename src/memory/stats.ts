@@ -18,7 +18,7 @@ import {
   P_MALLOCS_LO,
   POOL_STRIDE,
 } from "./layout.js";
-import { CLASS_COUNT, classSize } from "./size-classes.js";
+import { POOL_COUNT, classSize } from "./size-classes.js";
 import type { ShardRegion } from "./region.js";
 
 /**
@@ -69,7 +69,7 @@ export function readStats(r: ShardRegion): MemoryStats {
   let mallocs = r.counter(C_MALLOCS);
   let frees = r.counter(C_FREES);
   let bytes = r.counter(C_BYTES_ALLOCATED);
-  for (let c = 0; c < CLASS_COUNT; c++) {
+  for (let c = 0; c < POOL_COUNT; c++) {
     const p = r.pools + c * POOL_STRIDE;
     const n = (r.i32[p + P_MALLOCS_LO]! >>> 0) + r.i32[p + P_MALLOCS_HI]! * 2 ** 32;
     mallocs += n;
