@@ -12,3 +12,5 @@ export { parseSize, formatSize } from "./units.js";
 export { Smp, ShardError, type SmpEvents } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
 export { type SmpOptions } from "./runtime/options.js";
+export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
+export { type Frame } from "./memory/stack-capture.js";

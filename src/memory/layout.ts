@@ -107,6 +107,8 @@ export const S_PROF_STRING_BYTES = 14;
 /** Sample rate in bytes (0 off, 1 every allocation) and stack depth. */
 export const S_PROF_RATE = 15;
 export const S_PROF_DEPTH = 18;
+/** The current rate epoch (see RATE_EPOCHS). */
+export const S_PROF_EPOCH = 19;
 export const S_DATA_OFFSET = 4;
 /** Pages currently in free spans. */
 export const S_FREE_PAGES = 5;
@@ -143,6 +145,7 @@ export const C_LARGE_ALLOCATIONS = 5;
 export const C_FAILED_ALLOCATIONS = 6;
 /** Objects other shards freed into this shard's inbox and it drained. */
 export const C_CROSS_SHARD_RECEIVED = 7;
+
 export const C_COUNT = 16;
 
 /** Small-pool records, one 64-byte cache line per size class. */
@@ -195,7 +198,16 @@ export const PM_SITE = 7;
 export const BITMAP_WORDS_PER_PAGE = 2 * (PAGE_SIZE >>> (GRANULE_SHIFT + 5));
 
 // ---------------------------------------------------------------------------
-// Heap profiler section: [site records][frame records][string bytes].
+// Heap profiler section: [rate epochs][site records][frame records][string bytes].
+/**
+ * Each sample rate the shard has used gets an epoch; a sampled object's
+ * tag names its site and the epoch it was sampled in, so its free subtracts
+ * exactly the weight its allocation added even after the rate changed.
+ * Float64 rates, RATE_EPOCHS of them, reused round-robin.
+ */
+export const RATE_EPOCHS = 256;
+/** A site tag: (epoch << 24) | (site + 1); 0 = not sampled. */
+export const TAG_SITE_MASK = 0xffffff;
 /** Deepest stack a site records. */
 export const PROF_MAX_DEPTH = 32;
 /**
@@ -239,7 +251,7 @@ export function profilerCapacity(shardBytes: number): ProfilerCapacity {
 }
 
 export function profilerBytes(c: ProfilerCapacity): number {
-  return c.sites * SITE_STRIDE * 4 + c.frames * FRAME_STRIDE * 4 + c.stringBytes;
+  return RATE_EPOCHS * 8 + c.sites * SITE_STRIDE * 4 + c.frames * FRAME_STRIDE * 4 + c.stringBytes;
 }
 
 /** Page states. Zero-filled memory reads as INNER, which is what fresh pages are. */

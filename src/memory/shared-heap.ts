@@ -36,6 +36,7 @@ import { ShardAllocator } from "./shard-allocator.js";
 import { classSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
 import { initSiteTable } from "./site-table.js";
+import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 
 /** The smallest region: room for the largest pool span plus metadata. */
@@ -139,6 +140,12 @@ export class SharedHeap implements HeapGeometry {
     if (shard === undefined) return sumStats(this.regions.map(readStats));
     this.checkShardId(shard, "stats");
     return readStats(this.regions[shard]!);
+  }
+
+  /** One shard's heap profile, or every shard's merged; read from the buffer, no shard involved. */
+  heapProfile(shard?: number): HeapProfile {
+    if (shard !== undefined) this.checkShardId(shard, "heapProfile");
+    return heapProfileOf(this.regions, shard);
   }
 
   /** Invariant violations in every shard's metadata; [] when healthy. Run it while shards are quiescent. */

@@ -25,6 +25,7 @@ import {
   FR_URL_LENGTH,
   OTHER_SITES,
   PROF_MAX_DEPTH,
+  RATE_EPOCHS,
   SITE_STRIDE,
   SRF_ALLOC_COUNT,
   SRF_ALLOC_SIZE,
@@ -40,6 +41,9 @@ import {
   S_PROF_SITES,
   S_PROF_STRING_BYTES,
   S_PROF_STRING_CAPACITY,
+  S_PROF_DEPTH,
+  S_PROF_EPOCH,
+  S_PROF_RATE,
   regionLayout,
 } from "./layout.js";
 import type { ShardRegion } from "./region.js";
@@ -56,10 +60,19 @@ interface Tables {
 }
 
 function tablesOf(r: ShardRegion): Tables {
-  const base = r.base + r.headerSlot(S_PROF_OFFSET);
+  const base = r.base + r.headerSlot(S_PROF_OFFSET) + RATE_EPOCHS * 8;
   const sitesBytes = r.headerSlot(S_PROF_MAX_SITES) * SITE_STRIDE * 4;
   const framesBytes = r.headerSlot(S_PROF_MAX_FRAMES) * FRAME_STRIDE * 4;
   return { sites: base >>> 2, frames: (base + sitesBytes) >>> 2, strings: base + sitesBytes + framesBytes };
+}
+
+/** The sample rate of rate epoch `epoch` (layout.ts RATE_EPOCHS). */
+export function epochRate(r: ShardRegion, epoch: number): number {
+  return r.f64[(r.base + r.headerSlot(S_PROF_OFFSET)) / 8 + epoch]!;
+}
+
+export function setEpochRate(r: ShardRegion, epoch: number, rate: number): void {
+  r.f64[(r.base + r.headerSlot(S_PROF_OFFSET)) / 8 + epoch] = rate;
 }
 
 /** Lay out an empty profiler section in a fresh region; site 0 is "(other sites)". */
@@ -73,7 +86,13 @@ export function initSiteTable(r: ShardRegion, shardBytes: number): void {
   i32[r.hdr + S_PROF_FRAMES] = 0;
   i32[r.hdr + S_PROF_STRING_BYTES] = 0;
   i32[r.hdr + S_PROF_SITES] = 1; // site 0 exists from the start, with no frames
+  i32[r.hdr + S_PROF_RATE] = 0;
+  i32[r.hdr + S_PROF_EPOCH] = 0;
+  i32[r.hdr + S_PROF_DEPTH] = DEFAULT_PROFILE_DEPTH;
 }
+
+/** Frames a site records unless setHeapProfilingDepth says otherwise. */
+export const DEFAULT_PROFILE_DEPTH = 16;
 
 /** The writer side, on the shard's own thread. */
 export class SiteTable {
@@ -138,6 +157,14 @@ export class SiteTable {
     // Clamp at zero: sampled weights are floats, and a count must not go negative.
     f64[f + SRF_COUNT] = Math.max(0, f64[f + SRF_COUNT]! - weight);
     f64[f + SRF_SIZE] = Math.max(0, f64[f + SRF_SIZE]! - weight * size);
+  }
+
+  /** A sampled object resized in place (realloc shrinking a page span). */
+  recordResize(site: number, oldWeight: number, oldSize: number, newWeight: number, newSize: number): void {
+    const f = this.counters(site);
+    const f64 = this.r.f64;
+    f64[f + SRF_COUNT] = Math.max(0, f64[f + SRF_COUNT]! - oldWeight + newWeight);
+    f64[f + SRF_SIZE] = Math.max(0, f64[f + SRF_SIZE]! - oldWeight * oldSize + newWeight * newSize);
   }
 
   /** Float64 index of a site record's counters base (add SRF_*). */

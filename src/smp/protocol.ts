@@ -22,6 +22,8 @@ export type ShardRequest =
   | { readonly kind: "init" }
   /** Run the module's exported function `task` with `arg`. */
   | { readonly kind: "task"; readonly task: string; readonly arg: unknown }
+  /** Set this shard's heap-profiling sample rate (0 off, 1 exact, N bytes). */
+  | { readonly kind: "heapprof"; readonly rate: number }
   /** Quiesce: drain the inbox and stop the doorbell watch; answers the drained count. */
   | { readonly kind: "stop" };
 

@@ -24,6 +24,8 @@ const heap = SharedHeap.attach(boot.buffer);
 const memory = heap.shard(boot.shard);
 // Frees of other shards' objects travel in chains (flushed within the turn).
 memory.batchCrossShardFrees(true);
+// set_heap_profiling_enabled at start, as smp::configure does (--heapprof).
+if (boot.heapprofRate > 0) memory.setHeapProfilingSampleRate(boot.heapprofRate);
 const context: ShardContext = Object.freeze({ id: boot.shard, memory, heap });
 setCurrentShard(context);
 
@@ -56,6 +58,9 @@ export default async function handle(request: ShardRequest): Promise<ShardReply>
         }
         return { ok: true, value: await (fn as (arg: unknown, shard: ShardContext) => unknown)(request.arg, context) };
       }
+      case "heapprof":
+        memory.setHeapProfilingSampleRate(request.rate);
+        return { ok: true, value: memory.heapProfilingSampleRate() };
       case "stop":
         doorbell.stop();
         idleTrim.stop();

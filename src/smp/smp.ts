@@ -12,7 +12,8 @@ import { Piscina } from "piscina";
 import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
-import { fillSmpOptions, type FilledSmpOptions, type SmpOptions } from "../runtime/options.js";
+import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "../runtime/options.js";
+import type { HeapProfile } from "../memory/heap-profile.js";
 import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
 import type { ShardReply } from "./shard-worker.js";
 
@@ -134,6 +135,26 @@ export class Smp extends EventEmitter<SmpEvents> {
     if (typeof task !== "string" || task.length === 0) throw new TypeError("submitTo: task must be a function name");
     if (this.stopping) throw new ShardError(shard, `submitTo(${shard}, ${JSON.stringify(task)}): the runtime is stopping`);
     return (await this.request(shard, { kind: "task", task, arg })) as T;
+  }
+
+  /**
+   * Switch heap profiling on `shard` or on "all" shards at run time: true
+   * or 1 records every allocation, N samples one allocation per N bytes on
+   * average, false or 0 turns it off. Resolves once every named shard has
+   * applied it.
+   */
+  async setHeapProfiling(shard: number | "all", rate: boolean | number): Promise<void> {
+    const bytes = heapprofRate(rate, "setHeapProfiling: rate");
+    if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard >= this.shards)) {
+      throw new RangeError(`setHeapProfiling: shard must be "all" or an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
+    }
+    const shards = shard === "all" ? [...Array(this.shards).keys()] : [shard];
+    await Promise.all(shards.map((s) => this.request(s, { kind: "heapprof", rate: bytes })));
+  }
+
+  /** One shard's heap profile, or all shards' merged; read from the buffer, no shard involved. */
+  heapProfile(shard?: number): HeapProfile {
+    return this.heap.heapProfile(shard);
   }
 
   /** One shard's statistics, or all shards' summed; read from the buffer, no shard involved. */

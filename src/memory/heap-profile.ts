@@ -1,0 +1,65 @@
+/**
+ * HeapProfile: what the profiler knows, read from the buffer alone (any
+ * thread, or a saved heap image), for one shard or all shards merged.
+ * Site figures are already scaled (sampled estimates are weighted when
+ * recorded), so merging shards adds them; the tree and the other renderers
+ * (src/report) take it from here.
+ */
+import { S_PROF_RATE } from "./layout.js";
+import type { ShardRegion } from "./region.js";
+import { readSites } from "./site-table.js";
+import type { Frame } from "./stack-capture.js";
+
+export interface AllocationSite {
+  /** Leaf first; frames[0] is the code that called shardheap. */
+  frames: Frame[];
+  /** Live objects (estimated, fractional, when sampled). */
+  count: number;
+  /** Live bytes: objectSize() of the live objects, tags excluded (estimated when sampled). */
+  size: number;
+  /** Cumulative since profiling began (estimated when sampled). */
+  allocCount: number;
+  allocSize: number;
+}
+
+export interface HeapProfile {
+  shard: number | "all";
+  /** The shards' common sample rate in bytes (0 off, 1 exact), or -1 when they differ. */
+  sampleRate: number;
+  sites: AllocationSite[];
+  totalSize: number;
+  totalCount: number;
+}
+
+export function sampleRateOf(r: ShardRegion): number {
+  return r.headerSlot(S_PROF_RATE);
+}
+
+/** One shard's profile (`shard` given), or every shard's merged by stack. */
+export function heapProfileOf(regions: readonly ShardRegion[], shard?: number): HeapProfile {
+  const chosen = shard === undefined ? regions : [regions[shard]!];
+  const merged = new Map<string, AllocationSite>();
+  for (const r of chosen) {
+    for (const s of readSites(r)) {
+      const key = JSON.stringify(s.frames);
+      const site = merged.get(key);
+      if (site) {
+        site.count += s.count;
+        site.size += s.size;
+        site.allocCount += s.allocCount;
+        site.allocSize += s.allocSize;
+      } else {
+        merged.set(key, { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize });
+      }
+    }
+  }
+  const rates = new Set(chosen.map(sampleRateOf));
+  const sites = [...merged.values()].sort((a, b) => b.size - a.size);
+  return {
+    shard: shard === undefined ? "all" : shard,
+    sampleRate: rates.size === 1 ? [...rates][0]! : -1,
+    sites,
+    totalSize: sites.reduce((n, s) => n + s.size, 0),
+    totalCount: sites.reduce((n, s) => n + s.count, 0),
+  };
+}

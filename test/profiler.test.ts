@@ -1,0 +1,218 @@
+/**
+ * The heap profiler on one thread: exact and sampled recording, every path
+ * that keeps the books, run-time rate changes. (Per-shard toggling and
+ * cross-shard frees on real threads: smp-profiler.test.ts.)
+ */
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { SharedHeap, type AllocationSite, type ShardAllocator } from "../src/index.js";
+
+beforeAll(() => {
+  process.env.SHARDHEAP_LOG = "silent";
+});
+
+let heaps: SharedHeap[] = [];
+afterEach(() => {
+  for (const heap of heaps) expect(heap.check()).toEqual([]);
+  heaps = [];
+});
+function newHeap(shardBytes = 16 << 20, shards = 1): SharedHeap {
+  const heap = SharedHeap.create({ shards, shardBytes });
+  heaps.push(heap);
+  return heap;
+}
+
+function allocateSmallObjects(a: ShardAllocator, n: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push(a.malloc(100));
+  return out;
+}
+function allocateLargeObjects(a: ShardAllocator, n: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push(a.malloc(50_000));
+  return out;
+}
+const siteOf = (sites: AllocationSite[], fn: string): AllocationSite | undefined =>
+  sites.find((s) => s.frames[0]?.functionName === fn);
+
+describe("exact mode (setHeapProfilingEnabled(true))", () => {
+  it("records two sites with exact counts and object sizes, and keeps the history after frees", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    a.setHeapProfilingEnabled(true);
+    expect(a.heapProfilingSampleRate()).toBe(1);
+    const small = allocateSmallObjects(a, 300);
+    const large = allocateLargeObjects(a, 7);
+    const p = a.heapProfile();
+    expect(p.sampleRate).toBe(1);
+    expect(p.sites).toHaveLength(2);
+    const s = siteOf(p.sites, "allocateSmallObjects")!;
+    const l = siteOf(p.sites, "allocateLargeObjects")!;
+    expect([s.count, s.size, s.allocCount, s.allocSize]).toEqual([300, 300 * 112, 300, 300 * 112]);
+    expect([l.count, l.size]).toEqual([7, 7 * a.objectSize(large[0]!)]);
+    expect(a.objectSize(small[0]!)).toBe(112); // the tag is not part of the object
+    expect(s.frames[0]!.url).toMatch(/profiler\.test\.ts$/);
+    expect(p.totalSize).toBe(s.size + l.size);
+    expect(p.totalCount).toBe(307);
+    expect(p.sites[0]).toBe(l); // largest first
+    for (const ptr of [...small, ...large]) a.free(ptr);
+    const after = a.heapProfile();
+    const s2 = siteOf(after.sites, "allocateSmallObjects")!;
+    expect([s2.count, s2.size, s2.allocCount, s2.allocSize]).toEqual([0, 0, 300, 300 * 112]);
+    expect(after.totalSize).toBe(0);
+    // What one thread records, the heap reads from the buffer alike.
+    expect(heap.heapProfile(0)).toEqual(after);
+  });
+
+  it("keeps the books on realloc (move and in-place shrink) and allocateAligned", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    a.setHeapProfilingEnabled(true);
+    const p = a.malloc(40); // site A
+    const q = a.realloc(p, 2000); // moves: A freed, a new site (realloc's caller) allocated
+    const big = a.malloc(10 * 4096);
+    expect(a.realloc(big, 5 * 4096)).toBe(big); // shrinks in place (still a page span)
+    const aligned = a.allocateAligned(4096, 100);
+    expect(aligned % 4096).toBe(0);
+    const sites = a.heapProfile().sites;
+    const live = sites.reduce((n, s) => n + s.size, 0);
+    expect(live).toBe(a.objectSize(q) + 5 * 4096 + a.objectSize(aligned));
+    expect(sites.reduce((n, s) => n + s.count, 0)).toBe(3);
+    for (const x of [q, big, aligned]) a.free(x);
+    expect(a.heapProfile().totalSize).toBe(0);
+    expect(a.heapProfile().sites.every((s) => s.count === 0 && s.size === 0)).toBe(true);
+  });
+
+  it("objects recorded while on are accounted for when freed after it is turned off", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    a.setHeapProfilingEnabled(true);
+    const ptrs = allocateSmallObjects(a, 50);
+    a.setHeapProfilingEnabled(false);
+    expect(a.heapProfilingSampleRate()).toBe(0);
+    const unrecorded = allocateLargeObjects(a, 3);
+    for (const ptr of [...ptrs, ...unrecorded]) a.free(ptr);
+    const p = a.heapProfile();
+    expect(p.sites).toHaveLength(1);
+    expect(p.totalCount).toBe(0);
+    expect(p.sampleRate).toBe(0);
+  });
+
+  it("a cross-shard free decrements the allocating shard's site when its owner drains", () => {
+    const heap = newHeap(16 << 20, 2);
+    const owner = heap.shard(0);
+    owner.setHeapProfilingEnabled(true);
+    const ptrs = allocateSmallObjects(owner, 20);
+    for (const ptr of ptrs) heap.shard(1).free(ptr);
+    expect(siteOf(owner.heapProfile().sites, "allocateSmallObjects")!.count).toBe(20); // until drained
+    owner.drainCrossShardFrees();
+    expect(siteOf(owner.heapProfile().sites, "allocateSmallObjects")!.count).toBe(0);
+    expect(heap.heapProfile(1).sites).toEqual([]);
+  });
+
+  it("validates its arguments", () => {
+    const a = newHeap().shard(0);
+    expect(() => a.setHeapProfilingSampleRate(-1)).toThrow(RangeError);
+    expect(() => a.setHeapProfilingSampleRate(1.5)).toThrow(RangeError);
+    expect(() => a.setHeapProfilingSampleRate("1" as unknown as number)).toThrow(TypeError);
+    expect(() => a.setHeapProfilingEnabled(1 as unknown as boolean)).toThrow(TypeError);
+    expect(() => a.setHeapProfilingDepth(0)).toThrow(RangeError);
+    expect(a.heapProfilingSampleRate()).toBe(0);
+  });
+
+  it("records at most the configured depth", () => {
+    const a = newHeap().shard(0);
+    a.setHeapProfilingDepth(1);
+    a.setHeapProfilingEnabled(true);
+    a.free(allocateSmallObjects(a, 1)[0]!);
+    expect(a.heapProfile().sites[0]!.frames).toHaveLength(1);
+  });
+});
+
+describe("sampled mode", () => {
+  // Deterministic workload generator (mulberry32).
+  function rng(seed: number): () => number {
+    let t = seed >>> 0;
+    return () => {
+      t = (t + 0x6d2b79f5) >>> 0;
+      let x = Math.imul(t ^ (t >>> 15), 1 | t);
+      x ^= x + Math.imul(x ^ (x >>> 7), 61 | x);
+      return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  type Live = { ptr: number; size: number };
+  function smallObjects(a: ShardAllocator, n: number, out: Live[]): void {
+    for (let i = 0; i < n; i++) out.push({ ptr: a.malloc(48), size: 48 });
+  }
+  function kilobyteBuffers(a: ShardAllocator, n: number, out: Live[]): void {
+    for (let i = 0; i < n; i++) out.push({ ptr: a.malloc(1000), size: 1024 });
+  }
+  function largeBuffers(a: ShardAllocator, n: number, out: Live[]): void {
+    for (let i = 0; i < n; i++) out.push({ ptr: a.malloc(65536), size: 65536 });
+  }
+  function mixedObjects(a: ShardAllocator, n: number, out: Live[], random: () => number): void {
+    for (let i = 0; i < n; i++) {
+      const ptr = a.malloc(16 + Math.floor(random() * 8000));
+      out.push({ ptr, size: a.objectSize(ptr) });
+    }
+  }
+
+  it("estimates each large site's live bytes within 10% (fixed seed, >= 50 MiB allocated)", () => {
+    const heap = newHeap(256 << 20);
+    const a = heap.shard(0);
+    a.setHeapProfilingSampleRate(8 * 1024);
+    a.seedHeapProfiler(12345);
+    const random = rng(7);
+    const bySite: Record<string, Live[]> = { smallObjects: [], kilobyteBuffers: [], largeBuffers: [], mixedObjects: [] };
+    for (let round = 0; round < 4; round++) {
+      smallObjects(a, 60_000, bySite.smallObjects!);
+      kilobyteBuffers(a, 5_000, bySite.kilobyteBuffers!);
+      largeBuffers(a, 100, bySite.largeBuffers!);
+      mixedObjects(a, 2_000, bySite.mixedObjects!, random);
+      // Free about half of everything, chosen at random, so live != allocated.
+      for (const [fn, live] of Object.entries(bySite)) {
+        bySite[fn] = live.filter((o) => {
+          if (random() >= 0.5) return true;
+          a.free(o.ptr);
+          return false;
+        });
+      }
+    }
+    const s = a.stats();
+    expect(s.totalBytesAllocated).toBeGreaterThan(50 * 2 ** 20);
+    const profile = a.heapProfile();
+    const heapLive = Object.values(bySite).flat().reduce((n, o) => n + o.size, 0);
+    let checked = 0;
+    for (const [fn, live] of Object.entries(bySite)) {
+      const truth = live.reduce((n, o) => n + o.size, 0);
+      if (truth < 0.05 * heapLive) continue;
+      const estimate = siteOf(profile.sites, fn)?.size ?? 0;
+      expect(Math.abs(estimate - truth) / truth, `${fn}: estimated ${estimate}, truth ${truth}`).toBeLessThan(0.1);
+      checked++;
+    }
+    expect(checked).toBeGreaterThanOrEqual(3);
+    for (const o of Object.values(bySite).flat()) a.free(o.ptr);
+    const end = a.heapProfile();
+    expect(end.sites.every((site) => site.count >= 0 && site.size >= 0)).toBe(true);
+    expect(end.totalSize).toBeLessThan(1e-6 * heapLive);
+  });
+
+  it("changing the rate while objects are live keeps every counter consistent and non-negative", () => {
+    const heap = newHeap(64 << 20);
+    const a = heap.shard(0);
+    const live: Live[] = [];
+    for (const rate of [1, 4096, 0, 100_000, 1, 0]) {
+      a.setHeapProfilingSampleRate(rate);
+      smallObjects(a, 2000, live);
+      largeBuffers(a, 20, live);
+      for (let i = live.length - 1; i >= 0; i -= 3) a.free(live.splice(i, 1)[0]!.ptr);
+      for (const site of a.heapProfile().sites) {
+        expect(site.count).toBeGreaterThanOrEqual(0);
+        expect(site.size).toBeGreaterThanOrEqual(0);
+      }
+    }
+    for (const o of live) a.free(o.ptr);
+    const p = a.heapProfile();
+    expect(p.totalCount).toBeLessThan(1e-6);
+    expect(p.totalSize).toBeLessThan(1e-3);
+  });
+});
