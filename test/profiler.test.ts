@@ -109,6 +109,25 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     expect(heap.heapProfile(1).sites).toEqual([]);
   });
 
+  it("logs Enabling / Disabling heap profiler on the transitions, as the seed does", () => {
+    const a = newHeap().shard(0);
+    const lines: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    const saved = process.env.SHARDHEAP_LOG;
+    delete process.env.SHARDHEAP_LOG;
+    process.stderr.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stderr.write;
+    try {
+      a.setHeapProfilingEnabled(true);
+      a.setHeapProfilingSampleRate(4096); // already on: no new line
+      a.setHeapProfilingEnabled(false);
+      a.setHeapProfilingEnabled(false); // already off
+    } finally {
+      process.stderr.write = write;
+      process.env.SHARDHEAP_LOG = saved;
+    }
+    expect(lines).toEqual(["shardheap: shard 0: Enabling heap profiler\n", "shardheap: shard 0: Disabling heap profiler\n"]);
+  });
+
   it("validates its arguments", () => {
     const a = newHeap().shard(0);
     expect(() => a.setHeapProfilingSampleRate(-1)).toThrow(RangeError);
