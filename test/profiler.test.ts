@@ -82,6 +82,26 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     expect(a.heapProfile().sites.every((s) => s.count === 0 && s.size === 0)).toBe(true);
   });
 
+  it("sampled objects keep their class's alignment, and writing all of an object cannot touch its tag", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    a.setHeapProfilingEnabled(true);
+    const ptrs: number[] = [];
+    for (const align of [8, 16, 64, 256, 4096]) {
+      for (let i = 0; i < 20; i++) {
+        const p = a.allocateAligned(align, 48);
+        expect(p % align).toBe(0);
+        heap.bytes(p, a.objectSize(p)).fill(0xff);
+        ptrs.push(p);
+      }
+    }
+    expect(a.heapProfile().totalCount).toBe(100);
+    for (const p of ptrs) a.free(p);
+    const after = a.heapProfile();
+    expect(after.totalCount).toBe(0);
+    expect(after.totalSize).toBe(0);
+  });
+
   it("objects recorded while on are accounted for when freed after it is turned off", () => {
     const heap = newHeap();
     const a = heap.shard(0);

@@ -56,6 +56,7 @@ const {
   PAGE_LARGE,
   PAGE_SHIFT,
   PAGE_SIZE,
+  PM_HEAD,
   PM_SITE,
   PM_SPAN_PAGES,
   PM_STATE,
@@ -84,7 +85,9 @@ const {
   classMaxFree,
   classTrimTarget,
   classOf,
-  classSize
+  classSize,
+  objectsPerSpan,
+  SITE_TAG_BYTES
 } = sizeClasses;
 
 export class ShardAllocator extends ShardRegion {
@@ -421,8 +424,17 @@ export class ShardAllocator extends ShardRegion {
     this.sampleCountdown = this.sampler.nextInterval();
     const obj = this.mallocSmallSlow(SAMPLED_POOL_BASE + cls);
     const size = classSize[cls]!;
-    this.i32[(obj + size) >>> 2] = this.recordSample(size);
+    this.i32[this.tagAddress(obj, SAMPLED_POOL_BASE + cls) >>> 2] = this.recordSample(size);
     return obj;
+  }
+
+  /** Where a sampled pool object's 4-byte site tag is: the tag array at the end of its span. */
+  private tagAddress(obj: number, pool: number): number {
+    const head = this.i32[this.pageMeta(this.pageOf(obj)) + PM_HEAD]!;
+    const start = this.pageAddress(head);
+    const size = classSize[pool]!;
+    const objects = objectsPerSpan(pool, this.i32[this.pageMeta(head) + PM_SPAN_PAGES]!);
+    return start + objects * size + SITE_TAG_BYTES * ((obj - start) / size);
   }
 
   /** Record a sampled allocation of `size` usable bytes at the caller's stack; returns its tag. */
@@ -502,8 +514,7 @@ export class ShardAllocator extends ShardRegion {
     if (pool1 !== 0) {
       const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
       if (pool1 - 1 >= SAMPLED_POOL_BASE) {
-        const size = classSize[pool1 - 1]!;
-        this.unrecordSample(this.i32[(ptr + size) >>> 2]!, size);
+        this.unrecordSample(this.i32[this.tagAddress(ptr, pool1 - 1) >>> 2]!, classSize[pool1 - 1]!);
       }
       if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
       this.u32[ptr >>> 2] = this.u32[pool + P_FREE_HEAD]!;

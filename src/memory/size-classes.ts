@@ -37,11 +37,11 @@ export const CLASS_COUNT = SIZES.length;
 /**
  * Pools: one per class for ordinary objects (pool c = class c), and one per
  * class for objects the heap profiler sampled (pool CLASS_COUNT + c), which
- * live in spans of their own with a 4-byte site tag after each object, so
- * an unsampled object pays nothing (Seastar keeps sampled objects apart the
- * same way). A sampled pool's stride is the class size plus the tag,
- * rounded up to the class's alignment, so allocateAligned's guarantees hold
- * for sampled objects too. Every table below is indexed by pool.
+ * live in spans of their own, so an unsampled object pays nothing (Seastar
+ * keeps sampled objects apart the same way). A sampled span keeps its
+ * objects' 4-byte site tags in an array at its end, after the objects, so
+ * objects keep the class's stride and alignment and each pays exactly 4
+ * bytes (the seed paid 8). Every table below is indexed by pool.
  */
 export const POOL_COUNT = 2 * CLASS_COUNT;
 export const SAMPLED_POOL_BASE = CLASS_COUNT;
@@ -55,12 +55,11 @@ const poolSizes = (f: (size: number, sampled: boolean) => number): Int32Array =>
 /** Usable bytes of each pool's objects (what objectSize reports), the class size. */
 export const classSize = poolSizes((size) => size);
 
-/** Bytes from one object to the next in a pool's spans. */
-export const poolStride = poolSizes((size, sampled) => {
-  if (!sampled) return size;
-  const align = Math.max(GRANULE, alignmentOf(size));
-  return Math.ceil((size + SITE_TAG_BYTES) / align) * align;
-});
+/** Bytes from one object to the next in a pool's spans: the class size. */
+export const poolStride = poolSizes((size) => size);
+
+/** Bytes each object takes from its span: the class size, plus its tag in a sampled pool. */
+const poolFootprint = poolSizes((size, sampled) => size + (sampled ? SITE_TAG_BYTES : 0));
 
 /** The largest power of two dividing the class size (at most a page): the alignment its objects get. */
 export const classAlignment = poolSizes((size) => alignmentOf(size));
@@ -80,7 +79,7 @@ export const classOf = new Uint8Array((MAX_SMALL_SIZE >>> GRANULE_SHIFT) + 1);
  * (up to 32 pages) that holds at least 4 objects and wastes under 5% at its
  * tail, else the one that wastes least.
  */
-export const classSpanPages = Int32Array.from(poolStride, (stride) => {
+export const classSpanPages = Int32Array.from(poolFootprint, (stride) => {
   let best = 0;
   let bestWaste = Infinity;
   for (let pages = 1; pages <= MAX_POOL_SPAN_PAGES; pages *= 2) {
@@ -101,14 +100,14 @@ export const classSpanPages = Int32Array.from(poolStride, (stride) => {
  * preferred size (a small or fragmented shard): the fewest pages, as a
  * power of two, that hold one object (Seastar's _span_sizes.fallback).
  */
-export const classFallbackSpanPages = Int32Array.from(poolStride, (stride) => {
+export const classFallbackSpanPages = Int32Array.from(poolFootprint, (stride) => {
   const pages = Math.ceil(stride / PAGE_SIZE);
   return pages === 1 ? 1 : 2 ** (32 - Math.clz32(pages - 1));
 });
 
-/** Objects a span of `pages` pages holds in pool `pool`. */
+/** Objects a span of `pages` pages holds in pool `pool` (in a sampled pool, tags included). */
 export function objectsPerSpan(pool: number, pages: number): number {
-  return Math.floor((pages * PAGE_SIZE) / poolStride[pool]!);
+  return Math.floor((pages * PAGE_SIZE) / poolFootprint[pool]!);
 }
 
 /**
@@ -119,7 +118,7 @@ export function objectsPerSpan(pool: number, pages: number): number {
  * back and forth. Seastar's floor of 100 cached objects is capped at 64 KiB
  * of objects here, because our shards are often a few MiB, not GiBs.
  */
-export const classMaxFree = Int32Array.from(poolStride, (stride, p) =>
+export const classMaxFree = Int32Array.from(poolFootprint, (stride, p) =>
   Math.max(2 * objectsPerSpan(p, classSpanPages[p]!), Math.min(100, Math.floor(65536 / stride))),
 );
 export const classRefillGoal = Int32Array.from(classMaxFree, (max) => max >>> 1);
