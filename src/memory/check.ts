@@ -19,6 +19,10 @@ import {
   PM_HEAD,
   PM_NEXT,
   PM_PREV,
+  PM_SITE,
+  RATE_EPOCHS,
+  S_PROF_SITES,
+  TAG_SITE_MASK,
   PM_SPAN_PAGES,
   PM_STATE,
   PM_USED,
@@ -32,7 +36,7 @@ import {
   S_SPAN_LISTS,
 } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { POOL_COUNT, classFallbackSpanPages, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
+import { POOL_COUNT, SAMPLED_POOL_BASE, SITE_TAG_BYTES, classFallbackSpanPages, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
 import { poolRecord } from "./small-pool.js";
 import { readStats } from "./stats.js";
 
@@ -73,6 +77,8 @@ export function checkRegion(r: ShardRegion): string[] {
       if (r.poolOfPage(p) !== -1) fail(`large span at page ${p} names pool ${r.poolOfPage(p)}`);
       for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside large span ${p} is marked ${meta(q, PM_STATE)}`);
       if (!r.isLive(r.pageAddress(p))) fail(`large span at page ${p} is used but its object is not live`);
+      const tag = meta(p, PM_SITE);
+      if (tag !== 0 && !validTag(r, tag)) fail(`large span at page ${p} has a bad site tag ${tag}`);
       if (anyBitsSet(r, r.pageAddress(p) + GRANULE, len * PAGE_SIZE - GRANULE)) fail(`large span at page ${p} has live bits inside the object`);
       liveLarge++;
     } else if (state === PAGE_POOL) {
@@ -187,6 +193,15 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
       }
       used += i32[m + PM_USED]!;
       liveBits += countLiveBits(r, r.pageAddress(p), len * PAGE_SIZE);
+      if (cls >= SAMPLED_POOL_BASE) {
+        // Every live sampled object's tag names a recorded site.
+        const start = r.pageAddress(p);
+        for (let k = 0; k < perSpan; k++) {
+          if (!r.isLive(start + k * size)) continue;
+          const tag = i32[(start + perSpan * size + SITE_TAG_BYTES * k) >>> 2]!;
+          if (!validTag(r, tag)) fail(`class ${size}: sampled object ${start + k * size} has a bad site tag ${tag}`);
+        }
+      }
     }
   }
   if (i32[pool + P_CAPACITY] !== capacity) fail(`class ${size}: capacity ${i32[pool + P_CAPACITY]}, spans hold ${capacity}`);
@@ -214,6 +229,12 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
 }
 
 /** Live or pending bits set in [from, from + bytes) (from 8-aligned). */
+/** A site tag (layout.ts): a recorded site and a rate epoch. */
+function validTag(r: ShardRegion, tag: number): boolean {
+  const site = (tag & TAG_SITE_MASK) - 1;
+  return site >= 0 && site < r.headerSlot(S_PROF_SITES) && tag >>> 24 < RATE_EPOCHS;
+}
+
 function anyBitsSet(r: ShardRegion, from: number, bytes: number): boolean {
   let found = false;
   forEachMarkedGranule(r, from, bytes, () => {
