@@ -26,7 +26,7 @@
  * L = 100k shardheap >= 20x faster than new Uint8Array.
  */
 import { MemPool } from "@thi.ng/malloc";
-import { SharedHeap } from "../src/index.js";
+import { SharedHeap, type ShardAllocator } from "../src/index.js";
 import { compare, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { collectGarbage, measure, median, mulberry32, type Candidate, type Measurement } from "./timing.js";
 
@@ -46,7 +46,7 @@ const VS_THING_MAX_RATIO = 1 / 1000;
 const VS_UINT8ARRAY_L = 100_000;
 const VS_UINT8ARRAY_MAX_RATIO = 1 / 20;
 
-interface Workload {
+export interface Workload {
   readonly L: number;
   /** Sizes of the initial live set. */
   readonly initialSizes: Uint16Array;
@@ -58,7 +58,7 @@ interface Workload {
   readonly others: Int32Array;
 }
 
-function makeWorkload(L: number): Workload {
+export function makeWorkload(L: number): Workload {
   const rnd = mulberry32(SEED ^ L);
   const size = (): number => MIN_SIZE + Math.floor(rnd() * (MAX_SIZE - MIN_SIZE + 1));
   const initialSizes = Uint16Array.from({ length: L }, size);
@@ -85,10 +85,29 @@ function warmPairs(w: Workload, malloc: (size: number) => number, free: (ptr: nu
 }
 const WARM_PAIRS = 20_000;
 
-function shardheapCandidate(w: Workload): Candidate & { verify(): void } {
+/** Options of shardheapCandidate (bench/profiler.ts makes heaps in several profiling modes). */
+export interface ShardheapChurnOptions {
+  /** Candidate name (default "shardheap"). */
+  readonly name?: string;
+  /** Shard size (default 512 MiB). */
+  readonly shardBytes?: number;
+  /** Called on the fresh shard before the live set is filled (e.g. to turn on profiling). */
+  readonly setup?: (shard: ShardAllocator) => void;
+}
+
+/** A churn candidate on one shard of its own SharedHeap; `step` is how many steps it has run. */
+export type ShardheapChurnCandidate = Candidate & {
+  readonly heap: SharedHeap;
+  readonly shard: ShardAllocator;
+  readonly step: number;
+  verify(): void;
+};
+
+export function shardheapCandidate(w: Workload, o: ShardheapChurnOptions = {}): ShardheapChurnCandidate {
   const { L, sizes, victims } = w;
-  const heap = SharedHeap.create({ shards: 1, shardBytes: SHARD_BYTES });
+  const heap = SharedHeap.create({ shards: 1, shardBytes: o.shardBytes ?? SHARD_BYTES });
   const a = heap.shard(0);
+  o.setup?.(a);
   const u8 = new Uint8Array(heap.buffer);
   const live = new Int32Array(L);
   for (let i = 0; i < L; i++) {
@@ -98,7 +117,12 @@ function shardheapCandidate(w: Workload): Candidate & { verify(): void } {
   }
   let step = 0;
   return {
-    name: "shardheap",
+    name: o.name ?? "shardheap",
+    heap,
+    shard: a,
+    get step() {
+      return step;
+    },
     prepare: () => warmPairs(w, (size) => a.malloc(size), (p) => a.free(p)),
     run(n) {
       let acc = 0;
@@ -220,7 +244,7 @@ function floorCandidate(w: Workload): Candidate {
   };
 }
 
-function measurementFields(m: Measurement): Pick<BenchRecord, "nsPerOp" | "minNsPerOp" | "maxNsPerOp" | "opsPerRound" | "rounds"> {
+export function measurementFields(m: Measurement): Pick<BenchRecord, "nsPerOp" | "minNsPerOp" | "maxNsPerOp" | "opsPerRound" | "rounds"> {
   return {
     nsPerOp: m.nsPerOp,
     minNsPerOp: m.minNsPerOp,
