@@ -25,7 +25,7 @@ import { logInfo } from "../log.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { Sampler, sampleWeight } from "./sampler.js";
 import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
-import { captureStack } from "./stack-capture.js";
+import { captureCallSites } from "./stack-capture.js";
 import { formatSize } from "../units.js";
 import { allocatePageSpan, freePageRange } from "./page-spans.js";
 import { claimPendingFree, pushInbox, pushInboxChain, takeInbox } from "./cross-shard.js";
@@ -166,7 +166,7 @@ export class ShardAllocator extends ShardRegion {
       }
       return this.mallocSmallSlow(cls);
     }
-    return this.mallocLarge(checkSize(size, "malloc"), PAGE_SIZE);
+    return this.mallocLarge(checkSize(size, "malloc"), PAGE_SIZE, ShardAllocator.prototype.malloc);
   }
 
   /**
@@ -220,7 +220,7 @@ export class ShardAllocator extends ShardRegion {
       while (classAlignment[cls]! < align) cls++;
       return this.malloc(classSize[cls]!);
     }
-    return this.mallocLarge(size, align);
+    return this.mallocLarge(size, align, ShardAllocator.prototype.allocateAligned);
   }
 
   /**
@@ -424,7 +424,7 @@ export class ShardAllocator extends ShardRegion {
     this.sampleCountdown = this.sampler.nextInterval();
     const obj = this.mallocSmallSlow(SAMPLED_POOL_BASE + cls);
     const size = classSize[cls]!;
-    this.i32[this.tagAddress(obj, SAMPLED_POOL_BASE + cls) >>> 2] = this.recordSample(size);
+    this.i32[this.tagAddress(obj, SAMPLED_POOL_BASE + cls) >>> 2] = this.recordSample(size, ShardAllocator.prototype.malloc);
     return obj;
   }
 
@@ -437,10 +437,13 @@ export class ShardAllocator extends ShardRegion {
     return start + objects * size + SITE_TAG_BYTES * ((obj - start) / size);
   }
 
-  /** Record a sampled allocation of `size` usable bytes at the caller's stack; returns its tag. */
-  private recordSample(size: number): number {
+  /**
+   * Record a sampled allocation of `size` usable bytes at the stack below
+   * `entry` (the public method the user called); returns its tag.
+   */
+  private recordSample(size: number, entry: ApiEntry): number {
     const sites = (this.siteTable ??= new SiteTable(this));
-    const site = sites.siteOf(captureStack(this.headerSlot(S_PROF_DEPTH)));
+    const site = sites.siteOfCallSites(captureCallSites(this.headerSlot(S_PROF_DEPTH), entry));
     const epoch = this.headerSlot(S_PROF_EPOCH);
     sites.recordAlloc(site, sampleWeight(size, epochRate(this, epoch)), size);
     return (epoch << 24) | (site + 1);
@@ -453,7 +456,7 @@ export class ShardAllocator extends ShardRegion {
   }
 
   /** A page span of ceil(size / 4096) pages at a multiple of `align`. */
-  private mallocLarge(size: number, align: number): number {
+  private mallocLarge(size: number, align: number, entry: ApiEntry): number {
     const pages = Math.max(1, Math.ceil(size / PAGE_SIZE));
     const alignPages = align > PAGE_SIZE ? align / PAGE_SIZE : 1;
     const span = pages + alignPages - 1;
@@ -479,7 +482,7 @@ export class ShardAllocator extends ShardRegion {
     const bytes = pages * PAGE_SIZE;
     if ((this.sampleCountdown -= bytes) <= 0) {
       this.sampleCountdown = this.sampler.nextInterval();
-      this.i32[m + PM_SITE] = this.recordSample(bytes);
+      this.i32[m + PM_SITE] = this.recordSample(bytes, entry);
     } else {
       this.i32[m + PM_SITE] = 0;
     }
@@ -641,6 +644,9 @@ export class ShardAllocator extends ShardRegion {
     return ownerShardOf(this.geometry, ptr);
   }
 }
+
+/** A public allocation method: where a profiled stack capture starts. */
+type ApiEntry = (this: ShardAllocator, ...args: never[]) => number;
 
 /**
  * Remote frees per chain: snmalloc batches per destination the same way;

@@ -47,7 +47,7 @@ import {
   regionLayout,
 } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import type { Frame } from "./stack-capture.js";
+import { frameOf, positionOf, type Frame } from "./stack-capture.js";
 
 /** Name given to the site that collects stacks that no longer fit. */
 export const OTHER_SITES_NAME = "(other sites)";
@@ -104,6 +104,8 @@ export class SiteTable {
   private readonly siteByStack = new Map<string, number>();
   private readonly frameByKey = new Map<string, number>();
   private readonly stringByText = new Map<string, number>();
+  /** Cache: script -> character position -> frame id. */
+  private readonly frameByPosition = new Map<string, Map<number, number>>();
   /** UTF-8 byte length of each interned string. */
   private readonly lengths = new Map<string, number>();
 
@@ -116,6 +118,30 @@ export class SiteTable {
     this.rebuildCaches();
   }
 
+  /**
+   * The site id of a captured stack. Frames are looked up by script and
+   * position first, so a stack seen before costs a string key and one Map
+   * lookup; names, lines and columns are read only for new frames.
+   */
+  siteOfCallSites(sites: readonly NodeJS.CallSite[]): number {
+    let key = "";
+    for (let k = 0; k < sites.length && k < PROF_MAX_DEPTH; k++) {
+      const cs = sites[k]!;
+      const file = cs.getFileName() ?? "";
+      let byPosition = this.frameByPosition.get(file);
+      if (!byPosition) this.frameByPosition.set(file, (byPosition = new Map()));
+      const position = positionOf(cs);
+      let id = byPosition.get(position);
+      if (id === undefined) {
+        id = this.frameOf(frameOf(cs));
+        if (id < 0) return OTHER_SITES;
+        byPosition.set(position, id);
+      }
+      key = k === 0 ? String(id) : `${key},${id}`;
+    }
+    return this.siteOfIds(key);
+  }
+
   /** The site id of a stack (leaf first), interning it if new; OTHER_SITES when a table is full. */
   siteOf(frames: readonly Frame[]): number {
     const ids: number[] = [];
@@ -124,9 +150,14 @@ export class SiteTable {
       if (id < 0) return OTHER_SITES;
       ids.push(id);
     }
-    const key = ids.join(",");
+    return this.siteOfIds(ids.join(","));
+  }
+
+  /** The site of a stack given as its frame ids joined by commas, interned if new. */
+  private siteOfIds(key: string): number {
     const known = this.siteByStack.get(key);
     if (known !== undefined) return known;
+    const ids = key === "" ? [] : key.split(",").map(Number);
     const i32 = this.r.i32;
     const count = i32[this.r.hdr + S_PROF_SITES]!;
     if (count >= this.maxSites) return OTHER_SITES;
