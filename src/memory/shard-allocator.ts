@@ -355,7 +355,11 @@ export class ShardAllocator extends ShardRegion {
       this.i32[this.hdr + S_PROF_EPOCH] = epoch;
       this.i32[this.hdr + S_PROF_RATE] = bytes;
       if (old === 0) logInfo(`shard ${this.id}: Enabling heap profiler${bytes > 1 ? ` (sampling every ${bytes} bytes on average)` : ""}`);
-      if (bytes === 0) logInfo(`shard ${this.id}: Disabling heap profiler`);
+      if (bytes === 0) {
+        logInfo(`shard ${this.id}: Disabling heap profiler`);
+        // Nothing will be sampled for a while: give back the sampled pools' cached spans.
+        for (let pool = SAMPLED_POOL_BASE; pool < POOL_COUNT; pool++) trimPool(this, pool, 0);
+      }
     }
     this.sampler.rate = bytes;
     this.sampleCountdown = this.sampler.nextInterval();
