@@ -104,6 +104,9 @@ export class SiteTable {
   private readonly siteByStack = new Map<string, number>();
   private readonly frameByKey = new Map<string, number>();
   private readonly stringByText = new Map<string, number>();
+  /** Cache: hash of a stack's frame ids -> site id (confirmed against the record). */
+  private readonly siteByHash = new Map<number, number>();
+  private readonly scratchIds = new Int32Array(PROF_MAX_DEPTH);
   /** Cache: script -> character position -> frame id. */
   private readonly frameByPosition = new Map<string, Map<number, number>>();
   /** UTF-8 byte length of each interned string. */
@@ -124,7 +127,9 @@ export class SiteTable {
    * lookup; names, lines and columns are read only for new frames.
    */
   siteOfCallSites(sites: readonly NodeJS.CallSite[]): number {
-    let key = "";
+    const ids = this.scratchIds;
+    let n = 0;
+    let hash = FNV_OFFSET;
     for (let k = 0; k < sites.length && k < PROF_MAX_DEPTH; k++) {
       const cs = sites[k]!;
       const file = cs.getFileName() ?? "";
@@ -137,9 +142,24 @@ export class SiteTable {
         if (id < 0) return OTHER_SITES;
         byPosition.set(position, id);
       }
-      key = k === 0 ? String(id) : `${key},${id}`;
+      ids[n++] = id;
+      hash = Math.imul(hash ^ id, FNV_PRIME);
     }
-    return this.siteOfIds(key);
+    // A known stack: one numeric Map lookup, confirmed against the record.
+    const candidate = this.siteByHash.get(hash);
+    if (candidate !== undefined && this.recordHolds(candidate, ids, n)) return candidate;
+    const site = this.siteOfIds(ids.slice(0, n).join(","));
+    if (site !== OTHER_SITES && candidate === undefined) this.siteByHash.set(hash, site);
+    return site;
+  }
+
+  /** Whether site `site`'s record holds exactly frames ids[0..n). */
+  private recordHolds(site: number, ids: Int32Array, n: number): boolean {
+    const i32 = this.r.i32;
+    const rec = this.t.sites + site * SITE_STRIDE;
+    if (i32[rec + SR_FRAME_COUNT] !== n) return false;
+    for (let k = 0; k < n; k++) if (i32[rec + SR_FRAMES + k] !== ids[k]) return false;
+    return true;
   }
 
   /** The site id of a stack (leaf first), interning it if new; OTHER_SITES when a table is full. */
@@ -321,12 +341,12 @@ function readFrames(r: ShardRegion, t: Tables): Frame[] {
   return frames;
 }
 
+const FNV_OFFSET = 0x811c9dc5 | 0;
+const FNV_PRIME = 0x01000193;
+
 /** FNV-1a over the frame ids: a stable hash of the stack, kept with the record for tools. */
 function hashIds(ids: readonly number[]): number {
-  let h = 0x811c9dc5;
-  for (const id of ids) {
-    h ^= id;
-    h = Math.imul(h, 0x01000193);
-  }
+  let h = FNV_OFFSET;
+  for (const id of ids) h = Math.imul(h ^ id, FNV_PRIME);
   return h | 0;
 }
