@@ -20,8 +20,16 @@ export interface Frame {
 const OWN_URL = new URL("../", import.meta.url).href;
 const OWN_PATH = fileURLToPath(OWN_URL);
 
+/** Script name -> whether it is one of shardheap's (a Map hit is cheaper than two prefix tests). */
+const ownScripts = new Map<string, boolean>();
+
 function isOwnFrame(file: string): boolean {
-  return file.startsWith(OWN_URL) || file.startsWith(OWN_PATH);
+  let own = ownScripts.get(file);
+  if (own === undefined) {
+    own = file.startsWith(OWN_URL) || file.startsWith(OWN_PATH);
+    if (ownScripts.size < 10_000) ownScripts.set(file, own);
+  }
+  return own;
 }
 
 /**
