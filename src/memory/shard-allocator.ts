@@ -113,6 +113,8 @@ export class ShardAllocator extends ShardRegion {
    */
   private sampleCountdown = Infinity;
   private readonly sampler: Sampler;
+  /** The public method that called malloc on the user's behalf (allocateAligned, realloc), if any. */
+  private outerEntry: ApiEntry | undefined = undefined;
   /** The site table, made on first use (it rebuilds its caches from the buffer). */
   private siteTable: SiteTable | undefined;
   private readonly batchHead: Float64Array;
@@ -218,7 +220,7 @@ export class ShardAllocator extends ShardRegion {
     if (size <= MAX_SMALL_SIZE && align <= PAGE_SIZE) {
       let cls = classOf[(size + 7) >>> 3]!;
       while (classAlignment[cls]! < align) cls++;
-      return this.malloc(classSize[cls]!);
+      return this.mallocFor(ShardAllocator.prototype.allocateAligned, classSize[cls]!);
     }
     return this.mallocLarge(size, align, ShardAllocator.prototype.allocateAligned);
   }
@@ -233,7 +235,7 @@ export class ShardAllocator extends ShardRegion {
    */
   realloc(ptr: number, size: number): number {
     checkSize(size, "realloc");
-    if (ptr === 0) return this.malloc(size);
+    if (ptr === 0) return this.mallocFor(ShardAllocator.prototype.realloc, size);
     const owner = liveObjectRegion(this.geometry, ptr, "realloc");
     const oldSize = objectSizeIn(owner, ptr);
     if (owner.id === this.id) {
@@ -250,7 +252,7 @@ export class ShardAllocator extends ShardRegion {
         }
       }
     }
-    const moved = this.malloc(size);
+    const moved = this.mallocFor(ShardAllocator.prototype.realloc, size);
     this.u8.copyWithin(moved, ptr, ptr + Math.min(oldSize, size));
     this.free(ptr);
     return moved;
@@ -420,6 +422,20 @@ export class ShardAllocator extends ShardRegion {
   }
 
   /**
+   * malloc on behalf of another public method (`entry`): a sample taken
+   * inside starts its stack below `entry`, so V8 builds no CallSites for
+   * shardheap's frames.
+   */
+  private mallocFor(entry: ApiEntry, size: number): number {
+    this.outerEntry = entry;
+    try {
+      return this.malloc(size);
+    } finally {
+      this.outerEntry = undefined;
+    }
+  }
+
+  /**
    * The sampler chose this allocation: take the object from the class's
    * sampled pool, capture the stack, and tag the object with its site.
    * Cost: a V8 stack capture (a few microseconds), once per sample.
@@ -447,7 +463,7 @@ export class ShardAllocator extends ShardRegion {
    */
   private recordSample(size: number, entry: ApiEntry): number {
     const sites = (this.siteTable ??= new SiteTable(this));
-    const site = sites.siteOfCallSites(captureCallSites(this.headerSlot(S_PROF_DEPTH), entry));
+    const site = sites.siteOfCallSites(captureCallSites(this.headerSlot(S_PROF_DEPTH), this.outerEntry ?? entry));
     const epoch = this.headerSlot(S_PROF_EPOCH);
     sites.recordAlloc(site, sampleWeight(size, epochRate(this, epoch)), size);
     return (epoch << 24) | (site + 1);
