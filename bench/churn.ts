@@ -103,6 +103,10 @@ export type ShardheapChurnCandidate = Candidate & {
   verify(): void;
 };
 
+// Each candidate below has its own copy of the step loop on purpose: one
+// shared loop calling through a function would be polymorphic across
+// candidates and V8 would stop inlining malloc/free into it, measuring the
+// call instead of the allocator.
 export function shardheapCandidate(w: Workload, o: ShardheapChurnOptions = {}): ShardheapChurnCandidate {
   const { L, sizes, victims } = w;
   const heap = SharedHeap.create({ shards: 1, shardBytes: o.shardBytes ?? SHARD_BYTES });
