@@ -63,6 +63,17 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     expect(heap.heapProfile(0)).toEqual(after);
   });
 
+  it("diagnostics() lists the top allocation sites while profiling is on", () => {
+    const a = newHeap().shard(0);
+    expect(a.diagnostics()).not.toMatch(/Top allocation sites/);
+    a.setHeapProfilingEnabled(true);
+    const ptrs = allocateSmallObjects(a, 10);
+    const report = a.diagnostics();
+    expect(report).toMatch(/^Top allocation sites \(heap profiler, every allocation\):$/m);
+    expect(report).toMatch(/^ +1\.1K +10  allocateSmallObjects \(.*profiler\.test\.ts:\d+:\d+\)$/m);
+    for (const p of ptrs) a.free(p);
+  });
+
   it("keeps the books on realloc (move and in-place shrink) and allocateAligned", () => {
     const heap = newHeap();
     const a = heap.shard(0);

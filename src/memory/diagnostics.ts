@@ -11,6 +11,7 @@ import type { ShardRegion } from "./region.js";
 import { CLASS_COUNT, POOL_COUNT, classSize, classSpanPages } from "./size-classes.js";
 import { poolBytes, poolObjectsInUse } from "./small-pool.js";
 import { readStats } from "./stats.js";
+import { heapProfileOf, sampleRateOf } from "./heap-profile.js";
 
 const pad = (s: string | number, n: number): string => String(s).padStart(n);
 
@@ -67,5 +68,21 @@ export function formatDiagnostics(r: ShardRegion): string {
         `${pad(formatSize(usedPages[i]! * PAGE_SIZE), 5)} ${pad(formatCount(spans[i]!), 5)}`,
     );
   }
+  const rate = sampleRateOf(r);
+  if (rate > 0) {
+    out.push("");
+    out.push(`Top allocation sites (heap profiler, ${rate === 1 ? "every allocation" : `sampled every ${formatSize(rate)}`}):`);
+    out.push("     size    count  site");
+    const sites = heapProfileOf([r], 0 /* the only region given */).sites.filter((site) => site.size > 0);
+    for (const site of sites.slice(0, TOP_SITES)) {
+      const leaf = site.frames[0];
+      const where = leaf ? `${leaf.functionName || "(anonymous)"} (${leaf.url}:${leaf.line}:${leaf.column})` : "(no frames)";
+      out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${where}`);
+    }
+    if (sites.length > TOP_SITES) out.push(`(${sites.length - TOP_SITES} more sites)`);
+  }
   return out.join("\n") + "\n";
 }
+
+/** Sites listed in the report when profiling is on. */
+const TOP_SITES = 10;
