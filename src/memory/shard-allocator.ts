@@ -25,7 +25,7 @@ import { logInfo } from "../log.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { Sampler, sampleWeight } from "./sampler.js";
 import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
-import { captureCallSites } from "./stack-capture.js";
+import { captureRawCallSites } from "./stack-capture.js";
 import { formatSize } from "../units.js";
 import { allocatePageSpan, freePageRange } from "./page-spans.js";
 import { claimPendingFree, pushInbox, pushInboxChain, takeInbox } from "./cross-shard.js";
@@ -463,7 +463,11 @@ export class ShardAllocator extends ShardRegion {
    */
   private recordSample(size: number, entry: ApiEntry): number {
     const sites = (this.siteTable ??= new SiteTable(this));
-    const site = sites.siteOfCallSites(captureCallSites(this.headerSlot(S_PROF_DEPTH), this.outerEntry ?? entry));
+    // The capture starts below the public method the user called, so V8
+    // builds CallSites for the user's frames only (shardheap's are filtered
+    // anyway, should any remain).
+    const depth = this.headerSlot(S_PROF_DEPTH);
+    const site = sites.siteOfCallSites(captureRawCallSites(depth, this.outerEntry ?? entry), depth);
     const epoch = this.headerSlot(S_PROF_EPOCH);
     sites.recordAlloc(site, sampleWeight(size, epochRate(this, epoch)), size);
     return (epoch << 24) | (site + 1);

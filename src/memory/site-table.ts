@@ -47,7 +47,7 @@ import {
   regionLayout,
 } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { frameOf, positionOf, type Frame } from "./stack-capture.js";
+import { frameOf, isOwnFrame, positionOf, type Frame } from "./stack-capture.js";
 
 /** Name given to the site that collects stacks that no longer fit. */
 export const OTHER_SITES_NAME = "(other sites)";
@@ -126,13 +126,15 @@ export class SiteTable {
    * position first, so a stack seen before costs a string key and one Map
    * lookup; names, lines and columns are read only for new frames.
    */
-  siteOfCallSites(sites: readonly NodeJS.CallSite[]): number {
+  siteOfCallSites(sites: readonly NodeJS.CallSite[], depth: number): number {
     const ids = this.scratchIds;
+    const max = Math.min(depth, PROF_MAX_DEPTH);
     let n = 0;
     let hash = FNV_OFFSET;
-    for (let k = 0; k < sites.length && k < PROF_MAX_DEPTH; k++) {
+    for (let k = 0; k < sites.length && n < max; k++) {
       const cs = sites[k]!;
       const file = cs.getFileName() ?? "";
+      if (isOwnFrame(file)) continue; // shardheap's own frames are not part of a site
       let byPosition = this.frameByPosition.get(file);
       if (!byPosition) this.frameByPosition.set(file, (byPosition = new Map()));
       const position = positionOf(cs);
