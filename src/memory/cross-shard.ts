@@ -70,10 +70,3 @@ export function takeInbox(owner: ShardRegion): number {
 export function inboxNext(owner: ShardRegion, ptr: number): number {
   return owner.u32[ptr >>> 2]!;
 }
-
-/** Objects currently waiting in the inbox (racy when others push; for checks and reports). */
-export function inboxLength(owner: ShardRegion, limit: number): number {
-  let n = 0;
-  for (let p = Atomics.load(owner.u32, owner.inbox); p !== 0 && n <= limit; p = owner.u32[p >>> 2]!) n++;
-  return n;
-}

@@ -146,7 +146,6 @@ export const C_FAILED_ALLOCATIONS = 6;
 /** Objects other shards freed into this shard's inbox and it drained. */
 export const C_CROSS_SHARD_RECEIVED = 7;
 
-export const C_COUNT = 16;
 
 /** Small-pool records, one 64-byte cache line per size class. */
 export const S_POOLS = 256; // byte 1024

@@ -11,6 +11,7 @@
  * Cost: O(log pages) list operations per call, no scanning.
  */
 import {
+  MAX_ORDERS,
   PAGE_FREE,
   PAGE_INNER,
   PM_NEXT,
@@ -141,7 +142,7 @@ function allocateFromAdjacentSpans(r: ShardRegion, count: number, want: number):
 
 /** Initialize an empty region's lists: everything free. */
 export function initPageSpans(r: ShardRegion): void {
-  r.i32.fill(-1, r.spanLists, r.spanLists + 32);
+  r.i32.fill(-1, r.spanLists, r.spanLists + MAX_ORDERS);
   r.i32[r.hdr + S_NONEMPTY_ORDERS] = 0;
   r.i32[r.hdr + S_FREE_PAGES] = 0;
   freePageRange(r, 0, r.dataPages);
