@@ -107,8 +107,8 @@ export class SiteTable {
   /** Cache: hash of a stack's frame ids -> site id (confirmed against the record). */
   private readonly siteByHash = new Map<number, number>();
   private readonly scratchIds = new Int32Array(PROF_MAX_DEPTH);
-  /** Cache: script -> character position -> frame id. */
-  private readonly frameByPosition = new Map<string, Map<number, number>>();
+  /** Cache: script -> character position -> frame id; null for shardheap's own scripts. */
+  private readonly frameByPosition = new Map<string, Map<number, number> | null>();
   /** UTF-8 byte length of each interned string. */
   private readonly lengths = new Map<string, number>();
 
@@ -134,9 +134,12 @@ export class SiteTable {
     for (let k = 0; k < sites.length && n < max; k++) {
       const cs = sites[k]!;
       const file = cs.getFileName() ?? "";
-      if (isOwnFrame(file)) continue; // shardheap's own frames are not part of a site
       let byPosition = this.frameByPosition.get(file);
-      if (!byPosition) this.frameByPosition.set(file, (byPosition = new Map()));
+      if (byPosition === undefined) {
+        byPosition = isOwnFrame(file) ? null : new Map<number, number>();
+        this.frameByPosition.set(file, byPosition);
+      }
+      if (byPosition === null) continue; // shardheap's own frames are not part of a site
       const position = positionOf(cs);
       let id = byPosition.get(position);
       if (id === undefined) {
