@@ -14,3 +14,4 @@ export { currentShard, type ShardContext } from "./smp/current-shard.js";
 export { type SmpOptions } from "./runtime/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
 export { type Frame } from "./memory/stack-capture.js";
+export { mapProfileToSources, mapFrame } from "./report/source-map.js";
