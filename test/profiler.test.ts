@@ -159,6 +159,26 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     expect(lines).toEqual(["shardheap: shard 0: Enabling heap profiler\n", "shardheap: shard 0: Disabling heap profiler\n"]);
   });
 
+  it("a stack capture that throws leaves no object allocated and the heap consistent", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    a.setHeapProfilingEnabled(true);
+    const before = a.stats();
+    const capture = Error.captureStackTrace;
+    Error.captureStackTrace = () => {
+      throw new Error("no stacks today");
+    };
+    try {
+      expect(() => a.malloc(64)).toThrow("no stacks today");
+      expect(() => a.malloc(100_000)).toThrow("no stacks today");
+    } finally {
+      Error.captureStackTrace = capture;
+    }
+    expect(a.stats().liveObjects).toBe(before.liveObjects);
+    expect(heap.check()).toEqual([]);
+    a.free(a.malloc(64)); // and it works again
+  });
+
   it("validates its arguments", () => {
     const a = newHeap().shard(0);
     expect(() => a.setHeapProfilingSampleRate(-1)).toThrow(RangeError);
