@@ -15,3 +15,5 @@ export { type SmpOptions } from "./runtime/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
 export { type Frame } from "./memory/stack-capture.js";
 export { mapProfileToSources, mapFrame } from "./report/source-map.js";
+export { formatTree, type TreeOptions } from "./report/tree.js";
+export { toCollapsed } from "./report/collapsed.js";

@@ -1,0 +1,37 @@
+/**
+ * Collapsed stacks (Brendan Gregg's folded format): `root;...;leaf BYTES`,
+ * one line per site with live bytes, readable by flamegraph.pl, inferno and
+ * speedscope. Bytes are integers that add up exactly to the profile's
+ * total, rounded (largest remainder), since sampled estimates are
+ * fractional. `;` and line breaks are removed from names: they would split
+ * a frame or a line.
+ */
+import type { HeapProfile } from "../memory/heap-profile.js";
+import { frameName } from "./frame-name.js";
+
+export function cleanFrameName(name: string): string {
+  return name.replace(/[;\r\n]/g, "");
+}
+
+/** Round `values` to integers whose sum is the rounded sum (largest remainder). */
+export function roundPreservingSum(values: readonly number[]): number[] {
+  const floors = values.map(Math.floor);
+  let missing = Math.round(values.reduce((a, b) => a + b, 0)) - floors.reduce((a, b) => a + b, 0);
+  const order = values.map((v, i) => [v - floors[i]!, i] as const).sort((a, b) => b[0] - a[0]);
+  for (const [, i] of order) {
+    if (missing <= 0) break;
+    floors[i]!++;
+    missing--;
+  }
+  return floors;
+}
+
+export function toCollapsed(p: HeapProfile): string {
+  const sites = p.sites.filter((s) => s.size > 0);
+  const bytes = roundPreservingSum(sites.map((s) => s.size));
+  return sites
+    .map((s, i) => ({ stack: s.frames.map((f) => cleanFrameName(frameName(f))).reverse().join(";"), bytes: bytes[i]! }))
+    .filter((line) => line.bytes > 0)
+    .map((line) => `${line.stack || "(no frames)"} ${line.bytes}\n`)
+    .join("");
+}
