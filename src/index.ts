@@ -17,3 +17,4 @@ export { type Frame } from "./memory/stack-capture.js";
 export { mapProfileToSources, mapFrame } from "./report/source-map.js";
 export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
+export { toPprof } from "./report/pprof.js";

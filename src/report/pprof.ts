@@ -1,0 +1,70 @@
+/**
+ * pprof: the profile as a gzipped profile.proto, through the `pprof-format`
+ * package (no protobuf code of ours). Sample types in Go's heap-profile
+ * order, alloc_objects/count, alloc_space/bytes, inuse_objects/count,
+ * inuse_space/bytes, with inuse_space the default (viewers that ignore the
+ * default take the last type, which is the same). Period type space/bytes,
+ * period = the sample rate. Functions and locations are deduplicated; lines
+ * keep their columns. Values are integers that add up to the profile's
+ * rounded totals (sampled estimates are fractional).
+ */
+import { gzipSync } from "node:zlib";
+import { Function as PprofFunction, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
+import type { HeapProfile } from "../memory/heap-profile.js";
+import { roundPreservingSum } from "./collapsed.js";
+
+export const PPROF_SAMPLE_TYPES = [
+  ["alloc_objects", "count"],
+  ["alloc_space", "bytes"],
+  ["inuse_objects", "count"],
+  ["inuse_space", "bytes"],
+] as const;
+
+export function toPprof(p: HeapProfile): Uint8Array {
+  const strings = new StringTable();
+  const functions: PprofFunction[] = [];
+  const locations: Location[] = [];
+  const functionIds = new Map<string, number>();
+  const locationIds = new Map<string, number>();
+  const sites = p.sites.filter((s) => s.allocCount > 0);
+  // One column per sample type, each rounded so its integers add up to its total.
+  const columns = [
+    roundPreservingSum(sites.map((s) => s.allocCount)),
+    roundPreservingSum(sites.map((s) => s.allocSize)),
+    roundPreservingSum(sites.map((s) => s.count)),
+    roundPreservingSum(sites.map((s) => s.size)),
+  ];
+  const samples = sites.map((site, i) => {
+    const ids = site.frames.map((f) => {
+      const name = f.functionName || "(anonymous)";
+      const fnKey = `${name}\0${f.url}`;
+      let functionId = functionIds.get(fnKey);
+      if (functionId === undefined) {
+        functionId = functions.length + 1;
+        functionIds.set(fnKey, functionId);
+        functions.push(new PprofFunction({ id: functionId, name: strings.dedup(name), systemName: strings.dedup(name), filename: strings.dedup(f.url) }));
+      }
+      const locKey = `${fnKey}\0${f.line}\0${f.column}`;
+      let locationId = locationIds.get(locKey);
+      if (locationId === undefined) {
+        locationId = locations.length + 1;
+        locationIds.set(locKey, locationId);
+        locations.push(new Location({ id: locationId, line: [new Line({ functionId, line: f.line, column: f.column })] }));
+      }
+      return locationId;
+    });
+    return new Sample({ locationId: ids, value: columns.map((c) => c[i]!) });
+  });
+  const profile = new Profile({
+    sampleType: PPROF_SAMPLE_TYPES.map(([type, unit]) => new ValueType({ type: strings.dedup(type), unit: strings.dedup(unit) })),
+    sample: samples,
+    location: locations,
+    function: functions,
+    stringTable: strings,
+    periodType: new ValueType({ type: strings.dedup("space"), unit: strings.dedup("bytes") }),
+    period: Math.max(1, p.sampleRate),
+    defaultSampleType: strings.dedup("inuse_space"),
+    timeNanos: BigInt(Date.now()) * 1_000_000n,
+  });
+  return gzipSync(profile.encode());
+}
