@@ -18,3 +18,4 @@ export { mapProfileToSources, mapFrame } from "./report/source-map.js";
 export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
 export { toPprof } from "./report/pprof.js";
+export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
