@@ -19,3 +19,4 @@ export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
 export { toPprof } from "./report/pprof.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
+export { readHeapImage, decodeHeapImage } from "./report/heap-image.js";

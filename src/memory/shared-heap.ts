@@ -148,6 +148,15 @@ export class SharedHeap implements HeapGeometry {
     return heapProfileOf(this.regions, shard);
   }
 
+  /**
+   * Save what reports need of this heap (headers, metadata, profiler tables;
+   * not the objects) to `path`, for `shardheap report` to read offline.
+   */
+  async saveImage(path: string): Promise<void> {
+    const { saveHeapImage } = await import("../report/heap-image.js");
+    await saveHeapImage(this, path);
+  }
+
   /** Invariant violations in every shard's metadata; [] when healthy. Run it while shards are quiescent. */
   check(): string[] {
     const errors: string[] = [];

@@ -157,6 +157,11 @@ export class Smp extends EventEmitter<SmpEvents> {
     return this.heap.heapProfile(shard);
   }
 
+  /** Save a heap image (SharedHeap.saveImage) while the shards run: it reads the buffer only. */
+  saveImage(path: string): Promise<void> {
+    return this.heap.saveImage(path);
+  }
+
   /** One shard's statistics, or all shards' summed; read from the buffer, no shard involved. */
   stats(shard?: number): MemoryStats {
     return this.heap.stats(shard);
