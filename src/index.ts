@@ -20,3 +20,4 @@ export { toCollapsed } from "./report/collapsed.js";
 export { toPprof } from "./report/pprof.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
 export { readHeapImage, decodeHeapImage } from "./report/heap-image.js";
+export { toFlamegraphSvg, type FlamegraphOptions } from "./report/flamegraph.js";
