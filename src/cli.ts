@@ -1,0 +1,131 @@
+#!/usr/bin/env node
+/**
+ * The `shardheap` command. `report` renders a saved heap image offline.
+ * Exit codes: 0 done; 2 bad flags, or a file that is not a heap image
+ * (HeapFormatError's message on stderr); 1 anything unexpected.
+ */
+import { writeFile } from "node:fs/promises";
+import { HeapFormatError } from "./errors.js";
+import { readHeapImage } from "./report/heap-image.js";
+import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
+import { mapProfileToSources } from "./report/source-map.js";
+import { parseSize } from "./units.js";
+
+const USAGE = `usage: shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
+                        [--inverted] [--min BYTES] [--shard N] [-o OUT]
+
+Renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
+  --format F    tree (default): the seed's text tree; collapsed: folded stacks
+                (flamegraph.pl, inferno, speedscope); svg: flamegraph; pprof:
+                gzipped profile.proto; heapprofile: Chrome DevTools; json
+  --inverted    tree: caller-first instead of callee-first
+  --min BYTES   tree: drop branches with fewer live bytes (64K, 1MiB accepted)
+  --shard N     one shard (default: all shards merged)
+  -o OUT        write to OUT instead of standard output
+  --help        this text
+`;
+
+class UsageError extends Error {}
+
+interface ReportArgs {
+  file: string;
+  format: ReportFormat;
+  inverted: boolean;
+  min: number;
+  shard: number | undefined;
+  out: string | undefined;
+}
+
+function parseReportArgs(argv: readonly string[]): ReportArgs {
+  const a: ReportArgs = { file: "", format: "tree", inverted: false, min: 0, shard: undefined, out: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const [flag, inline] = arg.startsWith("--") && arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const v = argv[++i];
+      if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    switch (flag) {
+      case "--format": {
+        const f = value();
+        if (!isReportFormat(f)) throw new UsageError(`--format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(f)}`);
+        a.format = f;
+        break;
+      }
+      case "--inverted":
+        a.inverted = true;
+        break;
+      case "--min":
+        try {
+          a.min = parseSize(value(), "--min");
+        } catch (e) {
+          throw new UsageError((e as Error).message);
+        }
+        break;
+      case "--shard": {
+        const v = value();
+        if (!/^\d+$/.test(v)) throw new UsageError(`--shard must be a shard number, got ${JSON.stringify(v)}`);
+        a.shard = Number(v);
+        break;
+      }
+      case "-o":
+      case "--output":
+        a.out = value();
+        break;
+      default:
+        if (flag.startsWith("-")) throw new UsageError(`unknown flag ${flag}`);
+        if (a.file) throw new UsageError(`one image at a time (got ${a.file} and ${flag})`);
+        a.file = flag;
+    }
+  }
+  if (!a.file) throw new UsageError("report needs a heap image FILE");
+  return a;
+}
+
+async function report(argv: readonly string[]): Promise<void> {
+  const a = parseReportArgs(argv);
+  const heap = await readHeapImage(a.file);
+  if (a.shard !== undefined && a.shard >= heap.shards) {
+    throw new UsageError(`--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
+  }
+  const profile = mapProfileToSources(heap.heapProfile(a.shard));
+  const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
+  const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title });
+  if (a.out) {
+    await writeFile(a.out, out.body);
+  } else {
+    if (out.binary && process.stdout.isTTY) throw new UsageError(`--format ${a.format} is binary: write it with -o FILE or redirect standard output`);
+    process.stdout.write(out.body);
+  }
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    if (command === undefined) throw new UsageError("a command is needed");
+    if (command === "--help" || command === "-h" || rest.includes("--help")) {
+      process.stdout.write(USAGE);
+      return 0;
+    }
+    if (command === "report") {
+      await report(rest);
+      return 0;
+    }
+    throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`shardheap: ${e.message}\n\n${USAGE}`);
+      return 2;
+    }
+    if (e instanceof HeapFormatError || (e as NodeJS.ErrnoException).code === "ENOENT") {
+      process.stderr.write(`shardheap: ${(e as Error).message}\n`);
+      return 2;
+    }
+    process.stderr.write(`shardheap: ${(e as Error).stack ?? String(e)}\n`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,47 @@
+/**
+ * One table of report formats, shared by `shardheap report` and (later)
+ * the admin API: name -> what it renders and what type of file it is.
+ */
+import type { HeapProfile } from "../memory/heap-profile.js";
+import { toCollapsed } from "./collapsed.js";
+import { toFlamegraphSvg } from "./flamegraph.js";
+import { toHeapprofile } from "./heapprofile.js";
+import { toPprof } from "./pprof.js";
+import { formatTree } from "./tree.js";
+
+export const REPORT_FORMATS = ["tree", "collapsed", "svg", "pprof", "heapprofile", "json"] as const;
+export type ReportFormat = (typeof REPORT_FORMATS)[number];
+
+export interface RenderOptions {
+  inverted?: boolean;
+  minSize?: number;
+  title?: string;
+}
+
+export interface Rendered {
+  body: string | Uint8Array;
+  contentType: string;
+  /** Binary output (pprof): not for a terminal. */
+  binary: boolean;
+}
+
+export function isReportFormat(s: string): s is ReportFormat {
+  return (REPORT_FORMATS as readonly string[]).includes(s);
+}
+
+export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOptions = {}): Rendered {
+  switch (format) {
+    case "tree":
+      return { body: formatTree(p, { inverted: o.inverted ?? false, minSize: o.minSize ?? 0 }), contentType: "text/plain; charset=utf-8", binary: false };
+    case "collapsed":
+      return { body: toCollapsed(p), contentType: "text/plain; charset=utf-8", binary: false };
+    case "svg":
+      return { body: toFlamegraphSvg(p, o.title === undefined ? {} : { title: o.title }), contentType: "image/svg+xml", binary: false };
+    case "pprof":
+      return { body: toPprof(p), contentType: "application/octet-stream", binary: true };
+    case "heapprofile":
+      return { body: JSON.stringify(toHeapprofile(p)), contentType: "application/json", binary: false };
+    case "json":
+      return { body: JSON.stringify(p, null, 2) + "\n", contentType: "application/json", binary: false };
+  }
+}

@@ -1,0 +1,78 @@
+/** `shardheap report` end to end: a heap image in a temp dir, every format, the exit codes. */
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
+import { Profile } from "pprof-format";
+import { beforeAll, describe, expect, it } from "vitest";
+import { SharedHeap } from "../src/index.js";
+
+const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+let dir: string;
+let image: string;
+
+function run(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", cwd: dir });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+function allocateForTheReport(heap: SharedHeap): void {
+  const a = heap.shard(1);
+  for (let i = 0; i < 30; i++) a.malloc(1000);
+  a.malloc(100_000);
+}
+
+beforeAll(async () => {
+  process.env.SHARDHEAP_LOG = "silent";
+  dir = mkdtempSync(join(tmpdir(), "shardheap-cli-"));
+  const heap = SharedHeap.create({ shards: 2, shardBytes: 4 << 20 });
+  heap.shard(1).setHeapProfilingEnabled(true);
+  allocateForTheReport(heap);
+  image = join(dir, "heap.img");
+  await heap.saveImage(image);
+});
+
+describe("shardheap report", () => {
+  it("prints the seed's tree by default, for all shards merged or one", () => {
+    const all = run("report", image);
+    expect(all.status).toBe(0);
+    expect(all.stdout).toMatch(/^All \(133120, #31\)$/m);
+    expect(all.stdout).toMatch(/^ \|-- allocateForTheReport \(.*cli\.test\.ts:\d+:\d+\) \(/m);
+    expect(run("report", image, "--shard", "0").stdout).toBe("All (0, #0)\n");
+    expect(run("report", image, "--shard", "1", "--inverted", "--min", "64K").stdout).toMatch(/^All \(133120, #31\)$/m);
+  });
+
+  it("writes every other format, to standard output or -o", () => {
+    expect(run("report", image, "--format", "collapsed").stdout).toMatch(/allocateForTheReport \(.*\) 102400$/m);
+    expect(run("report", image, "--format=svg").stdout).toMatch(/^<\?xml/);
+    expect(JSON.parse(run("report", image, "--format", "heapprofile").stdout).head.callFrame.functionName).toBe("(root)");
+    expect(JSON.parse(run("report", image, "--format", "json").stdout).totalSize).toBe(133120);
+    const out = join(dir, "heap.pb.gz");
+    expect(run("report", image, "--format", "pprof", "-o", out).status).toBe(0);
+    const decoded = Profile.decode(gunzipSync(readFileSync(out)));
+    expect(decoded.sample.reduce((n, s) => n + Number(s.value[3]), 0)).toBe(133120);
+  });
+
+  it("bad flags: usage on stderr, exit 2", () => {
+    for (const args of [[], ["report"], ["report", image, "--format", "png"], ["report", image, "--min", "lots"], ["report", image, "--shard", "7"], ["report", image, "--bogus"], ["frobnicate"]]) {
+      const r = run(...args);
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap report/);
+    }
+    expect(run("--help").status).toBe(0);
+  });
+
+  it("a file that is not a heap image: HeapFormatError's message, exit 2", () => {
+    const foreign = join(dir, "notes.txt");
+    writeFileSync(foreign, "these are not the bytes you are looking for, not at all");
+    const r = run("report", foreign);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/not a shardheap heap image: wrong magic/);
+    const truncated = join(dir, "truncated.img");
+    writeFileSync(truncated, readFileSync(image).subarray(0, 1000));
+    expect(run("report", truncated).stderr).toMatch(/checksum mismatch/);
+    expect(run("report", join(dir, "missing.img")).status).toBe(2);
+  });
+});
