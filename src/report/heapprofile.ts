@@ -5,34 +5,16 @@
  * one sample per site. Positions are 0-based, as V8 writes them (our frames
  * are 1-based). Node ids are unique; self sizes are integers that add up to
  * the profile's rounded total. Loadable in the Memory panel and in VS Code.
- * (The shapes match the devtools-protocol package's types; the test checks.)
  */
+import type { Protocol } from "devtools-protocol";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 
-export interface HeapprofileCallFrame {
-  functionName: string;
-  scriptId: string;
-  url: string;
-  lineNumber: number;
-  columnNumber: number;
-}
-export interface HeapprofileNode {
-  callFrame: HeapprofileCallFrame;
-  selfSize: number;
-  id: number;
-  children: HeapprofileNode[];
-}
-export interface HeapprofileSample {
-  size: number;
-  nodeId: number;
-  ordinal: number;
-}
-export interface Heapprofile {
-  head: HeapprofileNode;
-  samples: HeapprofileSample[];
-}
+/** DevTools' SamplingHeapProfile, from the devtools-protocol package. */
+export type Heapprofile = Protocol.HeapProfiler.SamplingHeapProfile;
+type HeapprofileNode = Protocol.HeapProfiler.SamplingHeapProfileNode;
+type HeapprofileSample = Protocol.HeapProfiler.SamplingHeapProfileSample;
 
 export function toHeapprofile(p: HeapProfile): Heapprofile {
   let nextId = 1;
