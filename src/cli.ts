@@ -10,11 +10,28 @@ import { readHeapImage } from "./report/heap-image.js";
 import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize } from "./units.js";
+import { fillSmpOptions, parseRuntimeFlag, type RuntimeFlags } from "./runtime/options.js";
+import { runStress } from "./stress/run.js";
 
-const USAGE = `usage: shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
+const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
+                        [--cross-shard RATIO] [--out DIR]
+       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
 
-Renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
+stress runs shards under a mixed allocation workload with cross-shard frees,
+shows progress, then prints statistics and the heap profile tree and writes
+heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile and
+heap.img into --out (default: a new shardheap-stress-* directory here).
+Ctrl-C ends it early and still writes the report.
+  --smp N            shards (default: this machine's cores)
+  --memory SIZE      memory per shard (default 64MiB)
+  --heapprof[=RATE]  heap profiler: every allocation, or one sample per RATE
+                     bytes (default 64KiB); --heapprof=0 turns it off
+  --duration S       seconds to run (default 10)
+  --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
+  --out DIR          where the report files go
+
+report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --format F    tree (default): the seed's text tree; collapsed: folded stacks
                 (flamegraph.pl, inferno, speedscope); svg: flamegraph; pprof:
                 gzipped profile.proto; heapprofile: Chrome DevTools; json
@@ -101,6 +118,88 @@ async function report(argv: readonly string[]): Promise<void> {
   }
 }
 
+const DEFAULT_STRESS_HEAPPROF = 64 * 1024;
+
+async function stress(argv: readonly string[]): Promise<void> {
+  const flags: RuntimeFlags = {};
+  let duration = 10;
+  let crossShard = 0.25;
+  let outDir: string | undefined;
+  for (let i = 0; i < argv.length; ) {
+    let used: number;
+    try {
+      used = parseRuntimeFlag(argv, i, flags);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    if (used > 0) {
+      i += used;
+      continue;
+    }
+    const arg = argv[i]!;
+    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const v = argv[i + 1];
+      if (v === undefined) throw new UsageError(`${flag} needs a value`);
+      i++;
+      return v;
+    };
+    switch (flag) {
+      case "--duration": {
+        const v = value();
+        duration = Number(v);
+        if (!(duration > 0 && duration <= 86400)) throw new UsageError(`--duration must be a number of seconds above 0, got ${JSON.stringify(v)}`);
+        break;
+      }
+      case "--cross-shard": {
+        const v = value();
+        crossShard = Number(v);
+        if (!(crossShard >= 0 && crossShard <= 1)) throw new UsageError(`--cross-shard must be a ratio from 0 to 1, got ${JSON.stringify(v)}`);
+        break;
+      }
+      case "--out":
+        outDir = value();
+        break;
+      default:
+        throw new UsageError(`unknown flag for stress: ${arg}`);
+    }
+    i++;
+  }
+  let options;
+  try {
+    options = fillSmpOptions({
+      ...(flags.smp === undefined ? {} : { shards: flags.smp }),
+      ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
+      heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
+    });
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  // Ctrl-C: end the run and still write the report; a second one leaves at once.
+  let interrupt!: () => void;
+  const interrupted = new Promise<void>((r) => (interrupt = r));
+  const onSigint = (): void => {
+    process.off("SIGINT", onSigint);
+    process.once("SIGINT", () => process.exit(130));
+    interrupt();
+  };
+  process.on("SIGINT", onSigint);
+  try {
+    await runStress({
+      shards: options.shards,
+      memoryPerShard: options.memoryPerShard,
+      heapprofRate: options.heapprofRate,
+      durationSeconds: duration,
+      crossShard,
+      interrupted,
+      ...(outDir === undefined ? {} : { outDir }),
+    });
+  } finally {
+    process.off("SIGINT", onSigint);
+  }
+}
+
 async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -111,6 +210,10 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     if (command === "report") {
       await report(rest);
+      return 0;
+    }
+    if (command === "stress") {
+      await stress(rest);
       return 0;
     }
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);

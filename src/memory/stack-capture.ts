@@ -16,9 +16,13 @@ export interface Frame {
   column: number;
 }
 
-/** Where shardheap's own modules live (dist/ or src/): their frames are dropped. */
-const OWN_URL = new URL("../", import.meta.url).href;
-const OWN_PATH = fileURLToPath(OWN_URL);
+/**
+ * Where shardheap's own runtime modules live (dist/ or src/: memory, smp,
+ * runtime): their frames are dropped. Other parts of the package, like the
+ * stress workload, are user code as far as a profile is concerned.
+ */
+const OWN_URLS = ["../memory/", "../smp/", "../runtime/"].map((dir) => new URL(dir, import.meta.url).href);
+const OWN_PATHS = OWN_URLS.map((url) => fileURLToPath(url));
 
 /** Script name -> whether it is one of shardheap's (a Map hit is cheaper than two prefix tests). */
 const ownScripts = new Map<string, boolean>();
@@ -26,7 +30,7 @@ const ownScripts = new Map<string, boolean>();
 export function isOwnFrame(file: string): boolean {
   let own = ownScripts.get(file);
   if (own === undefined) {
-    own = file.startsWith(OWN_URL) || file.startsWith(OWN_PATH);
+    own = OWN_URLS.some((u) => file.startsWith(u)) || OWN_PATHS.some((p) => file.startsWith(p));
     if (ownScripts.size < 10_000) ownScripts.set(file, own);
   }
   return own;

@@ -1,0 +1,141 @@
+/**
+ * `shardheap stress`, the main job: start shards, run the mixed workload
+ * (workload.ts) with cross-shard frees and heap profiling, show progress,
+ * and at the end print per-shard statistics and the profile tree and write
+ * heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile
+ * and heap.img. Ctrl-C ends the run early and still writes the report.
+ */
+import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { Writable } from "node:stream";
+import type { MemoryStats } from "../memory/stats.js";
+import { formatTree } from "../report/tree.js";
+import { renderProfile } from "../report/render.js";
+import { mapProfileToSources } from "../report/source-map.js";
+import { Smp } from "../smp/smp.js";
+import { formatCount, formatSize } from "../units.js";
+import type { SliceArg, SliceResult } from "./workload.js";
+
+export interface StressOptions {
+  shards: number;
+  memoryPerShard: number;
+  /** Heap-profiler sample rate in bytes (0 off, 1 exact). */
+  heapprofRate: number;
+  durationSeconds: number;
+  /** Share of frees handed to another shard, 0..1. */
+  crossShard: number;
+  /** Where the report files go; a fresh directory under the working directory when omitted. */
+  outDir?: string;
+  /** Where progress and the report are printed. */
+  out?: Writable & { isTTY?: boolean };
+  /** Resolves to end the run early (the CLI wires Ctrl-C to it). */
+  interrupted?: Promise<void>;
+}
+
+export interface StressSummary {
+  outDir: string;
+  files: string[];
+  seconds: number;
+  ops: number;
+  crossShardFrees: number;
+  stats: MemoryStats[];
+}
+
+const SLICE_MS = 50;
+const WORKLOAD = new URL("./workload.js", import.meta.url);
+export const REPORT_FILES = ["heapprof.svg", "heapprof.collapsed", "heapprof.pb.gz", "heapprof.heapprofile", "heap.img"] as const;
+
+export async function runStress(o: StressOptions): Promise<StressSummary> {
+  const out = o.out ?? process.stdout;
+  const say = (line: string): void => void out.write(`${line}\n`);
+  const outDir = o.outDir ? resolve(o.outDir) : await mkdtemp(join(process.cwd(), "shardheap-stress-"));
+  await mkdir(outDir, { recursive: true });
+  const profiling = o.heapprofRate === 0 ? "off" : o.heapprofRate === 1 ? "every allocation" : `sampled every ${formatSize(o.heapprofRate)}`;
+  say(
+    `shardheap stress: ${o.shards} shards x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
+      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard; reports in ${outDir}`,
+  );
+  const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
+  smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
+  let stop = false;
+  void o.interrupted?.then(() => {
+    stop = true;
+  });
+  const shards = [...Array(o.shards).keys()];
+  const liveBytes = Math.floor(o.memoryPerShard * 0.4);
+  let incoming: number[][] = shards.map(() => []);
+  let ops = 0;
+  const started = performance.now();
+  let lastReport = started;
+  let lastOps = 0;
+  let lastCross = 0;
+  const crossSent = (): number => shards.reduce((n, s) => n + smp.stats(s).crossShardFrees, 0);
+  const slice = async (ms: number): Promise<void> => {
+    const results = await Promise.all(
+      shards.map((s) => smp.submitTo<SliceResult>(s, "runSlice", { ms, crossShard: o.crossShard, incoming: incoming[s]!, liveBytes } satisfies SliceArg)),
+    );
+    incoming = shards.map(() => []);
+    results.forEach((r, s) => {
+      ops += r.ops;
+      // Round-robin over the other shards.
+      r.outgoing.forEach((ptr, i) => incoming[(s + 1 + (i % Math.max(1, o.shards - 1))) % o.shards]!.push(ptr));
+    });
+  };
+  try {
+    while (!stop && performance.now() - started < o.durationSeconds * 1000) {
+      await slice(SLICE_MS);
+      const now = performance.now();
+      if (now - lastReport >= 1000) {
+        const seconds = (now - lastReport) / 1000;
+        const cross = crossSent();
+        const liveMemory = shards.map((s) => `s${s} ${formatSize(smp.stats(s).allocatedMemory)}`).join(" ");
+        const line =
+          `[${((now - started) / 1000).toFixed(1).padStart(5)}s] ${formatCount((ops - lastOps) / seconds).padStart(6)} ops/s  ` +
+          `${formatCount((cross - lastCross) / seconds).padStart(6)} cross-shard frees/s  used: ${liveMemory}`;
+        if (out.isTTY) out.write(`\r${line}\x1b[K`);
+        else say(line);
+        [lastReport, lastOps, lastCross] = [now, ops, cross];
+      }
+    }
+    // Deliver the frees still in hand, so nothing is lost.
+    await slice(0);
+  } finally {
+    if (out.isTTY) out.write("\n");
+  }
+  const seconds = (performance.now() - started) / 1000;
+  if (stop) say("interrupted: writing the report");
+  const stats = shards.map((s) => smp.stats(s));
+  say("");
+  say(`${formatCount(ops)} operations in ${seconds.toFixed(1)} s (${formatCount(ops / seconds)}/s), ${formatCount(crossSent())} cross-shard frees`);
+  say("shard   mallocs     frees  cross-shard  live objects       used       free");
+  stats.forEach((st, s) =>
+    say(
+      `${String(s).padStart(5)} ${formatCount(st.mallocs).padStart(9)} ${formatCount(st.frees).padStart(9)} ${formatCount(st.crossShardFrees).padStart(12)} ` +
+        `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)}`,
+    ),
+  );
+  const profile = mapProfileToSources(smp.heapProfile());
+  say("");
+  if (o.heapprofRate > 0) {
+    say(`Heap profile (live bytes, all shards; branches under 1% left out):`);
+    out.write(formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) }));
+  } else {
+    say("Heap profiler was off (--heapprof to turn it on).");
+  }
+  const files: string[] = [];
+  const write = async (name: string, body: string | Uint8Array): Promise<void> => {
+    await writeFile(join(outDir, name), body);
+    files.push(join(outDir, name));
+  };
+  const title = `shardheap stress: ${o.shards} shards, live heap`;
+  await write("heapprof.svg", renderProfile(profile, "svg", { title }).body);
+  await write("heapprof.collapsed", renderProfile(profile, "collapsed").body);
+  await write("heapprof.pb.gz", renderProfile(profile, "pprof").body);
+  await write("heapprof.heapprofile", renderProfile(profile, "heapprofile").body);
+  await smp.saveImage(join(outDir, "heap.img"));
+  files.push(join(outDir, "heap.img"));
+  await smp.stop();
+  say("");
+  say(`wrote ${files.map((f) => f.slice(outDir.length + 1)).join(", ")} in ${outDir}`);
+  return { outDir, files, seconds, ops, crossShardFrees: crossSent(), stats };
+}

@@ -1,0 +1,67 @@
+/** `shardheap stress` end to end in a temp dir, with short durations. */
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
+import { Profile } from "pprof-format";
+import { describe, expect, it } from "vitest";
+
+const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+const FILES = ["heapprof.svg", "heapprof.collapsed", "heapprof.pb.gz", "heapprof.heapprofile", "heap.img"];
+const env = { ...process.env, SHARDHEAP_LOG: "silent" };
+
+function checkReport(out: string): void {
+  for (const f of FILES) expect(existsSync(join(out, f)), f).toBe(true);
+  expect(readFileSync(join(out, "heapprof.svg"), "utf8")).toMatch(/^<\?xml/);
+  expect(readFileSync(join(out, "heapprof.collapsed"), "utf8")).toMatch(/allocate\w+ \(.*workload\.ts:\d+:\d+\) \d+$/m);
+  const pprof = Profile.decode(gunzipSync(readFileSync(join(out, "heapprof.pb.gz"))));
+  expect(pprof.sample.length).toBeGreaterThan(0);
+  expect(JSON.parse(readFileSync(join(out, "heapprof.heapprofile"), "utf8")).head.callFrame.functionName).toBe("(root)");
+  const report = spawnSync(process.execPath, [cli, "report", join(out, "heap.img")], { encoding: "utf8", env });
+  expect(report.status).toBe(0);
+  expect(report.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
+}
+
+describe("shardheap stress", () => {
+  it("runs, shows progress, prints statistics and the tree, writes every report file", () => {
+    const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
+    const r = spawnSync(process.execPath, [cli, "stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--out", out], { encoding: "utf8", env, timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard/m);
+    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+$/m);
+    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free$/m);
+    expect(r.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
+    expect(r.stdout).toMatch(/allocate(SessionState|RequestBuffer|CacheEntry) \(.*workload\.ts:\d+:\d+\)/);
+    checkReport(out);
+  });
+
+  it("Ctrl-C stops cleanly and still writes the report", async () => {
+    const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
+    const child = spawn(process.execPath, [cli, "stress", "--duration", "60", "--smp", "2", "--memory", "16MiB", "--out", out], { env });
+    let stdout = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d));
+    await new Promise<void>((resolve) => {
+      const poll = setInterval(() => {
+        if (/ops\/s/.test(stdout)) {
+          clearInterval(poll);
+          resolve();
+        }
+      }, 50);
+    });
+    child.kill("SIGINT");
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/interrupted: writing the report/);
+    checkReport(out);
+  });
+
+  it("bad flags: usage on stderr, exit 2", () => {
+    for (const args of [["--duration", "0"], ["--cross-shard", "2"], ["--smp", "x"], ["--memory", "12XB"], ["--bogus"], ["--heapprof=fast"]]) {
+      const r = spawnSync(process.execPath, [cli, "stress", ...args], { encoding: "utf8", env });
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap stress/);
+    }
+  });
+});
