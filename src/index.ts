@@ -21,3 +21,4 @@ export { toPprof } from "./report/pprof.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
 export { readHeapImage, decodeHeapImage } from "./report/heap-image.js";
 export { toFlamegraphSvg, type FlamegraphOptions } from "./report/flamegraph.js";
+export { type AdminOptions, type AdminServer } from "./runtime/admin.js";

@@ -1,0 +1,173 @@
+/**
+ * The admin HTTP API (Smp.serveAdmin, `--admin-port`): profiles in every
+ * format, run-time profiling switches per shard, statistics, diagnostics,
+ * the heap image (only when allowed: it exposes the heap's contents) and
+ * Prometheus metrics. Reads go to the buffer, so they answer while a shard
+ * is busy. Loopback by default, an optional bearer token; bad parameters
+ * get 400 with a JSON error, an unknown shard 404, no token 401. No request
+ * can take the server down: every handler's error becomes a response.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { timingSafeEqual } from "node:crypto";
+import { formatDiagnostics } from "../memory/diagnostics.js";
+import { encodeHeapImage } from "../report/heap-image.js";
+import { isReportFormat, renderProfile, REPORT_FORMATS } from "../report/render.js";
+import { mapProfileToSources } from "../report/source-map.js";
+import type { Smp } from "../smp/smp.js";
+import { parseSize } from "../units.js";
+import { memoryMetricsRegistry } from "./metrics.js";
+
+export interface AdminOptions {
+  /** Port; 0 (default) picks a free one. */
+  port?: number;
+  /** Address to bind; 127.0.0.1 unless told otherwise. */
+  host?: string;
+  /** When set, every request needs `Authorization: Bearer TOKEN`. */
+  token?: string;
+  /** Serve GET /v1/heap/image (off by default: it exposes the heap). */
+  allowHeapImage?: boolean;
+}
+
+export interface AdminServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+class HttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminServer> {
+  const host = o.host ?? "127.0.0.1";
+  const port = o.port ?? 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`serveAdmin: port must be 0..65535, got ${String(port)}`);
+  if (o.token !== undefined && (typeof o.token !== "string" || o.token.length === 0)) throw new TypeError("serveAdmin: token must be a non-empty string");
+  const metrics = memoryMetricsRegistry(smp.heap);
+  const server = createServer((req, res) => {
+    handle(smp, o, metrics, req, res).catch((e: unknown) => {
+      const status = e instanceof HttpError ? e.status : 500;
+      const message = e instanceof Error ? e.message : String(e);
+      if (!res.headersSent) send(res, status, JSON.stringify({ error: message }), "application/json");
+      else res.destroy();
+    });
+  });
+  server.on("clientError", (_e, socket) => socket.destroy()); // malformed HTTP: drop the connection, keep serving
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shownHost}:${address.port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function send(res: ServerResponse, status: number, body: string | Uint8Array, contentType: string): void {
+  res.writeHead(status, { "content-type": contentType, "cache-control": "no-store" });
+  res.end(body);
+}
+
+function authorized(req: IncomingMessage, token: string | undefined): boolean {
+  if (token === undefined) return true;
+  const given = Buffer.from(req.headers.authorization ?? "");
+  const wanted = Buffer.from(`Bearer ${token}`);
+  return given.length === wanted.length && timingSafeEqual(given, wanted);
+}
+
+/** ?shard=N: a shard number (404 when out of range), or undefined when absent. */
+function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "all" | undefined {
+  const v = q.get("shard");
+  if (v === null || v === "") return undefined;
+  if (allowAll && v === "all") return "all";
+  if (!/^\d+$/.test(v)) throw new HttpError(400, `shard must be a shard number${allowAll ? ' or "all"' : ""}, got ${JSON.stringify(v)}`);
+  const shard = Number(v);
+  if (shard >= smp.shards) throw new HttpError(404, `no shard ${shard}: shards are 0 to ${smp.shards - 1}`);
+  return shard;
+}
+
+async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memoryMetricsRegistry>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (!authorized(req, o.token)) {
+    res.setHeader("www-authenticate", "Bearer");
+    throw new HttpError(401, "missing or wrong bearer token");
+  }
+  const url = new URL(req.url ?? "/", "http://admin");
+  const q = url.searchParams;
+  const route = `${req.method} ${url.pathname}`;
+  switch (route) {
+    case "GET /v1/heapprof": {
+      const shard = shardParam(q, smp) as number | undefined;
+      const format = q.get("format") ?? "json";
+      if (!isReportFormat(format)) throw new HttpError(400, `format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(format)}`);
+      const inverted = q.get("inverted");
+      if (inverted !== null && !["0", "1", "true", "false"].includes(inverted)) throw new HttpError(400, "inverted must be 1 or 0");
+      let minSize = 0;
+      if (q.get("min") !== null) {
+        try {
+          minSize = parseSize(q.get("min")!, "min");
+        } catch (e) {
+          throw new HttpError(400, (e as Error).message);
+        }
+      }
+      const profile = mapProfileToSources(smp.heapProfile(shard));
+      const out = renderProfile(profile, format, { inverted: inverted === "1" || inverted === "true", minSize });
+      send(res, 200, out.body, out.contentType);
+      return;
+    }
+    case "PUT /v1/heapprof": {
+      const shard = shardParam(q, smp, true);
+      if (shard === undefined) throw new HttpError(400, 'shard is required: a shard number or "all"');
+      let rate: number;
+      const r = q.get("rate");
+      const enabled = q.get("enabled");
+      if (r !== null) {
+        try {
+          rate = parseSize(r, "rate");
+        } catch (e) {
+          throw new HttpError(400, (e as Error).message);
+        }
+      } else if (enabled === "true" || enabled === "false") {
+        rate = enabled === "true" ? 1 : 0;
+      } else {
+        throw new HttpError(400, "give rate=BYTES (0 off, 1 every allocation) or enabled=true|false");
+      }
+      if (rate > 0x7fffffff) throw new HttpError(400, `rate must be at most ${0x7fffffff} bytes`);
+      await smp.setHeapProfiling(shard, rate);
+      send(res, 200, JSON.stringify({ shard, rate }), "application/json");
+      return;
+    }
+    case "GET /v1/memory/stats": {
+      const shard = shardParam(q, smp) as number | undefined;
+      send(res, 200, JSON.stringify(smp.stats(shard)), "application/json");
+      return;
+    }
+    case "GET /v1/memory/diagnostics": {
+      const shard = shardParam(q, smp) as number | undefined;
+      const shards = shard === undefined ? [...Array(smp.shards).keys()] : [shard];
+      send(res, 200, shards.map((s) => formatDiagnostics(smp.heap.regions[s]!)).join("\n"), "text/plain; charset=utf-8");
+      return;
+    }
+    case "GET /v1/heap/image": {
+      if (!o.allowHeapImage) throw new HttpError(403, "the heap image endpoint is off (serveAdmin({ allowHeapImage: true }) or --admin-heap-image)");
+      send(res, 200, encodeHeapImage(smp.heap), "application/octet-stream");
+      return;
+    }
+    case "GET /metrics": {
+      send(res, 200, await metrics.metrics(), metrics.contentType);
+      return;
+    }
+    default: {
+      const known = ["/v1/heapprof", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics"];
+      if (known.includes(url.pathname)) throw new HttpError(405, `${req.method} is not allowed on ${url.pathname}`);
+      throw new HttpError(404, `no such endpoint: ${url.pathname}`);
+    }
+  }
+}

@@ -1,0 +1,118 @@
+/** The admin HTTP API against real shard threads: every endpoint, the error codes, a storm of bad requests. */
+import { gunzipSync } from "node:zlib";
+import { request } from "node:http";
+import { Profile } from "pprof-format";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Smp, type AdminServer, type HeapProfile } from "../dist/index.js";
+
+const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
+let smp: Smp;
+let admin: AdminServer;
+let locked: AdminServer;
+
+beforeAll(async () => {
+  process.env.SHARDHEAP_LOG = "silent";
+  smp = await Smp.start({ shards: 2, memoryPerShard: "16MiB", module: tasks });
+  admin = await smp.serveAdmin({ allowHeapImage: true });
+  locked = await smp.serveAdmin({ token: "s3cret" });
+});
+afterAll(async () => {
+  await admin?.close();
+  await locked?.close();
+  await smp?.stop();
+});
+
+async function call(path: string, init: RequestInit = {}, base = admin.url): Promise<{ status: number; text: string; bytes: Uint8Array; type: string }> {
+  const r = await fetch(base + path, init);
+  const bytes = new Uint8Array(await r.arrayBuffer());
+  return { status: r.status, text: Buffer.from(bytes).toString("utf8"), bytes, type: r.headers.get("content-type") ?? "" };
+}
+const site = (p: HeapProfile) => p.sites.find((s) => s.frames[0]?.functionName === "allocateForProfile");
+
+describe("admin API", () => {
+  it("binds loopback and switches profiling on one shard only", async () => {
+    expect(admin.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    expect((await call("/v1/heapprof?shard=1&rate=1", { method: "PUT" })).text).toBe('{"shard":1,"rate":1}');
+    await Promise.all([0, 1].map((s) => smp.submitTo(s, "allocateForProfile", { count: 20, size: 256 })));
+    const p0 = JSON.parse((await call("/v1/heapprof?shard=0&format=json")).text) as HeapProfile;
+    const p1 = JSON.parse((await call("/v1/heapprof?shard=1")).text) as HeapProfile;
+    expect(site(p0)).toBeUndefined();
+    expect(site(p1)).toMatchObject({ count: 20, size: 20 * 256 });
+    expect(p1.sampleRate).toBe(1);
+    expect((await call("/v1/heapprof?shard=all&enabled=false", { method: "PUT" })).status).toBe(200);
+    expect(smp.heapProfile().sampleRate).toBe(0);
+  });
+
+  it("serves the profile in every format", async () => {
+    const tree = await call("/v1/heapprof?format=tree&min=1K");
+    expect(tree.text).toMatch(/^All \(\d+, #\d+\)$/m);
+    expect((await call("/v1/heapprof?format=tree&inverted=1")).status).toBe(200);
+    expect((await call("/v1/heapprof?format=collapsed")).text).toMatch(/allocateForProfile \(.*\) 5120$/m);
+    const svg = await call("/v1/heapprof?format=svg");
+    expect(svg.type).toBe("image/svg+xml");
+    const pprof = Profile.decode(gunzipSync((await call("/v1/heapprof?format=pprof")).bytes));
+    expect(pprof.sample.length).toBeGreaterThan(0);
+    expect(JSON.parse((await call("/v1/heapprof?format=heapprofile")).text).head.callFrame.functionName).toBe("(root)");
+  });
+
+  it("serves stats, diagnostics, metrics and the heap image", async () => {
+    const stats = JSON.parse((await call("/v1/memory/stats?shard=1")).text);
+    expect(stats).toEqual(smp.stats(1));
+    expect(JSON.parse((await call("/v1/memory/stats")).text).mallocs).toBe(smp.stats().mallocs);
+    expect((await call("/v1/memory/diagnostics?shard=0")).text).toMatch(/^Used memory: /m);
+    const metrics = (await call("/metrics")).text;
+    for (const name of ["malloc_operations_total", "free_operations_total", "cross_cpu_free_operations_total", "malloc_live_objects", "free_memory_bytes", "total_memory_bytes", "allocated_memory_bytes", "reclaims_operations_total", "malloc_failed_total"]) {
+      expect(metrics).toMatch(new RegExp(`^shardheap_memory_${name}\\{shard="1"\\} \\d+`, "m"));
+    }
+    expect(metrics).toMatch(/^# TYPE shardheap_memory_malloc_operations_total counter$/m);
+    const image = await call("/v1/heap/image");
+    expect(image.status).toBe(200);
+    expect(Buffer.from(image.bytes.subarray(0, 8)).toString("latin1")).toBe("SHARDIMG");
+  });
+
+  it("answers errors with the right codes and JSON", async () => {
+    const cases: Array<[string, RequestInit, number]> = [
+      ["/v1/heapprof?shard=9", {}, 404],
+      ["/v1/heapprof?shard=x", {}, 400],
+      ["/v1/heapprof?format=png", {}, 400],
+      ["/v1/heapprof?min=lots", {}, 400],
+      ["/v1/heapprof?inverted=maybe", {}, 400],
+      ["/v1/heapprof?shard=1", { method: "PUT" }, 400],
+      ["/v1/heapprof?rate=5", { method: "PUT" }, 400],
+      ["/v1/heapprof?shard=0&rate=-1", { method: "PUT" }, 400],
+      ["/v1/heapprof", { method: "DELETE" }, 405],
+      ["/v1/memory/stats?shard=2", {}, 404],
+      ["/nope", {}, 404],
+    ];
+    for (const [path, init, status] of cases) {
+      const r = await call(path, init);
+      expect(r.status, path).toBe(status);
+      expect(JSON.parse(r.text).error, path).toEqual(expect.any(String));
+    }
+    const imageOff = await call("/v1/heap/image", {}, locked.url);
+    expect(imageOff.status).toBe(401);
+  });
+
+  it("a token guards every endpoint", async () => {
+    expect((await call("/v1/memory/stats", {}, locked.url)).status).toBe(401);
+    expect((await call("/v1/memory/stats", { headers: { authorization: "Bearer wrong" } }, locked.url)).status).toBe(401);
+    expect((await call("/v1/memory/stats", { headers: { authorization: "Bearer s3cret" } }, locked.url)).status).toBe(200);
+    expect((await call("/v1/heap/image", { headers: { authorization: "Bearer s3cret" } }, locked.url)).status).toBe(403);
+  });
+
+  it("survives a storm of malformed requests", async () => {
+    const { port } = new URL(admin.url);
+    const raw = (line: string) =>
+      new Promise<void>((resolve) => {
+        const req = request({ host: "127.0.0.1", port, method: "GET", path: line, headers: { "x-junk": "\u00ff".repeat(10) } }, (res) => {
+          res.resume();
+          res.on("end", resolve);
+        });
+        req.on("error", () => resolve());
+        req.end();
+      });
+    const bad = ["/v1/heapprof?shard=%zz", "/v1/heapprof?format=%00", "/v1/memory/stats?shard=99999999999999999999", "/%2e%2e/etc/passwd", "/v1/heapprof?min=1e400", "/metrics?x=" + "a".repeat(4000)];
+    await Promise.all(Array.from({ length: 300 }, (_, i) => raw(bad[i % bad.length]!)));
+    expect((await call("/v1/memory/stats")).status).toBe(200);
+  });
+});
