@@ -14,7 +14,7 @@ import { fillSmpOptions, parseRuntimeFlag, type RuntimeFlags } from "./runtime/o
 import { runStress } from "./stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
-                        [--cross-shard RATIO] [--out DIR]
+                        [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
 
@@ -30,6 +30,9 @@ Ctrl-C ends it early and still writes the report.
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
   --out DIR          where the report files go
+  --admin-port P     serve the admin HTTP API on 127.0.0.1:P while it runs (0: any
+                     free port; the URL is printed first as "admin: http://...")
+  --admin-heap-image let the admin API serve the heap image (it exposes the heap)
 
 report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --format F    tree (default): the seed's text tree; collapsed: folded stacks
@@ -125,6 +128,8 @@ async function stress(argv: readonly string[]): Promise<void> {
   let duration = 10;
   let crossShard = 0.25;
   let outDir: string | undefined;
+  let adminPort: number | undefined;
+  let adminHeapImage = false;
   for (let i = 0; i < argv.length; ) {
     let used: number;
     try {
@@ -161,6 +166,15 @@ async function stress(argv: readonly string[]): Promise<void> {
       case "--out":
         outDir = value();
         break;
+      case "--admin-port": {
+        const v = value();
+        adminPort = Number(v);
+        if (!/^\d+$/.test(v) || adminPort > 65535) throw new UsageError(`--admin-port must be a port number 0..65535, got ${JSON.stringify(v)}`);
+        break;
+      }
+      case "--admin-heap-image":
+        adminHeapImage = true;
+        break;
       default:
         throw new UsageError(`unknown flag for stress: ${arg}`);
     }
@@ -194,6 +208,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       crossShard,
       interrupted,
       ...(outDir === undefined ? {} : { outDir }),
+      ...(adminPort === undefined ? {} : { adminPort, adminHeapImage }),
     });
   } finally {
     process.off("SIGINT", onSigint);

@@ -57,8 +57,30 @@ describe("shardheap stress", () => {
     checkReport(out);
   });
 
+  it("--admin-port serves the admin API while it runs, printing its URL first", async () => {
+    const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
+    const child = spawn(process.execPath, [cli, "stress", "--duration", "3", "--smp", "2", "--memory", "16MiB", "--admin-port", "0", "--out", out], { env });
+    let stdout = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d));
+    const url = await new Promise<string>((resolve) => {
+      const poll = setInterval(() => {
+        const m = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(stdout);
+        if (m) {
+          clearInterval(poll);
+          resolve(m[1]!);
+        }
+      }, 20);
+    });
+    expect(stdout.indexOf("admin: ")).toBeLessThan(stdout.search(/ops\/s|$/));
+    expect((await fetch(`${url}/v1/heapprof?shard=1&rate=0`, { method: "PUT" })).status).toBe(200);
+    expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^shardheap_memory_malloc_operations_total\{shard="0"\} \d+/m);
+    expect((await fetch(`${url}/v1/heap/image`)).status).toBe(403); // not allowed without --admin-heap-image
+    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+    expect(code).toBe(0);
+  });
+
   it("bad flags: usage on stderr, exit 2", () => {
-    for (const args of [["--duration", "0"], ["--cross-shard", "2"], ["--smp", "x"], ["--memory", "12XB"], ["--bogus"], ["--heapprof=fast"]]) {
+    for (const args of [["--duration", "0"], ["--cross-shard", "2"], ["--smp", "x"], ["--memory", "12XB"], ["--bogus"], ["--heapprof=fast"], ["--admin-port", "70000"]]) {
       const r = spawnSync(process.execPath, [cli, "stress", ...args], { encoding: "utf8", env });
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap stress/);

@@ -30,6 +30,10 @@ export interface StressOptions {
   out?: Writable & { isTTY?: boolean };
   /** Resolves to end the run early (the CLI wires Ctrl-C to it). */
   interrupted?: Promise<void>;
+  /** Serve the admin API on this port (0 = any free port) while the run lasts. */
+  adminPort?: number;
+  /** Let the admin API serve the heap image. */
+  adminHeapImage?: boolean;
 }
 
 export interface StressSummary {
@@ -57,6 +61,8 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   );
   const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
+  const admin = o.adminPort === undefined ? undefined : await smp.serveAdmin({ port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
+  if (admin) say(`admin: ${admin.url}`);
   let stop = false;
   void o.interrupted?.then(() => {
     stop = true;
@@ -134,6 +140,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   await write("heapprof.heapprofile", renderProfile(profile, "heapprofile").body);
   await smp.saveImage(join(outDir, "heap.img"));
   files.push(join(outDir, "heap.img"));
+  await admin?.close();
   await smp.stop();
   say("");
   say(`wrote ${files.map((f) => f.slice(outDir.length + 1)).join(", ")} in ${outDir}`);
