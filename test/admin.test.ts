@@ -100,6 +100,16 @@ describe("admin API", () => {
     expect((await call("/v1/heap/image", { headers: { authorization: "Bearer s3cret" } }, locked.url)).status).toBe(403);
   });
 
+  it("profile and stats endpoints answer while a shard is busy", async () => {
+    const busy = smp.submitTo(0, "busy", 1500);
+    await new Promise((r) => setTimeout(r, 100)); // shard 0 is now inside its task
+    const t0 = performance.now();
+    expect((await call("/v1/heapprof?shard=0&format=tree")).status).toBe(200);
+    expect((await call("/v1/memory/stats?shard=0")).status).toBe(200);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    await expect(busy).resolves.toBe("done");
+  });
+
   it("survives a storm of malformed requests", async () => {
     const { port } = new URL(admin.url);
     const raw = (line: string) =>
