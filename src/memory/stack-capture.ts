@@ -21,7 +21,11 @@ export interface Frame {
  * runtime): their frames are dropped. Other parts of the package, like the
  * stress workload, are user code as far as a profile is concerned.
  */
-const OWN_URLS = ["../memory/", "../smp/", "../runtime/"].map((dir) => new URL(dir, import.meta.url).href);
+const OWN_URLS = [
+  ...["../memory/", "../smp/", "../runtime/"].map((dir) => new URL(dir, import.meta.url).href),
+  // piscina runs every shard task: its frames would root every stack of a shard.
+  new URL("./", import.meta.resolve("piscina")).href,
+];
 const OWN_PATHS = OWN_URLS.map((url) => fileURLToPath(url));
 
 /** Script name -> whether it is one of shardheap's (a Map hit is cheaper than two prefix tests). */
