@@ -12,12 +12,20 @@ const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 const FILES = ["heapprof.svg", "heapprof.collapsed", "heapprof.pb.gz", "heapprof.heapprofile", "heap.img"];
 const env = { ...process.env, SHARDHEAP_LOG: "silent" };
 
-function checkReport(out: string): void {
+/**
+ * Every report file is there and valid. `withSites`: also that the profile
+ * names the workload's allocation sites (a run interrupted on a starved CI
+ * machine may have sampled nothing yet, so the Ctrl-C test asks only for
+ * valid files).
+ */
+function checkReport(out: string, withSites: boolean): void {
   for (const f of FILES) expect(existsSync(join(out, f)), f).toBe(true);
   expect(readFileSync(join(out, "heapprof.svg"), "utf8")).toMatch(/^<\?xml/);
-  expect(readFileSync(join(out, "heapprof.collapsed"), "utf8")).toMatch(/allocate\w+ \(.*workload\.ts:\d+:\d+\) \d+$/m);
   const pprof = Profile.decode(gunzipSync(readFileSync(join(out, "heapprof.pb.gz"))));
-  expect(pprof.sample.length).toBeGreaterThan(0);
+  if (withSites) {
+    expect(readFileSync(join(out, "heapprof.collapsed"), "utf8")).toMatch(/allocate\w+ \(.*workload\.ts:\d+:\d+\) \d+$/m);
+    expect(pprof.sample.length).toBeGreaterThan(0);
+  }
   expect(JSON.parse(readFileSync(join(out, "heapprof.heapprofile"), "utf8")).head.callFrame.functionName).toBe("(root)");
   const report = spawnSync(process.execPath, [cli, "report", join(out, "heap.img")], { encoding: "utf8", env });
   expect(report.status).toBe(0);
@@ -34,7 +42,7 @@ describe("shardheap stress", () => {
     expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free$/m);
     expect(r.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
     expect(r.stdout).toMatch(/allocate(SessionState|RequestBuffer|CacheEntry) \(.*workload\.ts:\d+:\d+\)/);
-    checkReport(out);
+    checkReport(out, true);
   });
 
   it("Ctrl-C stops cleanly and still writes the report", async () => {
@@ -54,7 +62,7 @@ describe("shardheap stress", () => {
     const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
     expect(code).toBe(0);
     expect(stdout).toMatch(/interrupted: writing the report/);
-    checkReport(out);
+    checkReport(out, false);
   });
 
   it("--admin-port serves the admin API while it runs, printing its URL first", async () => {

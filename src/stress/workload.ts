@@ -94,7 +94,9 @@ export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
   let failed = 0;
   while (performance.now() < end && outgoing.length < MAX_OUTGOING) {
     for (let k = 0; k < 256; k++) {
-      if (live.bytes > arg.liveBytes || (live.ptrs.length > 0 && random() < 0.5)) {
+      // Fill the live set towards its bound (three allocations for one free),
+      // then hover around it: a steady live heap for the profile to show.
+      if (live.bytes > arg.liveBytes || (live.ptrs.length > 0 && random() < 0.25)) {
         const ptr = takeRandom();
         if (random() < arg.crossShard) outgoing.push(ptr);
         else shard.memory.free(ptr);
