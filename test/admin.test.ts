@@ -101,12 +101,12 @@ describe("admin API", () => {
   });
 
   it("profile and stats endpoints answer while a shard is busy", async () => {
-    const busy = smp.submitTo(0, "busy", 1500);
+    const busy = smp.submitTo(0, "busy", 3000);
     await new Promise((r) => setTimeout(r, 100)); // shard 0 is now inside its task
-    const t0 = performance.now();
-    expect((await call("/v1/heapprof?shard=0&format=tree")).status).toBe(200);
-    expect((await call("/v1/memory/stats?shard=0")).status).toBe(200);
-    expect(performance.now() - t0).toBeLessThan(1000);
+    const answered = Promise.all([call("/v1/heapprof?shard=0&format=tree"), call("/v1/memory/stats?shard=0")]);
+    const first = await Promise.race([answered.then(() => "http"), busy.then(() => "task")]);
+    expect(first).toBe("http"); // answered while the shard was still busy
+    expect((await answered).map((r) => r.status)).toEqual([200, 200]);
     await expect(busy).resolves.toBe("done");
   });
 

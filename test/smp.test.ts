@@ -93,8 +93,10 @@ describe("Smp", () => {
     const [ptr] = await smp.submitTo<number[]>(0, "allocMany", { count: 1, size: 64 });
     const t0 = performance.now();
     await smp.submitTo(1, "freeAll", [ptr]);
-    await waitFor(() => smp.stats(0).liveObjects === 0, 100);
-    expect(performance.now() - t0).toBeLessThan(1000); // generous: CI machines are noisy
+    // Measured at ~15 us (bench/cross-shard.ts); the bound here is generous
+    // because CI machines are loaded, and no one drains but the doorbell.
+    await waitFor(() => smp.stats(0).liveObjects === 0, 2000);
+    expect(performance.now() - t0).toBeLessThan(2000);
   });
 });
 
