@@ -67,7 +67,7 @@ describe("shardheap stress", () => {
 
   it("--admin-port serves the admin API while it runs, printing its URL first", async () => {
     const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
-    const child = spawn(process.execPath, [cli, "stress", "--duration", "3", "--smp", "2", "--memory", "16MiB", "--admin-port", "0", "--out", out], { env });
+    const child = spawn(process.execPath, [cli, "stress", "--duration", "5", "--smp", "2", "--memory", "16MiB", "--admin-port", "0", "--out", out], { env });
     let stdout = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d));
     const url = await new Promise<string>((resolve) => {
