@@ -10,7 +10,7 @@ import { readHeapImage } from "./report/heap-image.js";
 import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize } from "./units.js";
-import { fillSmpOptions, parseRuntimeFlag, type RuntimeFlags } from "./runtime/options.js";
+import { fillSmpOptions, parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/options.js";
 import { runStress } from "./stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
@@ -60,7 +60,7 @@ function parseReportArgs(argv: readonly string[]): ReportArgs {
   const a: ReportArgs = { file: "", format: "tree", inverted: false, min: 0, shard: undefined, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    const [flag, inline] = arg.startsWith("--") && arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const [flag, inline] = splitFlag(arg);
     const value = (): string => {
       if (inline !== undefined) return inline;
       const v = argv[++i];
@@ -142,7 +142,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       continue;
     }
     const arg = argv[i]!;
-    const [flag, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+    const [flag, inline] = splitFlag(arg);
     const value = (): string => {
       if (inline !== undefined) return inline;
       const v = argv[i + 1];

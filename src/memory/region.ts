@@ -12,7 +12,6 @@ import {
   PM_STRIDE,
   PAGE_SHIFT,
   PAGE_SIZE,
-  S_DATA_PAGES,
   S_FREE_PAGES,
   S_INBOX,
   S_DOORBELL,
@@ -142,9 +141,5 @@ export class ShardRegion {
 
   headerSlot(slot: number): number {
     return this.i32[this.hdr + slot]!;
-  }
-
-  storedDataPages(): number {
-    return this.i32[this.hdr + S_DATA_PAGES]!;
   }
 }

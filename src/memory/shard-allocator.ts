@@ -82,7 +82,6 @@ const {
   SAMPLED_POOL_BASE,
   MAX_SMALL_SIZE,
   classAlignment,
-  classMaxFree,
   classTrimTarget,
   classOf,
   classSize,
@@ -529,18 +528,16 @@ export class ShardAllocator extends ShardRegion {
     const bytes = pages * PAGE_SIZE;
     this.i32[m + PM_SITE] = 0;
     const obj = this.pageAddress(head);
-    this.setLive(obj);
     if ((this.sampleCountdown -= bytes) <= 0) {
       this.sampleCountdown = this.sampler.nextInterval();
       try {
         this.i32[m + PM_SITE] = this.recordSample(bytes, entry);
       } catch (e) {
-        this.i32[m + PM_STATE] = PAGE_INNER;
-        this.i32[this.liveWord(obj)] &= ~this.liveBit(obj);
-        freePageRange(this, head, pages);
+        this.releaseLargeSpan(head, pages);
         throw e;
       }
     }
+    this.setLive(obj); // after the sample: a failed capture leaves nothing to undo but the pages
     this.f64[this.cMallocs]++;
     this.f64[this.cBytes] += pages * PAGE_SIZE;
     this.f64[this.counters + C_LARGE_ALLOCATIONS]++;
@@ -548,7 +545,6 @@ export class ShardAllocator extends ShardRegion {
   }
 
   private freeSlow(ptr: number, size: number | undefined): void {
-    if (ptr === 0 && size === undefined) return;
     if (size !== undefined) checkSize(size, "free");
     if (ptr === 0) return;
     const owner = liveObjectRegion(this.geometry, ptr, "free");
@@ -575,9 +571,7 @@ export class ShardAllocator extends ShardRegion {
       if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
       this.u32[ptr >>> 2] = this.u32[pool + P_FREE_HEAD]!;
       this.u32[pool + P_FREE_HEAD] = ptr;
-      if (++this.i32[pool + P_FREE_COUNT]! > classMaxFree[pool1 - 1]!) {
-        trimPool(this, pool1 - 1, classTrimTarget[pool1 - 1]!);
-      }
+      if (++this.i32[pool + P_FREE_COUNT]! > this.i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
       return;
     }
     const pages = this.i32[m + PM_SPAN_PAGES]!;
@@ -586,9 +580,14 @@ export class ShardAllocator extends ShardRegion {
       this.unrecordSample(tag, pages * PAGE_SIZE);
       this.i32[m + PM_SITE] = 0;
     }
-    this.i32[m + PM_STATE] = PAGE_INNER;
     this.f64[this.cFrees]++;
-    freePageRange(this, page, pages);
+    this.releaseLargeSpan(page, pages);
+  }
+
+  /** Return a page-span object's pages (its head no longer heads a used span). */
+  private releaseLargeSpan(head: number, pages: number): void {
+    this.i32[this.pageMeta(head) + PM_STATE] = PAGE_INNER;
+    freePageRange(this, head, pages);
   }
 
   /** Hand a validated live object of another shard to its owner's inbox. */

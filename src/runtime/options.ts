@@ -86,9 +86,14 @@ export interface RuntimeFlags {
  * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
  * (RATE in bytes, units allowed: --heapprof=512KiB).
  */
+/** `--name=value` -> ["--name", "value"]; `--name` -> ["--name", undefined]. */
+export function splitFlag(arg: string): [name: string, inline: string | undefined] {
+  const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
+  return eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, undefined];
+}
+
 export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
-  const arg = argv[i]!;
-  const [name, inline] = arg.includes("=") ? [arg.slice(0, arg.indexOf("=")), arg.slice(arg.indexOf("=") + 1)] : [arg, undefined];
+  const [name, inline] = splitFlag(argv[i]!);
   const value = (): [string, number] => {
     if (inline !== undefined) return [inline, 1];
     const next = argv[i + 1];
