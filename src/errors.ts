@@ -12,7 +12,8 @@ export type HeapErrorCode =
   | "ERR_SHARDHEAP"
   | "ERR_SHARDHEAP_OUT_OF_MEMORY"
   | "ERR_SHARDHEAP_INVALID_POINTER"
-  | "ERR_SHARDHEAP_FORMAT";
+  | "ERR_SHARDHEAP_FORMAT"
+  | "ERR_SHARDHEAP_OWNERSHIP";
 
 /** Base class of every heap error. */
 export class HeapError extends Error {
@@ -56,5 +57,22 @@ export class InvalidPointerError extends HeapError {
 export class HeapFormatError extends HeapError {
   constructor(message: string) {
     super(message, "ERR_SHARDHEAP_FORMAT");
+  }
+}
+
+/**
+ * An operation on a shard's local state (malloc, a local free, realloc,
+ * drain, trim, profiler switches) from a thread that does not own the
+ * shard. A shard belongs to the thread that took it with heap.shard(id),
+ * or to its Smp worker; reads (stats, heapProfile, diagnostics, check)
+ * stay open to every thread, and heap.free(ptr) frees from any thread.
+ * Nothing was changed.
+ */
+export class HeapOwnershipError extends HeapError {
+  /** The shard whose state was touched. */
+  readonly shard: number;
+  constructor(message: string, shard: number) {
+    super(message, "ERR_SHARDHEAP_OWNERSHIP");
+    this.shard = shard;
   }
 }

@@ -7,7 +7,7 @@ export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { ShardAllocator } from "./memory/shard-allocator.js";
 export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
 export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
-export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, type HeapErrorCode } from "./errors.js";
+export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, HeapOwnershipError, type HeapErrorCode } from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
 export { Smp, ShardError, type SmpEvents } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
