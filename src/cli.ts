@@ -6,12 +6,13 @@
  */
 import { writeFile } from "node:fs/promises";
 import { HeapFormatError } from "./errors.js";
-import { readHeapImage } from "./report/heap-image.js";
+import { readHeapImage } from "./memory/heap-image.js";
 import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize } from "./units.js";
-import { fillSmpOptions, parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/options.js";
-import { runStress } from "./stress/run.js";
+import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
+import { fillSmpOptions } from "./smp/options.js";
+import { runStress } from "./apps/stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
                         [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]

@@ -11,7 +11,7 @@ export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, Heap
 export { parseSize, formatSize } from "./units.js";
 export { Smp, ShardError, type SmpEvents } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
-export { type SmpOptions } from "./runtime/options.js";
+export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
 export { type Frame } from "./memory/stack-capture.js";
 export { mapProfileToSources, mapFrame } from "./report/source-map.js";
@@ -19,6 +19,6 @@ export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
 export { toPprof } from "./report/pprof.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
-export { readHeapImage, decodeHeapImage } from "./report/heap-image.js";
+export { readHeapImage, decodeHeapImage } from "./memory/heap-image.js";
 export { toFlamegraphSvg, type FlamegraphOptions } from "./report/flamegraph.js";
-export { type AdminOptions, type AdminServer } from "./runtime/admin.js";
+export { serveAdmin, type AdminOptions, type AdminServer } from "./runtime/admin.js";

@@ -3,7 +3,7 @@ import { gunzipSync } from "node:zlib";
 import { request } from "node:http";
 import { Profile } from "pprof-format";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Smp, type AdminServer, type HeapProfile } from "../dist/index.js";
+import { Smp, serveAdmin, type AdminServer, type HeapProfile } from "../dist/index.js";
 
 const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
@@ -13,8 +13,8 @@ let locked: AdminServer;
 beforeAll(async () => {
   process.env.SHARDHEAP_LOG = "silent";
   smp = await Smp.start({ shards: 2, memoryPerShard: "16MiB", module: tasks });
-  admin = await smp.serveAdmin({ allowHeapImage: true });
-  locked = await smp.serveAdmin({ token: "s3cret" });
+  admin = await serveAdmin(smp, { allowHeapImage: true });
+  locked = await serveAdmin(smp, { token: "s3cret" });
 });
 afterAll(async () => {
   await admin?.close();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { fillSmpOptions, parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/options.js";
+import { parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
+import { fillSmpOptions } from "../src/smp/options.js";
 import { formatSize, parseSize } from "../src/units.js";
 
 describe("sizes", () => {

@@ -29,6 +29,7 @@ import {
   dataPagesFor,
   regionLayout,
 } from "./layout.js";
+import { saveHeapImage } from "./heap-image-writer.js";
 import { initPageSpans } from "./page-spans.js";
 import { ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
@@ -153,7 +154,6 @@ export class SharedHeap implements HeapGeometry {
    * not the objects) to `path`, for `shardheap report` to read offline.
    */
   async saveImage(path: string): Promise<void> {
-    const { saveHeapImage } = await import("../report/heap-image.js");
     await saveHeapImage(this, path);
   }
 

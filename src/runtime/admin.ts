@@ -1,5 +1,5 @@
 /**
- * The admin HTTP API (Smp.serveAdmin, `--admin-port`): profiles in every
+ * The admin HTTP API (serveAdmin(smp, options), `--admin-port`): profiles in every
  * format, run-time profiling switches per shard, statistics, diagnostics,
  * the heap image (only when allowed: it exposes the heap's contents) and
  * Prometheus metrics. Reads go to the buffer, so they answer while a shard
@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { timingSafeEqual } from "node:crypto";
 import { formatDiagnostics } from "../memory/diagnostics.js";
-import { encodeHeapImage } from "../report/heap-image.js";
+import { encodeHeapImage } from "../memory/heap-image-writer.js";
 import { isReportFormat, renderProfile, REPORT_FORMATS } from "../report/render.js";
 import { mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
@@ -156,7 +156,7 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
       return;
     }
     case "GET /v1/heap/image": {
-      if (!o.allowHeapImage) throw new HttpError(403, "the heap image endpoint is off (serveAdmin({ allowHeapImage: true }) or --admin-heap-image)");
+      if (!o.allowHeapImage) throw new HttpError(403, "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
       send(res, 200, encodeHeapImage(smp.heap), "application/octet-stream");
       return;
     }

@@ -12,9 +12,8 @@ import { Piscina } from "piscina";
 import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
-import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "../runtime/options.js";
+import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "./options.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
-import type { AdminOptions, AdminServer } from "../runtime/admin.js";
 import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
 import type { ShardReply } from "./shard-worker.js";
 
@@ -156,16 +155,6 @@ export class Smp extends EventEmitter<SmpEvents> {
   /** One shard's heap profile, or all shards' merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     return this.heap.heapProfile(shard);
-  }
-
-  /**
-   * Serve the admin HTTP API (profiles, profiling switches, stats,
-   * diagnostics, metrics; the heap image only with allowHeapImage) on
-   * 127.0.0.1 unless `host` says otherwise, port 0 = any free port.
-   */
-  async serveAdmin(o: AdminOptions = {}): Promise<AdminServer> {
-    const { serveAdmin } = await import("../runtime/admin.js");
-    return serveAdmin(this, o);
   }
 
   /** Save a heap image (SharedHeap.saveImage) while the shards run: it reads the buffer only. */

@@ -10,53 +10,18 @@
  *
  * The CRC-32 covers everything after the 32-byte header, so a truncated or
  * damaged file is refused with a HeapFormatError, as is a foreign one.
+ *
+ * This file reads images; heap-image-writer.ts writes them. They are two
+ * files because SharedHeap.saveImage writes an image and reading one
+ * builds a SharedHeap: one file doing both would import shared-heap.ts
+ * while shared-heap.ts imports it, an import circle.
  */
-import { readFile, rename, writeFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import { HeapFormatError } from "../errors.js";
-import { HEAP_HEADER_BYTES, regionLayout } from "../memory/layout.js";
-import { SharedHeap } from "../memory/shared-heap.js";
-
-const MAGIC = "SHARDIMG";
-const VERSION = 1;
-const HEADER_BYTES = 32;
-
-/** Byte ranges of a heap that an image keeps. */
-function chunksOf(heap: SharedHeap): Array<[offset: number, length: number]> {
-  const chunks: Array<[number, number]> = [[0, HEAP_HEADER_BYTES]];
-  for (let id = 0; id < heap.shards; id++) {
-    const layout = regionLayout(id, heap.shardBytes);
-    chunks.push([layout.base, layout.dataOffset]);
-  }
-  return chunks;
-}
-
-/** The image of `heap` as bytes. */
-export function encodeHeapImage(heap: SharedHeap): Buffer {
-  const chunks = chunksOf(heap);
-  const body = Buffer.alloc(chunks.reduce((n, [, len]) => n + 16 + len, 0));
-  let at = 0;
-  for (const [offset, length] of chunks) {
-    body.writeDoubleLE(offset, at);
-    body.writeDoubleLE(length, at + 8);
-    body.set(new Uint8Array(heap.buffer, offset, length), at + 16);
-    at += 16 + length;
-  }
-  const header = Buffer.alloc(HEADER_BYTES);
-  header.write(MAGIC, 0, "latin1");
-  header.writeUInt32LE(VERSION, 8);
-  header.writeUInt32LE(chunks.length, 12);
-  header.writeDoubleLE(heap.buffer.byteLength, 16);
-  header.writeUInt32LE(crc32(body), 24);
-  return Buffer.concat([header, body]);
-}
-
-/** Write `heap`'s image to `path` (through a temporary file, so a reader never sees half of it). */
-export async function saveHeapImage(heap: SharedHeap, path: string): Promise<void> {
-  const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, encodeHeapImage(heap));
-  await rename(temporary, path);
-}
+import { HEAP_HEADER_BYTES } from "./layout.js";
+import { IMAGE_HEADER_BYTES as HEADER_BYTES, IMAGE_MAGIC as MAGIC, IMAGE_VERSION as VERSION } from "./heap-image-writer.js";
+import { SharedHeap } from "./shared-heap.js";
 
 /** A heap rebuilt from an image's bytes; HeapFormatError for anything that is not a whole, valid image. */
 export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {

@@ -1,6 +1,7 @@
 /**
- * Runtime options shared by the CLI (`--smp`, `--memory`, `--heapprof[=RATE]`)
- * and programmatic use (Smp.start). Two shapes, as piscina does: the
+ * Smp.start's options, shared by programmatic use and the command line
+ * (runtime/flags.ts turns `--smp`, `--memory`, `--heapprof[=RATE]` into
+ * these). Two shapes, as piscina does: the
  * public all-optional `SmpOptions` and the internal, validated, filled
  * `FilledSmpOptions`. Every rule is checked here, at the edge, with one
  * message per field that names the option and the rule.
@@ -71,54 +72,4 @@ function moduleSpecifier(m: string | URL | undefined): string | undefined {
   if (m instanceof URL) return m.href;
   if (typeof m !== "string" || m.length === 0) throw new TypeError("options.module must be a non-empty path or URL");
   return m;
-}
-
-/** The runtime flags as parsed from a command line (the rest is left to the command). */
-export interface RuntimeFlags {
-  smp?: number;
-  memory?: string;
-  heapprof?: boolean | number;
-}
-
-/**
- * Parse one runtime flag at argv[i]. Returns how many argv entries it used
- * (0 when argv[i] is not a runtime flag). Accepts `--smp N`, `--smp=N`,
- * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
- * (RATE in bytes, units allowed: --heapprof=512KiB).
- */
-/** `--name=value` -> ["--name", "value"]; `--name` -> ["--name", undefined]. */
-export function splitFlag(arg: string): [name: string, inline: string | undefined] {
-  const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
-  return eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, undefined];
-}
-
-export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
-  const [name, inline] = splitFlag(argv[i]!);
-  const value = (): [string, number] => {
-    if (inline !== undefined) return [inline, 1];
-    const next = argv[i + 1];
-    if (next === undefined || next.startsWith("--")) throw new RangeError(`${name} needs a value`);
-    return [next, 2];
-  };
-  switch (name) {
-    case "--smp": {
-      const [v, used] = value();
-      const n = Number(v);
-      if (!/^\d+$/.test(v) || n < 1 || n > MAX_SHARDS) throw new RangeError(`--smp must be a whole number from 1 to ${MAX_SHARDS}, got ${JSON.stringify(v)}`);
-      into.smp = n;
-      return used;
-    }
-    case "--memory": {
-      const [v, used] = value();
-      parseSize(v, "--memory");
-      into.memory = v;
-      return used;
-    }
-    case "--heapprof": {
-      into.heapprof = inline === undefined ? true : parseSize(inline, "--heapprof=RATE");
-      return 1;
-    }
-    default:
-      return 0;
-  }
 }
