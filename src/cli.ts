@@ -5,7 +5,9 @@
  * (HeapFormatError's message on stderr); 1 anything unexpected.
  */
 import { writeFile } from "node:fs/promises";
-import { HeapFormatError } from "./errors.js";
+import { HeapFormatError, InvalidValueError } from "./errors.js";
+import { MAX_SHARDS } from "./memory/shared-heap.js";
+import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
 import { readHeapImage } from "./memory/heap-image.js";
 import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { mapProfileToSources } from "./report/source-map.js";
@@ -76,21 +78,14 @@ function parseReportArgs(argv: readonly string[]): ReportArgs {
         break;
       }
       case "--inverted":
-        a.inverted = true;
+        a.inverted = inline === undefined || parseBoolean(inline, "--inverted");
         break;
       case "--min":
-        try {
-          a.min = parseSize(value(), "--min");
-        } catch (e) {
-          throw new UsageError((e as Error).message);
-        }
+        a.min = parseSize(value(), "--min");
         break;
-      case "--shard": {
-        const v = value();
-        if (!/^\d+$/.test(v)) throw new UsageError(`--shard must be a shard number, got ${JSON.stringify(v)}`);
-        a.shard = Number(v);
+      case "--shard":
+        a.shard = parseInteger(value(), "--shard", 0, MAX_SHARDS - 1);
         break;
-      }
       case "-o":
       case "--output":
         a.out = value();
@@ -132,12 +127,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   let adminPort: number | undefined;
   let adminHeapImage = false;
   for (let i = 0; i < argv.length; ) {
-    let used: number;
-    try {
-      used = parseRuntimeFlag(argv, i, flags);
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const used = parseRuntimeFlag(argv, i, flags);
     if (used > 0) {
       i += used;
       continue;
@@ -152,45 +142,31 @@ async function stress(argv: readonly string[]): Promise<void> {
       return v;
     };
     switch (flag) {
-      case "--duration": {
-        const v = value();
-        duration = Number(v);
-        if (!(duration > 0 && duration <= 86400)) throw new UsageError(`--duration must be a number of seconds above 0, got ${JSON.stringify(v)}`);
+      case "--duration":
+        duration = parseDecimal(value(), "--duration", 0.001, 86400);
         break;
-      }
-      case "--cross-shard": {
-        const v = value();
-        crossShard = Number(v);
-        if (!(crossShard >= 0 && crossShard <= 1)) throw new UsageError(`--cross-shard must be a ratio from 0 to 1, got ${JSON.stringify(v)}`);
+      case "--cross-shard":
+        crossShard = parseDecimal(value(), "--cross-shard", 0, 1);
         break;
-      }
       case "--out":
         outDir = value();
         break;
-      case "--admin-port": {
-        const v = value();
-        adminPort = Number(v);
-        if (!/^\d+$/.test(v) || adminPort > 65535) throw new UsageError(`--admin-port must be a port number 0..65535, got ${JSON.stringify(v)}`);
+      case "--admin-port":
+        adminPort = parseInteger(value(), "--admin-port", 0, 65535);
         break;
-      }
       case "--admin-heap-image":
-        adminHeapImage = true;
+        adminHeapImage = inline === undefined || parseBoolean(inline, "--admin-heap-image");
         break;
       default:
         throw new UsageError(`unknown flag for stress: ${arg}`);
     }
     i++;
   }
-  let options;
-  try {
-    options = fillSmpOptions({
-      ...(flags.smp === undefined ? {} : { shards: flags.smp }),
-      ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
-      heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const options = fillSmpOptions({
+    ...(flags.smp === undefined ? {} : { shards: flags.smp }),
+    ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
+    heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
+  });
   // Ctrl-C: end the run and still write the report; a second one leaves at once.
   let interrupt!: () => void;
   const interrupted = new Promise<void>((r) => (interrupt = r));
@@ -234,7 +210,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   } catch (e) {
-    if (e instanceof UsageError) {
+    if (e instanceof UsageError || e instanceof InvalidValueError) {
       process.stderr.write(`shardheap: ${e.message}\n\n${USAGE}`);
       return 2;
     }

@@ -15,6 +15,23 @@ export type HeapErrorCode =
   | "ERR_SHARDHEAP_FORMAT"
   | "ERR_SHARDHEAP_OWNERSHIP";
 
+/**
+ * A value a person or a program gave that does not read as what the field
+ * takes: a size, a sample rate, a whole number, a switch (units.ts,
+ * parse.ts). A RangeError, as DESIGN promises for bad sizes; the message
+ * names the field and the rule, `field` names the field alone.
+ */
+export class InvalidValueError extends RangeError {
+  readonly code = "ERR_SHARDHEAP_INVALID_VALUE";
+  /** The field as the caller knows it: "--memory", "options.shardBytes", "rate". */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.name = new.target.name;
+    this.field = field;
+  }
+}
+
 /** Base class of every heap error. */
 export class HeapError extends Error {
   readonly code: HeapErrorCode;

@@ -93,6 +93,39 @@ describe("admin API", () => {
     expect(imageOff.status).toBe(401);
   });
 
+  it("reads rates, sizes and switches with the package's one parser", async () => {
+    const put = async (query: string): Promise<{ status: number; body: { error?: string; rate?: number } }> => {
+      const r = await call(`/v1/heapprof?${query}`, { method: "PUT" });
+      return { status: r.status, body: JSON.parse(r.text) };
+    };
+    const refused: Array<[string, RegExp]> = [
+      ["shard=0&rate=1.5", /^rate must be a whole number of bytes: "1.5" is 1.5 bytes$/], // was silently exact
+      ["shard=0&rate=0.5", /^rate must be a whole number of bytes/], // was silently off
+      ["shard=0&rate=2147483648", /^rate must be at most 2147483647 bytes/],
+      ["shard=0&rate=2GiB", /^rate must be at most 2147483647 bytes/],
+      ["shard=0&rate=", /^rate must be a byte count/],
+      ["shard=0&enabled=maybe", /^enabled must be 1, true, yes, on or 0, false, no, off; got "maybe"$/],
+      ["shard=0&enabled=", /^enabled must be/],
+      ["shard=0&rate=1&enabled=1", /^give one of rate=/],
+    ];
+    for (const [query, message] of refused) {
+      const r = await put(query);
+      expect(r.status, query).toBe(400);
+      expect(r.body.error, query).toMatch(message);
+    }
+    expect(smp.heapProfile(0).sampleRate).toBe(0); // nothing refused was applied
+    try {
+      expect(await put("shard=0&rate=64KiB")).toEqual({ status: 200, body: { shard: 0, rate: 65536 } });
+      expect(smp.heapProfile(0).sampleRate).toBe(65536);
+      expect(await put("shard=0&enabled=1")).toEqual({ status: 200, body: { shard: 0, rate: 1 } });
+      expect(await put("shard=0&enabled=off")).toEqual({ status: 200, body: { shard: 0, rate: 0 } });
+      expect((await call("/v1/heapprof?format=tree&inverted=yes&min=1.5K")).status).toBe(200);
+      expect((await call("/v1/heapprof?format=tree&min=1.3K")).status).toBe(400);
+    } finally {
+      await smp.setHeapProfiling(0, false);
+    }
+  });
+
   it("a token guards every endpoint", async () => {
     expect((await call("/v1/memory/stats", {}, locked.url)).status).toBe(401);
     expect((await call("/v1/memory/stats", { headers: { authorization: "Bearer wrong" } }, locked.url)).status).toBe(401);

@@ -65,6 +65,23 @@ describe("shardheap report", () => {
     expect(run("--help").status).toBe(0);
   });
 
+  it("reads values with the package's one parser: the field named, fractions of a byte and junk refused", () => {
+    for (const [args, message] of [
+      [["--min", "1.5"], '--min must be a whole number of bytes: "1.5" is 1.5 bytes'],
+      [["--min", "1.3K"], '--min must be a whole number of bytes: "1.3K" is 1331.2 bytes'],
+      [["--shard", "-1"], '--shard must be a whole number from 0 to 1023, got "-1"'],
+      [["--shard=1.0"], '--shard must be a whole number from 0 to 1023, got "1.0"'],
+      [["--inverted=maybe"], '--inverted must be 1, true, yes, on or 0, false, no, off; got "maybe"'],
+    ] as const) {
+      const r = run("report", image, ...args);
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr.split("\n")[0], args.join(" ")).toBe(`shardheap: ${message}`);
+    }
+    expect(run("report", image, "--inverted=0").stdout).toBe(run("report", image).stdout);
+    expect(run("report", image, "--inverted=yes").stdout).toBe(run("report", image, "--inverted").stdout);
+    expect(run("report", image, "--min=1.5K").status).toBe(0);
+  });
+
   it("a file that is not a heap image: HeapFormatError's message, exit 2", () => {
     const foreign = join(dir, "notes.txt");
     writeFileSync(foreign, "these are not the bytes you are looking for, not at all");

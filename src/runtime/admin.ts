@@ -10,11 +10,14 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { timingSafeEqual } from "node:crypto";
+import { InvalidValueError } from "../errors.js";
 import { formatDiagnostics } from "../memory/diagnostics.js";
 import { encodeHeapImage } from "../memory/heap-image-writer.js";
 import { isReportFormat, renderProfile, REPORT_FORMATS } from "../report/render.js";
 import { mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
+import { parseBoolean } from "../parse.js";
+import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 import { memoryMetricsRegistry } from "./metrics.js";
 
@@ -48,7 +51,7 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   const metrics = memoryMetricsRegistry(smp.heap);
   const server = createServer((req, res) => {
     handle(smp, o, metrics, req, res).catch((e: unknown) => {
-      const status = e instanceof HttpError ? e.status : 500;
+      const status = e instanceof HttpError ? e.status : e instanceof InvalidValueError ? 400 : 500;
       const message = e instanceof Error ? e.message : String(e);
       if (!res.headersSent) send(res, status, JSON.stringify({ error: message }), "application/json");
       else res.destroy();
@@ -107,39 +110,20 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
       const shard = shardParam(q, smp) as number | undefined;
       const format = q.get("format") ?? "json";
       if (!isReportFormat(format)) throw new HttpError(400, `format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(format)}`);
-      const inverted = q.get("inverted");
-      if (inverted !== null && !["0", "1", "true", "false"].includes(inverted)) throw new HttpError(400, "inverted must be 1 or 0");
-      let minSize = 0;
-      if (q.get("min") !== null) {
-        try {
-          minSize = parseSize(q.get("min")!, "min");
-        } catch (e) {
-          throw new HttpError(400, (e as Error).message);
-        }
-      }
+      const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
+      const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
       const profile = mapProfileToSources(smp.heapProfile(shard));
-      const out = renderProfile(profile, format, { inverted: inverted === "1" || inverted === "true", minSize });
+      const out = renderProfile(profile, format, { inverted, minSize });
       send(res, 200, out.body, out.contentType);
       return;
     }
     case "PUT /v1/heapprof": {
       const shard = shardParam(q, smp, true);
       if (shard === undefined) throw new HttpError(400, 'shard is required: a shard number or "all"');
-      let rate: number;
       const r = q.get("rate");
       const enabled = q.get("enabled");
-      if (r !== null) {
-        try {
-          rate = parseSize(r, "rate");
-        } catch (e) {
-          throw new HttpError(400, (e as Error).message);
-        }
-      } else if (enabled === "true" || enabled === "false") {
-        rate = enabled === "true" ? 1 : 0;
-      } else {
-        throw new HttpError(400, "give rate=BYTES (0 off, 1 every allocation) or enabled=true|false");
-      }
-      if (rate > 0x7fffffff) throw new HttpError(400, `rate must be at most ${0x7fffffff} bytes`);
+      if ((r === null) === (enabled === null)) throw new HttpError(400, "give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
+      const rate = r !== null ? heapprofRate(r, "rate") : heapprofRate(parseBoolean(enabled!, "enabled"), "enabled");
       await smp.setHeapProfiling(shard, rate);
       send(res, 200, JSON.stringify({ shard, rate }), "application/json");
       return;

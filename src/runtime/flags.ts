@@ -4,13 +4,18 @@
  * become Smp options (smp/options.ts), where the rules live. `--name=value`
  * and `--name value` are both accepted wherever a flag takes a value.
  */
-import { MAX_SHARDS } from "../memory/shared-heap.js";
+import { InvalidValueError } from "../errors.js";
+import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
+import { parseInteger } from "../parse.js";
+import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 
 /** The runtime flags as parsed from a command line (the rest is left to the command). */
 export interface RuntimeFlags {
   smp?: number;
-  memory?: string;
+  /** Bytes per shard. */
+  memory?: number;
+  /** true: every allocation; N: sample rate in bytes (0 off). */
   heapprof?: boolean | number;
 }
 
@@ -31,25 +36,22 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
   const value = (): [string, number] => {
     if (inline !== undefined) return [inline, 1];
     const next = argv[i + 1];
-    if (next === undefined || next.startsWith("--")) throw new RangeError(`${name} needs a value`);
+    if (next === undefined || next.startsWith("--")) throw new InvalidValueError(name, `${name} needs a value`);
     return [next, 2];
   };
   switch (name) {
     case "--smp": {
       const [v, used] = value();
-      const n = Number(v);
-      if (!/^\d+$/.test(v) || n < 1 || n > MAX_SHARDS) throw new RangeError(`--smp must be a whole number from 1 to ${MAX_SHARDS}, got ${JSON.stringify(v)}`);
-      into.smp = n;
+      into.smp = parseInteger(v, "--smp", 1, MAX_SHARDS);
       return used;
     }
     case "--memory": {
       const [v, used] = value();
-      parseSize(v, "--memory");
-      into.memory = v;
+      into.memory = parseSize(v, "--memory", { min: MIN_SHARD_BYTES });
       return used;
     }
     case "--heapprof": {
-      into.heapprof = inline === undefined ? true : parseSize(inline, "--heapprof=RATE");
+      into.heapprof = inline === undefined ? true : heapprofRate(inline, "--heapprof=RATE");
       return 1;
     }
     default:

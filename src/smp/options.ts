@@ -7,8 +7,11 @@
  * message per field that names the option and the rule.
  */
 import { availableParallelism } from "node:os";
+import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
+import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
+import { parseInteger } from "../parse.js";
 import { parseSize } from "../units.js";
 
 export interface SmpOptions {
@@ -18,9 +21,10 @@ export interface SmpOptions {
   memoryPerShard?: number | string;
   /**
    * Heap profiling at start, as --heapprof: true = every allocation,
-   * N = sample one allocation per N bytes on average, false / 0 = off.
+   * N = sample one allocation per N bytes on average (a size: 524288 or
+   * "512KiB"; at most 2^31 - 1), false / 0 = off.
    */
-  heapprof?: boolean | number;
+  heapprof?: boolean | number | string;
   /** Module every shard loads; its exported functions are the tasks. */
   module?: string | URL;
 }
@@ -38,16 +42,10 @@ export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
   if (o === null || typeof o !== "object") throw new TypeError("Smp.start: options must be an object");
-  const shards = o.shards ?? Math.max(1, availableParallelism());
-  if (typeof shards !== "number" || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
-    throw new RangeError(`options.shards must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
-  }
-  const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard");
-  if (memoryPerShard < MIN_SHARD_BYTES) {
-    throw new RangeError(`options.memoryPerShard must be at least ${MIN_SHARD_BYTES} bytes (128KiB), got ${memoryPerShard}`);
-  }
+  const shards = parseInteger(o.shards ?? Math.max(1, availableParallelism()), "options.shards", 1, MAX_SHARDS);
+  const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard", { min: MIN_SHARD_BYTES });
   if (HEAP_HEADER_BYTES + shards * memoryPerShard > MAX_HEAP_BYTES) {
-    throw new RangeError(`options.shards x options.memoryPerShard must fit in 4 GiB, got ${shards} x ${memoryPerShard}`);
+    throw new InvalidValueError("options.memoryPerShard", `shards x memory per shard must fit in 4 GiB, got ${shards} x ${memoryPerShard} bytes`);
   }
   return {
     shards,
@@ -57,14 +55,17 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
   };
 }
 
-/** true -> 1 (every allocation), false/undefined -> 0 (off), N -> N bytes. */
-export function heapprofRate(value: boolean | number | undefined, what: string): number {
+/**
+ * A heap-profiling setting as a sample rate in bytes, the one reading of
+ * --heapprof[=RATE], Smp.start's heapprof, setHeapProfiling and the admin
+ * API's rate: true -> 1 (every allocation), false / undefined -> 0 (off),
+ * a size (parseSize: "512KiB", 524288; no fraction of a byte) -> that
+ * many bytes, at most MAX_SAMPLE_RATE; InvalidValueError naming `what`.
+ */
+export function heapprofRate(value: boolean | number | string | undefined, what: string): number {
   if (value === undefined || value === false) return 0;
   if (value === true) return 1;
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw new RangeError(`${what} must be true, false or a sample rate in bytes (a non-negative integer), got ${String(value)}`);
-  }
-  return value;
+  return parseSize(value, what, { max: MAX_SAMPLE_RATE });
 }
 
 function moduleSpecifier(m: string | URL | undefined): string | undefined {

@@ -140,10 +140,10 @@ export class Smp extends EventEmitter<SmpEvents> {
   /**
    * Switch heap profiling on `shard` or on "all" shards at run time: true
    * or 1 records every allocation, N samples one allocation per N bytes on
-   * average, false or 0 turns it off. Resolves once every named shard has
+   * average (a size: 524288 or "512KiB"), false or 0 turns it off. Resolves once every named shard has
    * applied it.
    */
-  async setHeapProfiling(shard: number | "all", rate: boolean | number): Promise<void> {
+  async setHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
     const bytes = heapprofRate(rate, "setHeapProfiling: rate");
     if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard >= this.shards)) {
       throw new RangeError(`setHeapProfiling: shard must be "all" or an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
