@@ -1,15 +1,16 @@
 #!/usr/bin/env node
 /**
  * The `shardheap` command. `report` renders a saved heap image offline.
- * Exit codes: 0 done; 2 bad flags, or a file that is not a heap image
- * (HeapFormatError's message on stderr); 1 anything unexpected.
+ * Exit codes come from errors.ts's ERROR_TABLE: 0 done; 2 bad flags or
+ * values (with the usage), a file that is not a heap image or cannot be
+ * read (one line on stderr); 1 anything else (unexpected: with its stack).
  */
 import { writeFile } from "node:fs/promises";
-import { HeapFormatError, InvalidValueError } from "./errors.js";
+import { InvalidValueError, UNEXPECTED_ERROR_ROW, UsageError, errorRow } from "./errors.js";
 import { MAX_SHARDS } from "./memory/shared-heap.js";
 import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
 import { readHeapImage } from "./memory/heap-image.js";
-import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
+import { REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize } from "./units.js";
 import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
@@ -48,8 +49,6 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --help        this text
 `;
 
-class UsageError extends Error {}
-
 interface ReportArgs {
   file: string;
   format: ReportFormat;
@@ -71,12 +70,9 @@ function parseReportArgs(argv: readonly string[]): ReportArgs {
       return v;
     };
     switch (flag) {
-      case "--format": {
-        const f = value();
-        if (!isReportFormat(f)) throw new UsageError(`--format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(f)}`);
-        a.format = f;
+      case "--format":
+        a.format = parseReportFormat(value(), "--format");
         break;
-      }
       case "--inverted":
         a.inverted = inline === undefined || parseBoolean(inline, "--inverted");
         break;
@@ -104,7 +100,7 @@ async function report(argv: readonly string[]): Promise<void> {
   const a = parseReportArgs(argv);
   const heap = await readHeapImage(a.file);
   if (a.shard !== undefined && a.shard >= heap.shards) {
-    throw new UsageError(`--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
+    throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
   const profile = mapProfileToSources(heap.heapProfile(a.shard));
   const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
@@ -210,16 +206,12 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   } catch (e) {
-    if (e instanceof UsageError || e instanceof InvalidValueError) {
-      process.stderr.write(`shardheap: ${e.message}\n\n${USAGE}`);
-      return 2;
-    }
-    if (e instanceof HeapFormatError || (e as NodeJS.ErrnoException).code === "ENOENT") {
-      process.stderr.write(`shardheap: ${(e as Error).message}\n`);
-      return 2;
-    }
-    process.stderr.write(`shardheap: ${(e as Error).stack ?? String(e)}\n`);
-    return 1;
+    const row = errorRow(e);
+    if (row === UNEXPECTED_ERROR_ROW) process.stderr.write(`shardheap: ${(e as Error)?.stack ?? String(e)}\n`);
+    else process.stderr.write(`shardheap: ${(e as Error).message}\n`);
+    // The command line itself was wrong: show how to write it.
+    if (e instanceof UsageError || e instanceof InvalidValueError) process.stderr.write(`\n${USAGE}`);
+    return row.exitCode;
   }
 }
 

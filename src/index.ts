@@ -7,9 +7,19 @@ export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { ShardAllocator } from "./memory/shard-allocator.js";
 export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
 export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
-export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, HeapOwnershipError, type HeapErrorCode } from "./errors.js";
+export {
+  HeapError,
+  OutOfMemoryError,
+  InvalidPointerError,
+  HeapFormatError,
+  HeapOwnershipError,
+  InvalidValueError,
+  ShardError,
+  type HeapErrorCode,
+  type ErrorCode,
+} from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
-export { Smp, ShardError, type SmpEvents } from "./smp/smp.js";
+export { Smp, type SmpEvents } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";

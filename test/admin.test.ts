@@ -4,6 +4,7 @@ import { request } from "node:http";
 import { Profile } from "pprof-format";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Smp, serveAdmin, type AdminServer, type HeapProfile } from "../dist/index.js";
+import { ERROR_TABLE, type ErrorCode } from "../src/errors.js";
 
 const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
@@ -87,7 +88,9 @@ describe("admin API", () => {
     for (const [path, init, status] of cases) {
       const r = await call(path, init);
       expect(r.status, path).toBe(status);
-      expect(JSON.parse(r.text).error, path).toEqual(expect.any(String));
+      const body = JSON.parse(r.text) as { error: string; code: ErrorCode };
+      expect(body.error, path).toEqual(expect.any(String));
+      expect(ERROR_TABLE[body.code]?.httpStatus, path).toBe(status); // the status is the code's row
     }
     const imageOff = await call("/v1/heap/image", {}, locked.url);
     expect(imageOff.status).toBe(401);

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { beforeAll, describe, expect, it } from "vitest";
+import { ERROR_TABLE, SYSTEM_ERROR_ROW } from "../src/errors.js";
 import { SharedHeap } from "../src/index.js";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
@@ -63,6 +64,20 @@ describe("shardheap report", () => {
       expect(r.stderr, args.join(" ")).toMatch(/^ +shardheap report FILE/m);
     }
     expect(run("--help").status).toBe(0);
+  });
+
+  it("exit codes and messages come from the error table", () => {
+    const usage = run("report", image, "--bogus");
+    expect(usage.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_USAGE.exitCode);
+    expect(usage.stderr).toMatch(/^shardheap: unknown flag --bogus\n\nusage: /);
+    const directory = run("report", dir); // Node's EISDIR: unreadable input, one line
+    expect(directory.status).toBe(SYSTEM_ERROR_ROW.exitCode);
+    expect(directory.stderr).toMatch(/^shardheap: EISDIR[^\n]*\n$/);
+    const foreign = join(dir, "foreign.bin");
+    writeFileSync(foreign, "not an image at all, not even close to one");
+    const format = run("report", foreign);
+    expect(format.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_FORMAT.exitCode);
+    expect(format.stderr.split("\n").length).toBe(2); // one line, no usage, no stack
   });
 
   it("reads values with the package's one parser: the field named, fractions of a byte and junk refused", () => {

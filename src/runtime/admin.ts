@@ -3,17 +3,18 @@
  * format, run-time profiling switches per shard, statistics, diagnostics,
  * the heap image (only when allowed: it exposes the heap's contents) and
  * Prometheus metrics. Reads go to the buffer, so they answer while a shard
- * is busy. Loopback by default, an optional bearer token; bad parameters
- * get 400 with a JSON error, an unknown shard 404, no token 401. No request
- * can take the server down: every handler's error becomes a response.
+ * is busy. Loopback by default, an optional bearer token. Every error
+ * becomes a JSON `{ error, code }` answer whose status is its code's row in
+ * errors.ts's ERROR_TABLE (bad parameters 400, no token 401, unknown shard
+ * 404, ...), so no request can take the server down.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { timingSafeEqual } from "node:crypto";
-import { InvalidValueError } from "../errors.js";
+import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
 import { formatDiagnostics } from "../memory/diagnostics.js";
 import { encodeHeapImage } from "../memory/heap-image-writer.js";
-import { isReportFormat, renderProfile, REPORT_FORMATS } from "../report/render.js";
+import { parseReportFormat, renderProfile } from "../report/render.js";
 import { mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
 import { parseBoolean } from "../parse.js";
@@ -37,12 +38,6 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
-
 export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminServer> {
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? 0;
@@ -51,9 +46,11 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   const metrics = memoryMetricsRegistry(smp.heap);
   const server = createServer((req, res) => {
     handle(smp, o, metrics, req, res).catch((e: unknown) => {
-      const status = e instanceof HttpError ? e.status : e instanceof InvalidValueError ? 400 : 500;
+      const { httpStatus } = errorRow(e);
       const message = e instanceof Error ? e.message : String(e);
-      if (!res.headersSent) send(res, status, JSON.stringify({ error: message }), "application/json");
+      const code = (e as { code?: unknown })?.code;
+      const body = typeof code === "string" ? { error: message, code } : { error: message };
+      if (!res.headersSent) send(res, httpStatus, JSON.stringify(body), "application/json");
       else res.destroy();
     });
   });
@@ -91,16 +88,16 @@ function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "a
   const v = q.get("shard");
   if (v === null || v === "") return undefined;
   if (allowAll && v === "all") return "all";
-  if (!/^\d+$/.test(v)) throw new HttpError(400, `shard must be a shard number${allowAll ? ' or "all"' : ""}, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v)) throw new InvalidValueError("shard", `shard must be a shard number${allowAll ? ' or "all"' : ""}, got ${JSON.stringify(v)}`);
   const shard = Number(v);
-  if (shard >= smp.shards) throw new HttpError(404, `no shard ${shard}: shards are 0 to ${smp.shards - 1}`);
+  if (shard >= smp.shards) throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no shard ${shard}: shards are 0 to ${smp.shards - 1}`);
   return shard;
 }
 
 async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memoryMetricsRegistry>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (!authorized(req, o.token)) {
     res.setHeader("www-authenticate", "Bearer");
-    throw new HttpError(401, "missing or wrong bearer token");
+    throw new HttpError("ERR_SHARDHEAP_UNAUTHORIZED");
   }
   const url = new URL(req.url ?? "/", "http://admin");
   const q = url.searchParams;
@@ -108,8 +105,7 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
   switch (route) {
     case "GET /v1/heapprof": {
       const shard = shardParam(q, smp) as number | undefined;
-      const format = q.get("format") ?? "json";
-      if (!isReportFormat(format)) throw new HttpError(400, `format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(format)}`);
+      const format = parseReportFormat(q.get("format") ?? "json", "format");
       const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
       const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
       const profile = mapProfileToSources(smp.heapProfile(shard));
@@ -119,10 +115,10 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
     }
     case "PUT /v1/heapprof": {
       const shard = shardParam(q, smp, true);
-      if (shard === undefined) throw new HttpError(400, 'shard is required: a shard number or "all"');
+      if (shard === undefined) throw new UsageError('shard is required: a shard number or "all"');
       const r = q.get("rate");
       const enabled = q.get("enabled");
-      if ((r === null) === (enabled === null)) throw new HttpError(400, "give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
+      if ((r === null) === (enabled === null)) throw new UsageError("give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
       const rate = r !== null ? heapprofRate(r, "rate") : heapprofRate(parseBoolean(enabled!, "enabled"), "enabled");
       await smp.setHeapProfiling(shard, rate);
       send(res, 200, JSON.stringify({ shard, rate }), "application/json");
@@ -140,7 +136,7 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
       return;
     }
     case "GET /v1/heap/image": {
-      if (!o.allowHeapImage) throw new HttpError(403, "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
+      if (!o.allowHeapImage) throw new HttpError("ERR_SHARDHEAP_FORBIDDEN", "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
       send(res, 200, encodeHeapImage(smp.heap), "application/octet-stream");
       return;
     }
@@ -150,8 +146,8 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
     }
     default: {
       const known = ["/v1/heapprof", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics"];
-      if (known.includes(url.pathname)) throw new HttpError(405, `${req.method} is not allowed on ${url.pathname}`);
-      throw new HttpError(404, `no such endpoint: ${url.pathname}`);
+      if (known.includes(url.pathname)) throw new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${url.pathname}`);
+      throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no such endpoint: ${url.pathname}`);
     }
   }
 }

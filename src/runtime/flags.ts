@@ -4,7 +4,7 @@
  * become Smp options (smp/options.ts), where the rules live. `--name=value`
  * and `--name value` are both accepted wherever a flag takes a value.
  */
-import { InvalidValueError } from "../errors.js";
+import { UsageError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { parseInteger } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
@@ -36,7 +36,7 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
   const value = (): [string, number] => {
     if (inline !== undefined) return [inline, 1];
     const next = argv[i + 1];
-    if (next === undefined || next.startsWith("--")) throw new InvalidValueError(name, `${name} needs a value`);
+    if (next === undefined || next.startsWith("--")) throw new UsageError(`${name} needs a value`);
     return [next, 2];
   };
   switch (name) {

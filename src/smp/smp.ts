@@ -9,7 +9,7 @@
 import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
+import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError, ShardError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
 import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "./options.js";
@@ -22,18 +22,6 @@ const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url))
 const STOP_TIMEOUT_MS = 10_000;
 /** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
 const IDLE_TRIM_MS = 200;
-
-/** An error from a shard: the original's name, message, code and stack, plus the shard id. */
-export class ShardError extends Error {
-  readonly shard: number;
-  readonly code: string | undefined;
-  constructor(shard: number, message: string, options?: { cause?: unknown; code?: string }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "ShardError";
-    this.shard = shard;
-    this.code = options?.code;
-  }
-}
 
 export interface SmpEvents {
   /** A shard's worker failed outside a task or exited; its pending submitTo calls reject. */
