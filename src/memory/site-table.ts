@@ -134,18 +134,26 @@ export class SiteTable {
     for (let k = 0; k < sites.length && n < max; k++) {
       const cs = sites[k]!;
       const file = cs.getFileName() ?? "";
-      let byPosition = this.frameByPosition.get(file);
-      if (byPosition === undefined) {
-        byPosition = isOwnFrame(file) ? null : new Map<number, number>();
-        this.frameByPosition.set(file, byPosition);
-      }
-      if (byPosition === null) continue; // shardheap's own frames are not part of a site
-      const position = positionOf(cs);
-      let id = byPosition.get(position);
-      if (id === undefined) {
+      let id: number | undefined;
+      if (file === "" && cs.isEval()) {
+        // Eval'd code (new Function, eval) has no file name and two evals
+        // share positions, so its frames are not cached by position.
         id = this.frameOf(frameOf(cs));
         if (id < 0) return OTHER_SITES;
-        byPosition.set(position, id);
+      } else {
+        let byPosition = this.frameByPosition.get(file);
+        if (byPosition === undefined) {
+          byPosition = isOwnFrame(file) ? null : new Map<number, number>();
+          this.frameByPosition.set(file, byPosition);
+        }
+        if (byPosition === null) continue; // shardheap's own frames are not part of a site
+        const position = positionOf(cs);
+        id = byPosition.get(position);
+        if (id === undefined) {
+          id = this.frameOf(frameOf(cs));
+          if (id < 0) return OTHER_SITES;
+          byPosition.set(position, id);
+        }
       }
       ids[n++] = id;
       hash = Math.imul(hash ^ id, FNV_PRIME);

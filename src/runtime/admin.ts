@@ -13,7 +13,7 @@ import { timingSafeEqual } from "node:crypto";
 import { formatDiagnostics } from "../memory/diagnostics.js";
 import { encodeHeapImage } from "../report/heap-image.js";
 import { isReportFormat, renderProfile, REPORT_FORMATS } from "../report/render.js";
-import { mapProfileToSources } from "../report/source-map.js";
+import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
 import { parseSize } from "../units.js";
 import { memoryMetricsRegistry } from "./metrics.js";
@@ -33,6 +33,9 @@ export interface AdminServer {
   url: string;
   close(): Promise<void>;
 }
+
+/** Parsed source maps, shared by every request: each script is read and parsed once (bounded LRU). */
+const sourceMaps = new SourceMapCache();
 
 class HttpError extends Error {
   constructor(readonly status: number, message: string) {
@@ -117,7 +120,7 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
           throw new HttpError(400, (e as Error).message);
         }
       }
-      const profile = mapProfileToSources(smp.heapProfile(shard));
+      const profile = await mapProfileToSources(smp.heapProfile(shard), sourceMaps);
       const out = renderProfile(profile, format, { inverted: inverted === "1" || inverted === "true", minSize });
       send(res, 200, out.body, out.contentType);
       return;
