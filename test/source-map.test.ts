@@ -106,6 +106,9 @@ describe("source maps of frames that name something else than a script", () => {
     const inline = Buffer.from(JSON.stringify({ ...map, sources: ["webpack:///src/original.ts"] })).toString("base64");
     writeFileSync(join(dir, "bundle.js"), `a;b\n//# sourceMappingURL=data:application/json;base64,${inline}\n`);
     expect(await mapFrame(frameIn(join(dir, "bundle.js")))).toEqual({ functionName: "f", url: "webpack:///src/original.ts", line: 10, column: 5 });
+    // A script given as a data: URL (import("data:text/javascript,...")) is decoded, never looked up on disk.
+    const script = `data:text/javascript,${encodeURIComponent(`a;b\n//# sourceMappingURL=data:application/json;base64,${inline}\n`)}`;
+    expect(await mapFrame(frameIn(script))).toEqual({ functionName: "f", url: "webpack:///src/original.ts", line: 10, column: 5 });
   });
 
   it("caches maps by the script's identity, in a bounded LRU", async () => {
