@@ -102,7 +102,7 @@ async function report(argv: readonly string[]): Promise<void> {
   if (a.shard !== undefined && a.shard >= heap.shards) {
     throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
-  const profile = mapProfileToSources(heap.heapProfile(a.shard));
+  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
   const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
   const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title });
   if (a.out) {

@@ -24,7 +24,7 @@ export { currentShard, type ShardContext } from "./smp/current-shard.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
 export { type Frame } from "./memory/stack-capture.js";
-export { mapProfileToSources, mapFrame } from "./report/source-map.js";
+export { mapProfileToSources, mapFrame, SourceMapCache } from "./report/source-map.js";
 export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
 export { toPprof } from "./report/pprof.js";

@@ -70,9 +70,12 @@ describe("shardheap report", () => {
     const usage = run("report", image, "--bogus");
     expect(usage.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_USAGE.exitCode);
     expect(usage.stderr).toMatch(/^shardheap: unknown flag --bogus\n\nusage: /);
-    const directory = run("report", dir); // Node's EISDIR: unreadable input, one line
-    expect(directory.status).toBe(SYSTEM_ERROR_ROW.exitCode);
-    expect(directory.stderr).toMatch(/^shardheap: EISDIR[^\n]*\n$/);
+    const directory = run("report", dir); // unreadable input: one line, exit 2
+    expect(directory.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_FORMAT.exitCode);
+    expect(directory.stderr).toMatch(/^shardheap: [^\n]*not a regular file\n$/);
+    const missing = run("report", join(dir, "no-such-file.img")); // Node's ENOENT: a system error's row
+    expect(missing.status).toBe(SYSTEM_ERROR_ROW.exitCode);
+    expect(missing.stderr).toMatch(/^shardheap: ENOENT[^\n]*\n$/);
     const foreign = join(dir, "foreign.bin");
     writeFileSync(foreign, "not an image at all, not even close to one");
     const format = run("report", foreign);

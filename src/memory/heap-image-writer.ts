@@ -19,11 +19,14 @@ export interface ImageSource {
   readonly shardBytes: number;
 }
 
-/** Byte ranges of a heap that an image keeps. */
-function chunksOf(heap: ImageSource): Array<[offset: number, length: number]> {
+/**
+ * Byte ranges of a heap that an image keeps: the heap header, then each
+ * region up to its object pages. The reader demands exactly these.
+ */
+export function chunksOfGeometry(shards: number, shardBytes: number): Array<[offset: number, length: number]> {
   const chunks: Array<[number, number]> = [[0, HEAP_HEADER_BYTES]];
-  for (let id = 0; id < heap.shards; id++) {
-    const layout = regionLayout(id, heap.shardBytes);
+  for (let id = 0; id < shards; id++) {
+    const layout = regionLayout(id, shardBytes);
     chunks.push([layout.base, layout.dataOffset]);
   }
   return chunks;
@@ -31,7 +34,7 @@ function chunksOf(heap: ImageSource): Array<[offset: number, length: number]> {
 
 /** The image of `heap` as bytes. */
 export function encodeHeapImage(heap: ImageSource): Buffer {
-  const chunks = chunksOf(heap);
+  const chunks = chunksOfGeometry(heap.shards, heap.shardBytes);
   const body = Buffer.alloc(chunks.reduce((n, [, len]) => n + 16 + len, 0));
   let at = 0;
   for (const [offset, length] of chunks) {

@@ -15,7 +15,7 @@ import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js
 import { formatDiagnostics } from "../memory/diagnostics.js";
 import { encodeHeapImage } from "../memory/heap-image-writer.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
-import { mapProfileToSources } from "../report/source-map.js";
+import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
 import { parseBoolean } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
@@ -37,6 +37,9 @@ export interface AdminServer {
   url: string;
   close(): Promise<void>;
 }
+
+/** Parsed source maps, shared by every request: each script is read and parsed once (bounded LRU). */
+const sourceMaps = new SourceMapCache();
 
 export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminServer> {
   const host = o.host ?? "127.0.0.1";
@@ -108,7 +111,7 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
       const format = parseReportFormat(q.get("format") ?? "json", "format");
       const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
       const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
-      const profile = mapProfileToSources(smp.heapProfile(shard));
+      const profile = await mapProfileToSources(smp.heapProfile(shard), sourceMaps);
       const out = renderProfile(profile, format, { inverted, minSize });
       send(res, 200, out.body, out.contentType);
       return;

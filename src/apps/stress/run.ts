@@ -121,7 +121,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
         `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)}`,
     ),
   );
-  const profile = mapProfileToSources(smp.heapProfile());
+  const profile = await mapProfileToSources(smp.heapProfile());
   say("");
   if (o.heapprofRate > 0) {
     say(`Heap profile (live bytes, all shards; branches under 1% left out):`);
