@@ -30,7 +30,8 @@ describe("sizes", () => {
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000 });
+    expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
     expect(fillSmpOptions({ shards: 1, module: new URL("file:///x.mjs") }).module).toBe("file:///x.mjs");
@@ -43,6 +44,8 @@ describe("Smp options", () => {
     [{ shards: 1, memoryPerShard: 1000 }, /at least 131072/],
     [{ shards: 64, memoryPerShard: "1GiB" }, /fit in 4 GiB/],
     [{ shards: 1, heapprof: -5 }, /options.heapprof/],
+    [{ shards: 1, loadTimeoutMs: -1 }, /options.loadTimeoutMs must be a whole number of milliseconds/],
+    [{ shards: 1, stopTimeoutMs: Number.NaN }, /options.stopTimeoutMs/],
     [{ shards: 1, module: "" }, /options.module/],
   ])("rejects %j", (o, message) => {
     expect(() => fillSmpOptions(o as never)).toThrow(message);
