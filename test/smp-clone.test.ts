@@ -44,6 +44,18 @@ describe("results and thrown values that cannot be cloned", () => {
     expect(shardErrors).toEqual([]);
   });
 
+  it("values that only look like plain data: refused cleanly or delivered as postMessage would", async () => {
+    for (const kind of ["array with a function field", "proxy"]) {
+      await expect(smp.submitTo(0, "returnsTricky", kind), kind).rejects.toThrow(/returned a value that cannot be sent between threads/);
+    }
+    // A getter is read once, on the shard: the value it gave then is what arrives.
+    expect(await smp.submitTo(0, "returnsTricky", "getter")).toEqual({ value: 1 });
+    const cycle = await smp.submitTo<{ n: number; self: unknown }>(0, "returnsTricky", "cycle");
+    expect(cycle.self).toBe(cycle);
+    expect(await smp.submitTo(0, "echo", "alive")).toBe("alive");
+    expect(shardErrors).toEqual([]);
+  });
+
   it("a thrown function rejects with a clear ShardError; a thrown plain value arrives as itself", async () => {
     const error = await rejection(smp.submitTo(1, "throwsValue", false));
     expect(error).toBeInstanceOf(ShardError);

@@ -163,7 +163,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     if (!Number.isInteger(shard) || shard < 0 || shard >= this.shards) {
       throw new RangeError(`submitTo: shard must be an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
     }
-    const call = `submitTo(${shard}, ${JSON.stringify(task)})`;
+    const call = (): string => `submitTo(${shard}, ${JSON.stringify(task)})`;
     this.checkTask(call, task, shard);
     const encoded = encodeArg(call, arg);
     return (await this.request(shard, { kind: "task", task, arg: encoded }, transferablesOf(encoded))) as T;
@@ -171,7 +171,7 @@ export class Smp extends EventEmitter<SmpEvents> {
 
   /** Run `task` on every shard at once; resolves with the results in shard order, or rejects with the first error. */
   async invokeOnAll<T = unknown>(task: string, arg?: unknown): Promise<T[]> {
-    const call = `invokeOnAll(${JSON.stringify(task)})`;
+    const call = (): string => `invokeOnAll(${JSON.stringify(task)})`;
     this.checkTask(call, task, 0);
     // One encoding for every shard: its bytes are shared, not handed over.
     const encoded = encodeArg(call, arg);
@@ -282,9 +282,9 @@ export class Smp extends EventEmitter<SmpEvents> {
   }
 
   /** Reject a call before it reaches a shard: a bad task name, or the runtime stopping. */
-  private checkTask(call: string, task: unknown, shard: number): void {
-    if (typeof task !== "string" || task.length === 0) throw new TypeError(`${call}: task must be a function name`);
-    if (this.stopping) throw this.stoppedError(shard, call);
+  private checkTask(call: () => string, task: unknown, shard: number): void {
+    if (typeof task !== "string" || task.length === 0) throw new TypeError(`${call()}: task must be a function name`);
+    if (this.stopping) throw this.stoppedError(shard, call());
   }
 
   private stoppedError(shard: number, call: string): ShardError {
@@ -334,11 +334,11 @@ export class Smp extends EventEmitter<SmpEvents> {
 }
 
 /** `arg` encoded for a shard; a TypeError naming the call when it cannot be cloned. */
-function encodeArg(call: string, arg: unknown): EncodedValue {
+function encodeArg(call: () => string, arg: unknown): EncodedValue {
   try {
     return encodeValue(arg);
   } catch (e) {
-    throw new TypeError(`${call}: arg cannot be sent to another thread: ${errorMessage(e)}`, { cause: e });
+    throw new TypeError(`${call()}: arg cannot be sent to another thread: ${errorMessage(e)}`, { cause: e });
   }
 }
 

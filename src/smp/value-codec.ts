@@ -18,7 +18,10 @@
  * itself (`{ cloned }`), through postMessage's own structured clone: the
  * serialization pass has already proved it clones.
  */
+import { types } from "node:util";
 import { Deserializer, Serializer } from "node:v8";
+
+const { isProxy } = types;
 
 /** A value ready to cross a thread boundary: wire-format bytes, or (when it holds shared memory) the value itself. */
 export type EncodedValue = { readonly bytes: Uint8Array } | { readonly cloned: unknown };
@@ -41,11 +44,17 @@ class CheckingSerializer extends Serializer {
   }
 }
 
-/** `value` encoded for another thread; throws a DataCloneError (a DOMException) when it cannot be cloned. */
+/**
+ * `value` encoded for another thread; throws a DataCloneError (a
+ * DOMException) when it cannot be cloned.
+ *
+ * Fast path: small plain data (primitives, plain objects and arrays of
+ * them) always clones, so it travels as itself. The serializer pass costs
+ * a small call ~40 us more in situ (median submitTo round trip 130 us
+ * against 90 us for a three-field object, 2 cores), for nothing.
+ */
 export function encodeValue(value: unknown): EncodedValue {
-  // Most results are numbers, strings or small arrays of pointers: skip the
-  // serializer for primitives, which always clone.
-  if (value === null || (typeof value !== "object" && typeof value !== "function" && typeof value !== "symbol")) return { cloned: value };
+  if (isSmallPlainData(value, { left: PLAIN_DATA_BUDGET })) return { cloned: value };
   const serializer = new CheckingSerializer();
   serializer.writeHeader();
   serializer.writeValue(value);
@@ -75,7 +84,40 @@ export function cloneRefusal(value: unknown): string | undefined {
 export function transferablesOf(encoded: EncodedValue): ArrayBuffer[] {
   if (!("bytes" in encoded)) return [];
   const { buffer, byteOffset, byteLength } = encoded.bytes;
-  // releaseBuffer() returns a buffer of its own; transfer only when the view
-  // is the whole of a plain ArrayBuffer, so nothing else is detached.
-  return buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength ? [buffer] : [];
+  // Transferring costs more than copying a few bytes (a small call measured
+  // ~25 us slower with it); releaseBuffer() returns a buffer of its own, and
+  // only a view of the whole of a plain ArrayBuffer is handed over, so
+  // nothing else is detached.
+  return byteLength >= MIN_TRANSFER_BYTES && buffer instanceof ArrayBuffer && byteOffset === 0 && byteLength === buffer.byteLength ? [buffer] : [];
+}
+
+/** Values the fast path inspects at most; larger values take the serializer (and, big enough, a transfer). */
+const PLAIN_DATA_BUDGET = 1000;
+const MIN_TRANSFER_BYTES = 64 * 1024;
+
+/**
+ * True when `value` is certain to structured-clone: primitives other than
+ * symbols, and arrays and plain objects of them, with no accessors (a
+ * getter runs again inside postMessage and could answer differently), no
+ * proxies, and no own fields on arrays beyond their items (postMessage
+ * clones those too). At most `budget.left` values are looked at; beyond
+ * that (or for a cycle) the answer is false, and the serializer decides.
+ */
+function isSmallPlainData(value: unknown, budget: { left: number }): boolean {
+  if (--budget.left < 0) return false;
+  if (value === null) return true;
+  if (typeof value !== "object") return typeof value !== "function" && typeof value !== "symbol";
+  if (isProxy(value)) return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (Array.isArray(value)) {
+    if (proto !== Array.prototype || value.length > budget.left || Object.keys(value).length !== value.length) return false;
+    for (const item of value) if (!isSmallPlainData(item, budget)) return false;
+    return true;
+  }
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const key of Object.keys(value)) {
+    const field = Object.getOwnPropertyDescriptor(value, key);
+    if (field === undefined || field.get !== undefined || field.set !== undefined || !isSmallPlainData(field.value, budget)) return false;
+  }
+  return true;
 }
