@@ -96,9 +96,9 @@ async function answer(request: ShardRequest): Promise<unknown> {
 }
 
 /**
- * The reply for a result, its bytes handed over rather than copied. A
- * result that cannot be cloned becomes an answer naming the DataCloneError,
- * and this thread carries on.
+ * The reply for a result (a large encoding handed over rather than
+ * copied). A result that cannot be cloned becomes an answer naming the
+ * DataCloneError, and this thread carries on.
  */
 function sendable(result: unknown): unknown {
   let reply: ShardReply;

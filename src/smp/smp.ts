@@ -228,11 +228,10 @@ export class Smp extends EventEmitter<SmpEvents> {
    *      pushed while they stopped.
    * A shard that has not finished 1 within `timeoutMs` (default: Smp.start's
    * stopTimeoutMs, 10 s), or then 2 within `timeoutMs` again, is terminated
-   * anyway, and an 'error' event (a
-   * process warning without a listener) names it: whatever it was doing was
-   * cut off. Afterwards each shard's memory holds exactly what the user left
-   * live. Idempotent (later calls share the first one's outcome); completes
-   * even when shards have died.
+   * anyway, and an 'error' event (a process warning without a listener)
+   * names it: whatever it was doing was cut off. Afterwards each shard's
+   * memory holds exactly what the user left live. Idempotent (later calls
+   * share the first one's outcome); completes even when shards have died.
    */
   stop(o: StopOptions = {}): Promise<void> {
     if (this.stopping === undefined) {
