@@ -6,7 +6,9 @@ import { InvalidValueError, UsageError } from "../src/errors.js";
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000 });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, queueBytes: 65536 });
+    expect(fillSmpOptions({ shards: 1, queueBytes: "4KiB" }).queueBytes).toBe(4096);
+    expect(fillSmpOptions({ shards: 255, memoryPerShard: "1MiB" }).queueBytes).toBe(1024); // 256^2 queues stay under 64 MiB
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
@@ -26,6 +28,8 @@ describe("Smp options", () => {
     [{ shards: 1, loadTimeoutMs: -1 }, /options.loadTimeoutMs must be a whole number from 0/],
     [{ shards: 1, stopTimeoutMs: Number.NaN }, /options.stopTimeoutMs/],
     [{ shards: 1, module: "" }, /options.module/],
+    [{ shards: 1, queueBytes: 100 }, /options.queueBytes must be a power of two from 128/],
+    [{ shards: 1, queueBytes: 3000 }, /options.queueBytes must be a power of two/],
   ])("rejects %j", (o, message) => {
     expect(() => fillSmpOptions(o as never)).toThrow(message);
     expect(() => fillSmpOptions(o as never)).toThrow("module" in o ? TypeError : RangeError);

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HeapError, HeapOwnershipError, InvalidPointerError, ShardError, Smp } from "../dist/index.js";
 import { decodeError, encodeThrown, MAX_DEPTH, MAX_ERRORS, type ErrorRecord } from "../dist/smp/error-codec.js";
-import { decodeValue, encodeValue } from "../dist/smp/value-codec.js";
+import { OUT_OF_ROOM, SHARED_MEMORY, WireBytes, WireReader, WireWriter } from "../dist/smp/wire-codec.js";
 
 const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
@@ -150,8 +150,27 @@ describe("values", () => {
   });
 
   it("the codecs on their own: encoding never throws for errors and stays bounded", () => {
-    expect(decodeValue(encodeValue({ a: [1, "b"] }))).toEqual({ a: [1, "b"] });
-    expect(() => encodeValue(() => 1)).toThrow(expect.objectContaining({ name: "DataCloneError" }));
+    const writer = new WireWriter();
+    const roundTrip = (v: unknown): unknown => {
+      writer.intoScratch(0);
+      writer.writeValue(v);
+      return new WireReader(writer.target).readValue();
+    };
+    expect(roundTrip({ a: [1, "b"] })).toEqual({ a: [1, "b"] });
+    expect(() => roundTrip(() => 1)).toThrow(expect.objectContaining({ name: "DataCloneError" }));
+    const thrownBy = (f: () => void): unknown => {
+      try {
+        f();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    // Shared memory cannot be bytes: the caller sends it by postMessage.
+    expect(thrownBy(() => roundTrip({ view: new Uint8Array(new SharedArrayBuffer(8)) }))).toBe(SHARED_MEMORY);
+    // A fixed target that is too small says so (the caller encodes elsewhere).
+    writer.into(new WireBytes(new ArrayBuffer(16)), 0, 16);
+    expect(thrownBy(() => writer.writeValue("a string longer than sixteen bytes"))).toBe(OUT_OF_ROOM);
     // An AggregateError of AggregateErrors: the record count stays bounded.
     let wide: Error = new Error("leaf");
     for (let level = 0; level < 4; level++) wide = new AggregateError(Array.from({ length: 20 }, () => wide), `level ${level}`);

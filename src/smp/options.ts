@@ -12,6 +12,7 @@ import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
 import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
 import { parseInteger } from "../parse.js";
+import { checkRingBytes, defaultRingBytes } from "./queue-layout.js";
 import { parseSize } from "../units.js";
 
 export interface SmpOptions {
@@ -40,6 +41,14 @@ export interface SmpOptions {
    * per call.
    */
   stopTimeoutMs?: number;
+  /**
+   * Bytes of each queue between two threads (one per ordered pair of
+   * shards and the main thread): a power of two from 128 B to 64 MiB, or a
+   * size like "64KiB". Calls beyond what it holds wait on the sender's
+   * side, in order. Default 64 KiB (less with many shards: the queues
+   * stay under 64 MiB in all).
+   */
+  queueBytes?: number | string;
 }
 
 export interface FilledSmpOptions {
@@ -50,6 +59,8 @@ export interface FilledSmpOptions {
   module: string | undefined;
   loadTimeoutMs: number;
   stopTimeoutMs: number;
+  /** Bytes of each ring of the messaging buffer. */
+  queueBytes: number;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -73,6 +84,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     module: moduleSpecifier(o.module),
     loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
     stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),
+    queueBytes: o.queueBytes === undefined ? defaultRingBytes(shards + 1) : checkRingBytes(parseSize(o.queueBytes, "options.queueBytes"), "options.queueBytes"),
   };
 }
 
