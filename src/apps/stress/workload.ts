@@ -3,8 +3,9 @@
  * from several distinct call paths with a realistic mix of sizes (small
  * objects, buffers, a few large spans), a bounded live set, local frees,
  * and a share of frees handed to other shards (cross-shard frees). Each
- * slice runs for a few milliseconds and returns the pointers it wants
- * other shards to free; the driver (run.ts) routes them.
+ * slice runs for a few milliseconds, then hands the pointers it wants
+ * other shards to free straight to them, one submitTo per shard (as
+ * Seastar's shards do: the main thread only starts the slices).
  */
 import type { ShardContext } from "../../smp/current-shard.js";
 
@@ -13,17 +14,14 @@ export interface SliceArg {
   ms: number;
   /** Share of frees handed to other shards, 0..1. */
   crossShard: number;
-  /** Pointers of other shards' objects to free here (cross-shard frees). */
-  incoming: number[];
   /** The live set's bound, in bytes. */
   liveBytes: number;
 }
 
 export interface SliceResult {
   ops: number;
-  /** Pointers of this shard's objects for another shard to free. */
-  outgoing: number[];
-  freedIncoming: number;
+  /** This shard's objects handed to other shards to free. */
+  handedOver: number;
   liveObjects: number;
   failedAllocations: number;
 }
@@ -85,9 +83,8 @@ function takeRandom(): number {
 /** Objects handed to other shards in one slice, at most: they stay allocated until freed there. */
 const MAX_OUTGOING = 4096;
 
-export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
+export async function runSlice(arg: SliceArg, shard: ShardContext): Promise<SliceResult> {
   seed ^= shard.id * 0x9e3779b1;
-  for (const ptr of arg.incoming) shard.memory.free(ptr);
   const outgoing: number[] = [];
   const end = performance.now() + arg.ms;
   let ops = 0;
@@ -113,7 +110,31 @@ export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
       ops++;
     }
   }
-  return { ops, outgoing, freedIncoming: arg.incoming.length, liveObjects: live.ptrs.length, failedAllocations: failed };
+  await handOver(outgoing, shard);
+  return { ops, handedOver: outgoing.length, liveObjects: live.ptrs.length, failedAllocations: failed };
+}
+
+/**
+ * Give `ptrs` to the other shards, round-robin, one call per shard; each
+ * frees them there (cross-shard frees back to this shard's inbox).
+ * Pointers travel as a Uint32Array (a heap is at most 4 GiB): one copy of
+ * the bytes, where an array of numbers is encoded number by number.
+ */
+async function handOver(ptrs: number[], shard: ShardContext): Promise<void> {
+  const others = shard.shards - 1;
+  if (ptrs.length === 0 || others === 0) return;
+  const counts = new Array<number>(others).fill(0);
+  for (let i = 0; i < ptrs.length; i++) counts[i % others]!++;
+  const batches = counts.map((n) => new Uint32Array(n));
+  const filled = new Array<number>(others).fill(0);
+  for (let i = 0; i < ptrs.length; i++) batches[i % others]![filled[i % others]!++] = ptrs[i]!;
+  await Promise.all(batches.map((batch, k) => shard.submitTo((shard.id + 1 + k) % shard.shards, "freeHandedOver", batch)));
+}
+
+/** Free pointers another shard handed over (its objects: cross-shard frees). */
+export function freeHandedOver(ptrs: Uint32Array, shard: ShardContext): number {
+  for (const ptr of ptrs) shard.memory.free(ptr);
+  return ptrs.length;
 }
 
 /** Free what is left, so the run ends with the live set it started with (none). */
