@@ -84,6 +84,8 @@ const MIN_DIRECT_ROOM = 64;
  * polls for 200 us before sleeping.
  */
 const IDLE_POLL_MS = 0.05;
+/** The same while this endpoint waits for answers to its own calls: they are likely to come soon. */
+const ANSWER_POLL_MS = 0.2;
 /** Largest record carried in a ring (besides half the ring): anything larger goes by the side path. */
 const MAX_RING_RECORD = 256 * 1024;
 
@@ -296,15 +298,14 @@ export class Endpoint {
   }
 
   /**
-   * Run `task` on shard `peer` with `arg` (validated by the caller).
-   * Rejects with the task's error, a ShardError when the shard is down or
-   * goes down first, or a TypeError naming `call` when `arg` cannot be
-   * cloned (then nothing was sent).
+   * Run `task` on shard `peer` with `arg` (validated by the caller; `via`
+   * names the call in messages). Rejects with the task's error, a
+   * ShardError when the shard is down or goes down first, or a TypeError
+   * naming the call when `arg` cannot be cloned (then nothing was sent).
    */
-  call(peer: number, task: string, arg: unknown, call: () => string): Promise<unknown> {
-    if (this.stopped) return Promise.reject(new ShardError(peer, `${call()}: the runtime has stopped`));
-    const state = this.peers[peer]!;
-    if (!state.up) return Promise.reject(downError(peer, call()));
+  call(peer: number, task: string, arg: unknown, via: CallName): Promise<unknown> {
+    if (this.stopped) return Promise.reject(new ShardError(peer, `${callName(via, peer, task)}: the runtime has stopped`));
+    if (!this.peers[peer]!.up) return Promise.reject(downError(peer, callName(via, peer, task)));
     const out = this.out[peer]!;
     let taskId = out.taskIds.get(task);
     const named = taskId === undefined;
@@ -312,28 +313,32 @@ export class Endpoint {
       taskId = out.taskIds.size;
       out.taskIds.set(task, taskId);
     }
-    let resolve!: (v: unknown) => void;
-    let reject!: (e: unknown) => void;
-    const promise = new Promise<unknown>((a, b) => {
-      resolve = a;
-      reject = b;
-    });
     const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.resolves.length;
     try {
       this.emit(out, named ? KIND_REQUEST_NAMED : KIND_REQUEST, id, taskId, named ? task : undefined, arg);
     } catch (e) {
       if (named) out.taskIds.delete(task);
       if (id !== this.resolves.length) this.freeIds.push(id);
-      return Promise.reject(unsendableArg(call(), e));
+      return Promise.reject(unsendableArg(callName(via, peer, task), e));
     }
-    this.resolves[id] = resolve;
-    this.rejects[id] = reject;
+    // One executor for every call (it stores the resolvers here): a
+    // closure per call is one more allocation on the hottest path.
+    const promise = new Promise<unknown>(this.executor);
+    this.resolves[id] = this.nextResolve;
+    this.rejects[id] = this.nextReject;
     this.targets[id] = peer;
     this.names[id] = task;
     this.pendingTo[peer]!++;
     if (this.pending++ === 0) this.keepAlive?.ref();
     return promise;
   }
+
+  private nextResolve: ((v: unknown) => void) | undefined;
+  private nextReject: ((e: unknown) => void) | undefined;
+  private readonly executor = (resolve: (v: unknown) => void, reject: (e: unknown) => void): void => {
+    this.nextResolve = resolve;
+    this.nextReject = reject;
+  };
 
   // ------------------------------------------------------------- sending
 
@@ -354,29 +359,49 @@ export class Endpoint {
   }
 
   private emitWith(w: WireWriter, out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
-    if (out.overflow.length === 0) {
+    // Fast paths: encode in place, in the ring when nothing waits before
+    // this record, else at the tail of the overflow queue.
+    const queued = out.overflow.length !== 0;
+    let target: WireBytes | undefined;
+    let at = 0;
+    let limit = 0;
+    if (!queued) {
       const room = out.ring.room();
       if (room >= MIN_DIRECT_ROOM) {
-        const at = out.ring.position();
-        const commits = out.commits;
-        w.into(this.bytes, at + HEADER_BYTES, at + Math.min(room, out.maxRecord));
-        try {
-          if (name !== undefined) w.writeString(name);
-          w.writeValue(value);
-          if (out.commits !== commits) throw OUT_OF_ROOM; // a nested emit took this place: encode again below
-          const i = at >>> 2;
-          this.i32[i] = recordHeader(w.pos - at, kind);
-          this.i32[i + 1] = w1;
-          this.i32[i + 2] = w2;
+        target = this.bytes;
+        at = out.ring.position();
+        limit = at + Math.min(room, out.maxRecord);
+      }
+    } else {
+      target = out.overflow.tailChunk();
+      at = out.overflow.tailPos();
+      limit = Math.min(target.u8.length, at + out.maxRecord);
+    }
+    if (target !== undefined) {
+      const commits = out.commits;
+      w.into(target, at + HEADER_BYTES, limit);
+      try {
+        if (name !== undefined) w.writeString(name);
+        w.writeValue(value);
+        if (out.commits !== commits) throw OUT_OF_ROOM; // a nested emit took this place: encode again below
+        target.dv.setInt32(at, recordHeader(w.pos - at, kind), true);
+        target.dv.setInt32(at + 4, w1, true);
+        target.dv.setInt32(at + 8, w2, true);
+        if (queued) {
+          out.overflow.commitTail(w.pos - at);
+          out.commits++;
+          if (out.overflow.length === 1) this.startedOverflow(out);
+        } else {
           out.ring.commit(w.pos - at);
           this.committed(out);
-          return;
-        } catch (e) {
-          if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
-          if (e !== OUT_OF_ROOM) throw e;
         }
+        return;
+      } catch (e) {
+        if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
+        if (e !== OUT_OF_ROOM) throw e;
       }
     }
+    // Slow path: a value larger than the room in place.
     w.intoScratch(HEADER_BYTES);
     if (name !== undefined) w.writeString(name);
     const valueAt = w.pos;
@@ -420,10 +445,16 @@ export class Endpoint {
         this.committed(out);
         return;
       }
-      this.overflowing.push(out);
     }
     out.overflow.push(record);
-    if (out.overflow.length === 1 && out.ring.wantSpace(record.length)) this.scheduleTurn();
+    out.commits++;
+    if (out.overflow.length === 1) this.startedOverflow(out);
+  }
+
+  /** `out` has just started keeping records back: retry at every turn, and ask the consumer to wake us for room. */
+  private startedOverflow(out: Outgoing): void {
+    this.overflowing.push(out);
+    if (out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
   }
 
   private committed(out: Outgoing): void {
@@ -461,20 +492,12 @@ export class Endpoint {
     let moved = 0;
     const still: Outgoing[] = [];
     for (const out of this.overflowing) {
-      for (let record = out.overflow.peek(); record !== undefined; record = out.overflow.peek()) {
-        const at = out.ring.reserve(record.length);
-        if (at < 0) break;
-        this.bytes.u8.set(record, at);
-        out.ring.commit(record.length);
-        out.overflow.shift();
-        this.committed(out);
-        moved++;
-      }
-      const next = out.overflow.peek();
-      if (next !== undefined) {
+      moved += out.overflow.moveInto(out.ring, this.i32, this.bytes.u8, () => this.committed(out));
+      const next = out.overflow.nextLength();
+      if (next > 0) {
         still.push(out);
         // Ask to be woken for room; if room appeared meanwhile, the next turn retries.
-        if (out.ring.wantSpace(next.length)) moved++;
+        if (out.ring.wantSpace(next)) moved++;
       }
     }
     this.overflowing = still;
@@ -520,7 +543,7 @@ export class Endpoint {
     if (work > 0) {
       this.lastWork = performance.now();
       this.scheduleTurn();
-    } else if (performance.now() - this.lastWork < IDLE_POLL_MS) {
+    } else if (performance.now() - this.lastWork < (this.pending > 0 ? ANSWER_POLL_MS : IDLE_POLL_MS)) {
       this.scheduleTurn();
     } else {
       this.sleep();
@@ -564,8 +587,8 @@ export class Endpoint {
       if (inc.waitingSide ? inc.sideHead < inc.side.length : inc.ring.hasRecords()) return true;
     }
     for (const out of this.overflowing) {
-      const next = out.overflow.peek();
-      if (next !== undefined && out.ring.wantSpace(next.length)) return true;
+      const next = out.overflow.nextLength();
+      if (next > 0 && out.ring.wantSpace(next)) return true;
     }
     return false;
   }
@@ -846,6 +869,13 @@ export function wakeEndpoint(i32: Int32Array, g: QueueGeometry, e: number): void
     Atomics.add(i32, bell, 1);
     Atomics.notify(i32, bell);
   }
+}
+
+/** Which API made a call, for messages: submitTo names the shard, invokeOnAll does not. */
+export type CallName = "submitTo" | "invokeOnAll";
+
+export function callName(via: CallName, peer: number, task: string): string {
+  return via === "submitTo" ? `submitTo(${peer}, ${JSON.stringify(task)})` : `invokeOnAll(${JSON.stringify(task)})`;
 }
 
 export function downError(peer: number, call: string): ShardError {

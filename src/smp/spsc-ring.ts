@@ -31,6 +31,11 @@ export function recordHeader(byteLength: number, kind: number): number {
   return (byteLength << KIND_BITS) | kind;
 }
 
+/** The byteLength a header word states. */
+export function recordHeaderLength(header: number): number {
+  return header >>> KIND_BITS;
+}
+
 const align4 = (n: number): number => (n + 3) & ~3;
 
 export class RingWriter {
@@ -85,8 +90,8 @@ export class RingWriter {
 
   /**
    * Contiguous bytes writable at the current position without waiting or
-   * wrapping (from roomAt()), for writing a record straight into the ring
-   * before its length is known.
+   * wrapping, for writing a record straight into the ring before its
+   * length is known.
    */
   room(): number {
     const toEnd = this.capacity - (this.tail & this.mask);
