@@ -55,7 +55,7 @@ import {
   type QueueGeometry,
 } from "./queue-layout.js";
 import { KIND_MASK, recordHeader, RingReader, RingWriter } from "./spsc-ring.js";
-import { OUT_OF_ROOM, SHARED_MEMORY, WireBytes, WireReader, WireWriter } from "./wire-codec.js";
+import { OUT_OF_ROOM, SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "./wire-codec.js";
 
 // Record kinds (spsc-ring.ts owns KIND_PAD = 1). Every record has a
 // three-word header: [byteLength << 4 | kind, callId, taskId or 0].
@@ -131,6 +131,8 @@ class Outgoing {
   readonly overflow = new OverflowQueue();
   /** Task name -> id on this pair (the receiver learns a name with its first request). */
   readonly taskIds = new Map<string, number>();
+  /** Object shapes sent on this pair (wire-codec.ts). */
+  shapes = new ShapeTable();
   /** Records committed since the last publish. */
   batched = 0;
   /** Records committed in all (an emit interrupted by another to the same peer notices). */
@@ -145,6 +147,8 @@ class Outgoing {
 class Incoming {
   /** Task names by id, as this peer defined them. */
   tasks: string[] = [];
+  /** Object shapes this peer defined. */
+  shapes = new ShapeCache();
   /** Side-path messages received, waiting for their ring records. */
   side: SideMessage[] = [];
   sideHead = 0;
@@ -350,7 +354,10 @@ export class Endpoint {
   private emit(out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
     // A getter inside `value` may itself call submitTo: that nested emit
     // gets a writer of its own, and this one notices the ring moved.
-    const w = this.emitting++ === 0 ? this.writer : new WireWriter();
+    const nested = this.emitting++ !== 0;
+    const w = nested ? new WireWriter() : this.writer;
+    // A nested emit sends keys inline: the outer one may still drop a shape it added.
+    w.useShapes(nested ? undefined : out.shapes);
     try {
       this.emitWith(w, out, kind, w1, w2, name, value);
     } finally {
@@ -387,6 +394,7 @@ export class Endpoint {
         target.dv.setInt32(at, recordHeader(w.pos - at, kind), true);
         target.dv.setInt32(at + 4, w1, true);
         target.dv.setInt32(at + 8, w2, true);
+        w.keepShapes();
         if (queued) {
           out.overflow.commitTail(w.pos - at);
           out.commits++;
@@ -411,6 +419,7 @@ export class Endpoint {
       if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
       throw e;
     }
+    w.keepShapes(); // from here on the record is sent, one way or the other
     const scratch = w.target;
     if (w.pos > out.maxRecord) {
       const bytes = scratch.u8.slice(valueAt, w.pos).buffer;
@@ -623,6 +632,7 @@ export class Endpoint {
       const w2 = i32[i + 2]!;
       const r = this.reader;
       r.pos = at + HEADER_BYTES;
+      r.shapes = inc.shapes;
       try {
         switch (kind & ~SIDE) {
           case KIND_REQUEST_NAMED:
@@ -632,12 +642,12 @@ export class Endpoint {
             let arg: unknown;
             let bad: unknown;
             try {
-              arg = side ? readSide(side) : r.readValue();
+              arg = side ? readSide(side, inc.shapes) : r.readValue();
             } catch (e) {
               bad = e;
             }
             ring.advance(byteLength);
-            if (task === undefined) break; // a request of a forgotten incarnation
+            if (task === undefined) break; // a request of a forgotten incarnation (its value read all the same: it may define shapes)
             if (bad !== undefined) this.answerThrown(peer, this.peers[peer]!.epoch, w1, bad);
             else this.request(peer, w1, task, arg);
             break;
@@ -648,7 +658,7 @@ export class Endpoint {
             let value: unknown;
             let bad: unknown;
             try {
-              value = side ? readSide(side) : r.readValue();
+              value = side ? readSide(side, inc.shapes) : r.readValue();
             } catch (e) {
               bad = e;
             }
@@ -832,6 +842,7 @@ export class Endpoint {
     if (out) {
       out.overflow.clear();
       out.taskIds.clear();
+      out.shapes = new ShapeTable();
       out.batched = 0;
       this.overflowing = this.overflowing.filter((o) => o !== out);
       this.dirty = this.dirty.filter((o) => o !== out);
@@ -839,6 +850,7 @@ export class Endpoint {
     const inc = this.inc[peer];
     if (inc) {
       inc.tasks = [];
+      inc.shapes = new ShapeCache();
       inc.side = [];
       inc.sideHead = 0;
       inc.waitingSide = false;
@@ -850,9 +862,10 @@ export class Endpoint {
   }
 }
 
-function readSide(side: SideMessage): unknown {
+function readSide(side: SideMessage, shapes: ShapeCache): unknown {
   if ("value" in side) return side.value;
   const reader = new WireReader(new WireBytes(side.bytes));
+  reader.shapes = shapes;
   return reader.readValue();
 }
 
