@@ -15,6 +15,7 @@ import {
   S_FREE_PAGES,
   S_INBOX,
   S_DOORBELL,
+  S_OUTBOX,
   S_POOLS,
   S_SPAN_LISTS,
   GRANULE_SHIFT,
@@ -58,6 +59,8 @@ export class ShardRegion {
   /** Int32 index of the inbox head and of the doorbell. */
   readonly inbox: number;
   readonly doorbell: number;
+  /** Int32 index of outbox slot 0 (one per destination shard, cross-shard.ts). */
+  readonly outboxSlots: number;
   /** Int32 index of free-span list 0's head. */
   readonly spanLists: number;
   /** Byte offset of data page 0 and the number of data pages. */
@@ -81,6 +84,7 @@ export class ShardRegion {
     this.pools = this.hdr + S_POOLS;
     this.inbox = this.hdr + S_INBOX;
     this.doorbell = this.hdr + S_DOORBELL;
+    this.outboxSlots = this.hdr + S_OUTBOX;
     this.spanLists = this.hdr + S_SPAN_LISTS;
     this.dataStart = layout.base + layout.dataOffset;
     this.dataPages = layout.dataPages;

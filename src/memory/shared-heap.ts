@@ -4,8 +4,11 @@
  * (create), every other thread attaches to the same buffer (attach); the
  * buffer is the only state they share.
  */
-import { HeapFormatError } from "../errors.js";
-import { checkRegion } from "./check.js";
+import { HeapFormatError, InvalidPointerError } from "../errors.js";
+import { checkRegions } from "./check.js";
+import { claimRemoteFree, flushOutbox, pushInbox } from "./cross-shard.js";
+import { formatDiagnostics } from "./diagnostics.js";
+import { adoptShard, takeShard } from "./ownership.js";
 import {
   HEAP_HEADER_BYTES,
   HEAP_MAGIC0,
@@ -19,6 +22,7 @@ import {
   H_SHARD_PAGES,
   H_VERSION,
   MAX_HEAP_BYTES,
+  MAX_SHARDS,
   PAGE_SIZE,
   S_DATA_OFFSET,
   S_DATA_PAGES,
@@ -30,7 +34,7 @@ import {
   regionLayout,
 } from "./layout.js";
 import { initPageSpans } from "./page-spans.js";
-import { ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
 import { classSpanPages } from "./size-classes.js";
@@ -41,7 +45,7 @@ import { readStats, sumStats, type MemoryStats } from "./stats.js";
 
 /** The smallest region: room for the largest pool span plus metadata. */
 export const MIN_SHARD_BYTES = 128 * 1024;
-export const MAX_SHARDS = 1024;
+export { MAX_SHARDS };
 
 export interface SharedHeapOptions {
   /** Number of shards (regions), 1 to 1024. */
@@ -59,6 +63,8 @@ export class SharedHeap implements HeapGeometry {
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
   private readonly allocators: (ShardAllocator | undefined)[];
+  /** A shard this thread owns, which sends this thread's frees of other shards' objects. */
+  private sender: ShardAllocator | undefined;
 
   private constructor(buffer: SharedArrayBuffer, shards: number, shardBytes: number) {
     this.buffer = buffer;
@@ -105,19 +111,74 @@ export class SharedHeap implements HeapGeometry {
     if (!(buffer instanceof SharedArrayBuffer)) {
       throw new HeapFormatError("SharedHeap.attach: expected a SharedArrayBuffer holding a shardheap heap");
     }
+    if ((buffer as { growable?: boolean }).growable === true) {
+      // Regions sit at fixed offsets computed from the header: a buffer that
+      // can grow was not made by SharedHeap.create and would not stay a heap.
+      throw new HeapFormatError("SharedHeap.attach: the buffer is growable; a shardheap heap is a fixed-length SharedArrayBuffer");
+    }
     const { shards, shardBytes } = readHeader(buffer);
     return new SharedHeap(buffer, shards, shardBytes);
   }
 
-  /** The allocator of shard `id`. Allocate only on the thread that owns the shard. */
+  /**
+   * The allocator of shard `id`. The first thread to ask for a shard takes
+   * it (ownership.ts); on every other thread the allocator reads (stats,
+   * diagnostics, heapProfile, objectSize) and throws HeapOwnershipError on
+   * anything that would change the shard. Asking again after the owner gave
+   * the shard up takes it.
+   */
   shard(id: number): ShardAllocator {
     this.checkShardId(id, "shard");
+    const cached = this.allocators[id];
+    if (cached?.owned) return cached;
+    if (takeShard(this.regions[id]!)) return this.ownAllocator(id);
+    if (cached) return cached;
+    const view = new ShardAllocator(this.views, id, this, false);
+    this.allocators[id] = view;
+    return view;
+  }
+
+  /**
+   * @internal Make this thread shard `id`'s owner, whoever owned it: for a
+   * runtime that knows the previous owner stopped or died (Smp's shard
+   * threads, Smp.stop). Pushes the batches the previous owner left in the
+   * shard's outbox, so a thread that died holding remote frees loses none.
+   */
+  adoptShard(id: number): ShardAllocator {
+    this.checkShardId(id, "adoptShard");
+    adoptShard(this.regions[id]!);
+    flushOutbox(this.regions[id]!, this.regions);
+    return this.ownAllocator(id);
+  }
+
+  private ownAllocator(id: number): ShardAllocator {
     let a = this.allocators[id];
-    if (!a) {
-      a = new ShardAllocator(this.views, id, this);
+    if (!a?.owned) {
+      a = new ShardAllocator(this.views, id, this, true);
       this.allocators[id] = a;
     }
+    this.sender ??= a;
     return a;
+  }
+
+  /**
+   * Free `ptr` from any thread: locally when this thread owns its shard;
+   * otherwise as a cross-shard free (through a shard this thread owns, so
+   * it is batched and counted there, or pushed straight onto the owner's
+   * inbox). free(0) does nothing; anything that is not a live object, or
+   * an object another free claimed first: InvalidPointerError.
+   */
+  free(ptr: number): void {
+    if (ptr === 0) return;
+    const owner = liveObjectRegion(this, ptr, "free");
+    const local = this.allocators[owner.id];
+    if (local?.owned) return local.free(ptr);
+    if (this.sender) return this.sender.free(ptr);
+    if (!claimRemoteFree(owner, ptr)) {
+      liveObjectRegion(this, ptr, "free"); // throws why, as it is now
+      throw new InvalidPointerError(`free(${ptr}): already freed by another thread`, ptr);
+    }
+    pushInbox(owner, ptr);
   }
 
   /** The shard owning byte offset `ptr`; RangeError outside every region. */
@@ -142,6 +203,13 @@ export class SharedHeap implements HeapGeometry {
     return readStats(this.regions[shard]!);
   }
 
+  /** One shard's diagnostics report (Seastar's shape), or every shard's one after another; from any thread. */
+  diagnostics(shard?: number): string {
+    if (shard !== undefined) this.checkShardId(shard, "diagnostics");
+    const regions = shard === undefined ? this.regions : [this.regions[shard]!];
+    return regions.map((r) => formatDiagnostics(r)).join("\n");
+  }
+
   /** One shard's heap profile, or every shard's merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     if (shard !== undefined) this.checkShardId(shard, "heapProfile");
@@ -162,7 +230,7 @@ export class SharedHeap implements HeapGeometry {
     const errors: string[] = [];
     const hdr = checkHeader(this.buffer);
     if (hdr) errors.push(hdr);
-    for (const r of this.regions) errors.push(...checkRegion(r));
+    errors.push(...checkRegions(this.regions));
     return errors;
   }
 

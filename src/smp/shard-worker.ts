@@ -21,7 +21,8 @@ import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js
 
 const boot = workerData as ShardBootData;
 const heap = SharedHeap.attach(boot.buffer);
-const memory = heap.shard(boot.shard);
+// The shard is this thread's: adopt it (a replaced thread's batches are pushed on the way).
+const memory = heap.adoptShard(boot.shard);
 // Frees of other shards' objects travel in chains (flushed within the turn).
 memory.batchCrossShardFrees(true);
 // set_heap_profiling_enabled at start, as smp::configure does (--heapprof).

@@ -194,7 +194,7 @@ export class Smp extends EventEmitter<SmpEvents> {
       await Promise.allSettled(this.pools.map((pool) => pool.destroy()));
       // The shard threads are gone: this thread is now the only writer of
       // every region, so it may drain on their behalf.
-      for (let shard = 0; shard < this.shards; shard++) this.heap.shard(shard).drainCrossShardFrees();
+      for (let shard = 0; shard < this.shards; shard++) this.heap.adoptShard(shard).drainCrossShardFrees();
     })();
     return this.stopping;
   }
