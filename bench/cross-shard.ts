@@ -4,7 +4,7 @@
  * consumer is a raw worker_threads Worker (bench/fixtures/cross-shard-
  * consumer.mjs) attached with SharedHeap.attach, freeing through shard 1.
  * The owner waits on its doorbell with Atomics.waitAsync and drains when it
- * rings, as a shard's loop does (src/runtime/doorbell.ts, as src/smp/shard-worker.ts uses it).
+ * rings, as a shard's loop does (src/smp/doorbell.ts, as src/smp/shard-worker.ts uses it).
  * Times come from process.hrtime (CLOCK_MONOTONIC, one clock for every
  * thread), written by each side and compared afterwards.
  *
@@ -43,7 +43,7 @@
  * crossShardFrees), heap.check() empty; the worker is always terminated.
  */
 import { Worker } from "node:worker_threads";
-import { watchDoorbell } from "../src/runtime/doorbell.js";
+import { watchDoorbell } from "../src/smp/doorbell.js";
 import { SharedHeap, type ShardAllocator } from "../src/index.js";
 import { compare, type BenchModule, type BenchRecord } from "./report.js";
 import { collectGarbage, DEFAULT_TIMING, median } from "./timing.js";

@@ -26,6 +26,6 @@ function serve() {
 }
 
 serve();
-const profile = mapProfileToSources(heap.heapProfile(0));
+const profile = await mapProfileToSources(heap.heapProfile(0));
 console.log(formatTree(profile, { minSize: 10_000 }));
 console.log(toCollapsed(profile).split("\n").slice(0, 3).join("\n"));

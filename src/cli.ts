@@ -1,17 +1,21 @@
 #!/usr/bin/env node
 /**
  * The `shardheap` command. `report` renders a saved heap image offline.
- * Exit codes: 0 done; 2 bad flags, or a file that is not a heap image
- * (HeapFormatError's message on stderr); 1 anything unexpected.
+ * Exit codes come from errors.ts's ERROR_TABLE: 0 done; 2 bad flags or
+ * values (with the usage), a file that is not a heap image or cannot be
+ * read (one line on stderr); 1 anything else (unexpected: with its stack).
  */
 import { writeFile } from "node:fs/promises";
-import { HeapFormatError } from "./errors.js";
-import { readHeapImage } from "./report/heap-image.js";
-import { REPORT_FORMATS, isReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
+import { InvalidValueError, UNEXPECTED_ERROR_ROW, UsageError, errorRow } from "./errors.js";
+import { MAX_SHARDS } from "./memory/shared-heap.js";
+import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
+import { readHeapImage } from "./memory/heap-image.js";
+import { REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize } from "./units.js";
-import { fillSmpOptions, parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/options.js";
-import { runStress } from "./stress/run.js";
+import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
+import { fillSmpOptions } from "./smp/options.js";
+import { runStress } from "./apps/stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
                         [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
@@ -45,8 +49,6 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --help        this text
 `;
 
-class UsageError extends Error {}
-
 interface ReportArgs {
   file: string;
   format: ReportFormat;
@@ -68,28 +70,18 @@ function parseReportArgs(argv: readonly string[]): ReportArgs {
       return v;
     };
     switch (flag) {
-      case "--format": {
-        const f = value();
-        if (!isReportFormat(f)) throw new UsageError(`--format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(f)}`);
-        a.format = f;
+      case "--format":
+        a.format = parseReportFormat(value(), "--format");
         break;
-      }
       case "--inverted":
-        a.inverted = true;
+        a.inverted = inline === undefined || parseBoolean(inline, "--inverted");
         break;
       case "--min":
-        try {
-          a.min = parseSize(value(), "--min");
-        } catch (e) {
-          throw new UsageError((e as Error).message);
-        }
+        a.min = parseSize(value(), "--min");
         break;
-      case "--shard": {
-        const v = value();
-        if (!/^\d+$/.test(v)) throw new UsageError(`--shard must be a shard number, got ${JSON.stringify(v)}`);
-        a.shard = Number(v);
+      case "--shard":
+        a.shard = parseInteger(value(), "--shard", 0, MAX_SHARDS - 1);
         break;
-      }
       case "-o":
       case "--output":
         a.out = value();
@@ -108,9 +100,9 @@ async function report(argv: readonly string[]): Promise<void> {
   const a = parseReportArgs(argv);
   const heap = await readHeapImage(a.file);
   if (a.shard !== undefined && a.shard >= heap.shards) {
-    throw new UsageError(`--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
+    throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
-  const profile = mapProfileToSources(heap.heapProfile(a.shard));
+  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
   const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
   const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title });
   if (a.out) {
@@ -131,12 +123,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   let adminPort: number | undefined;
   let adminHeapImage = false;
   for (let i = 0; i < argv.length; ) {
-    let used: number;
-    try {
-      used = parseRuntimeFlag(argv, i, flags);
-    } catch (e) {
-      throw new UsageError((e as Error).message);
-    }
+    const used = parseRuntimeFlag(argv, i, flags);
     if (used > 0) {
       i += used;
       continue;
@@ -151,45 +138,31 @@ async function stress(argv: readonly string[]): Promise<void> {
       return v;
     };
     switch (flag) {
-      case "--duration": {
-        const v = value();
-        duration = Number(v);
-        if (!(duration > 0 && duration <= 86400)) throw new UsageError(`--duration must be a number of seconds above 0, got ${JSON.stringify(v)}`);
+      case "--duration":
+        duration = parseDecimal(value(), "--duration", 0.001, 86400);
         break;
-      }
-      case "--cross-shard": {
-        const v = value();
-        crossShard = Number(v);
-        if (!(crossShard >= 0 && crossShard <= 1)) throw new UsageError(`--cross-shard must be a ratio from 0 to 1, got ${JSON.stringify(v)}`);
+      case "--cross-shard":
+        crossShard = parseDecimal(value(), "--cross-shard", 0, 1);
         break;
-      }
       case "--out":
         outDir = value();
         break;
-      case "--admin-port": {
-        const v = value();
-        adminPort = Number(v);
-        if (!/^\d+$/.test(v) || adminPort > 65535) throw new UsageError(`--admin-port must be a port number 0..65535, got ${JSON.stringify(v)}`);
+      case "--admin-port":
+        adminPort = parseInteger(value(), "--admin-port", 0, 65535);
         break;
-      }
       case "--admin-heap-image":
-        adminHeapImage = true;
+        adminHeapImage = inline === undefined || parseBoolean(inline, "--admin-heap-image");
         break;
       default:
         throw new UsageError(`unknown flag for stress: ${arg}`);
     }
     i++;
   }
-  let options;
-  try {
-    options = fillSmpOptions({
-      ...(flags.smp === undefined ? {} : { shards: flags.smp }),
-      ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
-      heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
-    });
-  } catch (e) {
-    throw new UsageError((e as Error).message);
-  }
+  const options = fillSmpOptions({
+    ...(flags.smp === undefined ? {} : { shards: flags.smp }),
+    ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
+    heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
+  });
   // Ctrl-C: end the run and still write the report; a second one leaves at once.
   let interrupt!: () => void;
   const interrupted = new Promise<void>((r) => (interrupt = r));
@@ -233,16 +206,12 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
   } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`shardheap: ${e.message}\n\n${USAGE}`);
-      return 2;
-    }
-    if (e instanceof HeapFormatError || (e as NodeJS.ErrnoException).code === "ENOENT") {
-      process.stderr.write(`shardheap: ${(e as Error).message}\n`);
-      return 2;
-    }
-    process.stderr.write(`shardheap: ${(e as Error).stack ?? String(e)}\n`);
-    return 1;
+    const row = errorRow(e);
+    if (row === UNEXPECTED_ERROR_ROW) process.stderr.write(`shardheap: ${(e as Error)?.stack ?? String(e)}\n`);
+    else process.stderr.write(`shardheap: ${(e as Error).message}\n`);
+    // The command line itself was wrong: show how to write it.
+    if (e instanceof UsageError || e instanceof InvalidValueError) process.stderr.write(`\n${USAGE}`);
+    return row.exitCode;
   }
 }
 

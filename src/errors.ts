@@ -1,12 +1,76 @@
 /**
- * Every error shardheap throws on purpose, in one place.
+ * Every error shardheap throws on purpose, and the one table that says what
+ * each means to the `shardheap` command (its exit code) and to the admin
+ * HTTP API (its status). Both read ERROR_TABLE through errorRow(); neither
+ * keeps a mapping of its own (fastify's lib/errors.js is the model: the
+ * status travels with the code).
  *
  * Each class sets `name` to its class name (so `err.name` survives
  * structured cloning across threads, where the prototype does not) and a
- * stable `code` that the CLI maps to exit codes and the admin API to HTTP
- * statuses. Input validation errors that are not about the heap itself use
- * the built-in RangeError / TypeError, as the DESIGN contract says.
+ * stable `code`, the table's key. Bad values (sizes, rates, numbers,
+ * switches) are InvalidValueError, a RangeError, so DESIGN's "RangeError for
+ * a bad size" holds; other misuse of the API (a size the allocator cannot
+ * take, a wrong type) stays the built-in RangeError / TypeError.
  */
+
+export interface ErrorRow {
+  /** The class (its `name`) whose instances carry this code. */
+  readonly error: string;
+  /** What the code means; also HttpError's message when none is given. */
+  readonly message: string;
+  /** The `shardheap` command's exit code when it ends with this error: 2 the input was wrong, 1 anything else. */
+  readonly exitCode: 1 | 2;
+  /** The admin API's status when a request ends with this error. */
+  readonly httpStatus: number;
+}
+
+/**
+ * code -> class, meaning, exit code, HTTP status. Choices worth a reason:
+ * - HeapFormatError exits 2, as DESIGN says for `report` on a file that is
+ *   not an image; in the admin server it could only mean its own heap is
+ *   damaged, a server fault: 500.
+ * - HeapOwnershipError is 500, not 409: the admin server never mutates a
+ *   shard itself (switches go through Smp to the owning thread), so the
+ *   error would be the server's bug, which no client request can resolve;
+ *   409 Conflict tells the client to change its request and retry.
+ * - OutOfMemoryError and ShardError are 503: the memory or the shard is
+ *   not available now (frees, or piscina's replacement thread, may bring
+ *   it back), which is what 503 says; the request itself was fine.
+ */
+export const ERROR_TABLE = {
+  ERR_SHARDHEAP: { error: "HeapError", message: "a heap error", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_OUT_OF_MEMORY: { error: "OutOfMemoryError", message: "out of memory in a shard", exitCode: 1, httpStatus: 503 },
+  ERR_SHARDHEAP_INVALID_POINTER: { error: "InvalidPointerError", message: "not a live allocation", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_FORMAT: { error: "HeapFormatError", message: "not a shardheap heap or heap image", exitCode: 2, httpStatus: 500 },
+  ERR_SHARDHEAP_OWNERSHIP: { error: "HeapOwnershipError", message: "a shard's local state touched from a thread that does not own it", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_SHARD: { error: "ShardError", message: "a shard failed, stopped or is stopping", exitCode: 1, httpStatus: 503 },
+  ERR_SHARDHEAP_INVALID_VALUE: { error: "InvalidValueError", message: "a value that does not read as what its field takes", exitCode: 2, httpStatus: 400 },
+  ERR_SHARDHEAP_USAGE: { error: "UsageError", message: "a command or request that is not well formed", exitCode: 2, httpStatus: 400 },
+  ERR_SHARDHEAP_UNAUTHORIZED: { error: "HttpError", message: "missing or wrong bearer token", exitCode: 1, httpStatus: 401 },
+  ERR_SHARDHEAP_FORBIDDEN: { error: "HttpError", message: "not allowed by the server's options", exitCode: 1, httpStatus: 403 },
+  ERR_SHARDHEAP_NOT_FOUND: { error: "HttpError", message: "no such endpoint or shard", exitCode: 1, httpStatus: 404 },
+  ERR_SHARDHEAP_METHOD_NOT_ALLOWED: { error: "HttpError", message: "method not allowed on this endpoint", exitCode: 1, httpStatus: 405 },
+} as const satisfies Record<string, ErrorRow>;
+
+export type ErrorCode = keyof typeof ERROR_TABLE;
+
+/**
+ * Node's system errors (ENOENT, EISDIR, EACCES, ...: a `code` and a
+ * `syscall`): a file the command was given could not be read or written,
+ * which is wrong input, so exit 2 with its one-line message.
+ */
+export const SYSTEM_ERROR_ROW: ErrorRow = { error: "Error", message: "a file could not be read or written", exitCode: 2, httpStatus: 500 };
+
+/** Anything else: a bug, reported with its stack. */
+export const UNEXPECTED_ERROR_ROW: ErrorRow = { error: "Error", message: "an unexpected error", exitCode: 1, httpStatus: 500 };
+
+/** The row of whatever was thrown: by its `code`, else a system error's row, else the unexpected row. */
+export function errorRow(e: unknown): ErrorRow {
+  const code = typeof e === "object" && e !== null ? (e as { code?: unknown }).code : undefined;
+  if (typeof code !== "string") return UNEXPECTED_ERROR_ROW;
+  if (Object.hasOwn(ERROR_TABLE, code)) return ERROR_TABLE[code as ErrorCode];
+  return typeof (e as { syscall?: unknown }).syscall === "string" ? SYSTEM_ERROR_ROW : UNEXPECTED_ERROR_ROW;
+}
 
 export type HeapErrorCode =
   | "ERR_SHARDHEAP"
@@ -74,5 +138,60 @@ export class HeapOwnershipError extends HeapError {
   constructor(message: string, shard: number) {
     super(message, "ERR_SHARDHEAP_OWNERSHIP");
     this.shard = shard;
+  }
+}
+
+/**
+ * A value a person or a program gave that does not read as what the field
+ * takes: a size, a sample rate, a whole number, a switch (units.ts,
+ * parse.ts). A RangeError, as DESIGN promises for bad sizes; the message
+ * names the field and the rule, `field` names the field alone.
+ */
+export class InvalidValueError extends RangeError {
+  readonly code = "ERR_SHARDHEAP_INVALID_VALUE";
+  /** The field as the caller knows it: "--memory", "options.shardBytes", "rate". */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.name = new.target.name;
+    this.field = field;
+  }
+}
+
+/** A command line or admin request that is not well formed: an unknown flag or command, a missing value or operand. */
+export class UsageError extends Error {
+  readonly code = "ERR_SHARDHEAP_USAGE";
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * An error from a shard: a shard that failed, stopped or is stopping
+ * (code ERR_SHARDHEAP_SHARD), or a task's own error carried back with its
+ * name, message, code and stack (Smp rebuilds it; its code is the task's,
+ * as DESIGN promises), plus the shard id.
+ */
+export class ShardError extends Error {
+  readonly shard: number;
+  readonly code: string;
+  constructor(shard: number, message: string, options?: { cause?: unknown; code?: string }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.shard = shard;
+    this.code = options?.code ?? "ERR_SHARDHEAP_SHARD";
+  }
+}
+
+export type HttpErrorCode = "ERR_SHARDHEAP_UNAUTHORIZED" | "ERR_SHARDHEAP_FORBIDDEN" | "ERR_SHARDHEAP_NOT_FOUND" | "ERR_SHARDHEAP_METHOD_NOT_ALLOWED";
+
+/** An admin API request refused for a reason only HTTP has (token, permission, route); its status is its code's row. */
+export class HttpError extends Error {
+  readonly code: HttpErrorCode;
+  constructor(code: HttpErrorCode, message: string = ERROR_TABLE[code].message) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
   }
 }

@@ -7,18 +7,28 @@ export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { ShardAllocator } from "./memory/shard-allocator.js";
 export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
 export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
-export { HeapError, OutOfMemoryError, InvalidPointerError, HeapFormatError, HeapOwnershipError, type HeapErrorCode } from "./errors.js";
+export {
+  HeapError,
+  OutOfMemoryError,
+  InvalidPointerError,
+  HeapFormatError,
+  HeapOwnershipError,
+  InvalidValueError,
+  ShardError,
+  type HeapErrorCode,
+  type ErrorCode,
+} from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
-export { Smp, ShardError, type SmpEvents } from "./smp/smp.js";
+export { Smp, type SmpEvents } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
-export { type SmpOptions } from "./runtime/options.js";
+export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
 export { type Frame } from "./memory/stack-capture.js";
-export { mapProfileToSources, mapFrame } from "./report/source-map.js";
+export { mapProfileToSources, mapFrame, SourceMapCache } from "./report/source-map.js";
 export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
 export { toPprof } from "./report/pprof.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
-export { readHeapImage, decodeHeapImage } from "./report/heap-image.js";
+export { readHeapImage, decodeHeapImage } from "./memory/heap-image.js";
 export { toFlamegraphSvg, type FlamegraphOptions } from "./report/flamegraph.js";
-export { type AdminOptions, type AdminServer } from "./runtime/admin.js";
+export { serveAdmin, type AdminOptions, type AdminServer } from "./runtime/admin.js";

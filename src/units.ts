@@ -1,7 +1,9 @@
 /**
- * Byte sizes for people: parsing "64MiB" / "1g" / "65536" and printing
+ * Byte sizes for people: reading "64MiB" / "1.5K" / "65536" (one parser for
+ * the CLI, Smp.start, SharedHeap.create and the admin API) and printing
  * sizes the way Seastar's diagnostics do (binary units, short).
  */
+import { InvalidValueError } from "./errors.js";
 
 const UNITS: Record<string, number> = {
   "": 1, b: 1,
@@ -11,26 +13,63 @@ const UNITS: Record<string, number> = {
   t: 2 ** 40, tb: 2 ** 40, tib: 2 ** 40,
 };
 
+/** Decimal digits, an optional fraction, an optional unit; blanks around and between. */
+const SIZE_TEXT = /^\s*(\d+)(?:\.(\d+))?\s*([a-zA-Z]*)\s*$/;
+
+export interface SizeLimits {
+  /** Smallest accepted value, in bytes. */
+  min?: number;
+  /** Largest accepted value, in bytes. */
+  max?: number;
+}
+
 /**
- * Parse a byte count: a non-negative integer, or a number with a binary
- * unit (K, KiB, M, MiB, G, GiB, T, TiB; KB/MB/GB are read as binary too,
- * as Seastar's --memory does). Throws RangeError naming `what`.
+ * Read a byte count. Rules, the same wherever a size or a rate is taken:
+ *   - a number: a non-negative safe integer;
+ *   - a string: decimal digits with an optional binary unit, case ignored:
+ *     B, K/KB/KiB, M/MB/MiB, G/GB/GiB, T/TB/TiB (KB, MB... are binary too,
+ *     as Seastar's --memory reads them); blanks around are ignored;
+ *   - a fraction only when the result is a whole number of bytes: "1.5K"
+ *     is 1536, "1.3K" (1331.2 bytes) and "0.5" are refused, so a rate of
+ *     0.5 never silently becomes 0 (off) and 1.5 never becomes 1 (exact);
+ *   - nothing else: no sign, exponent, hex, separators or unknown unit;
+ *   - then `limits` (min, max) when given.
+ * Anything else throws InvalidValueError (a RangeError) whose message names
+ * `what` and the rule. The arithmetic is exact (BigInt), not floating point.
  */
-export function parseSize(text: string | number, what = "size"): number {
-  if (typeof text === "number") {
-    if (!Number.isSafeInteger(text) || text < 0) {
-      throw new RangeError(`${what} must be a non-negative integer number of bytes, got ${text}`);
-    }
-    return text;
-  }
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(String(text));
-  const unit = m ? UNITS[m[2]!.toLowerCase()] : undefined;
-  if (!m || unit === undefined) {
-    throw new RangeError(`${what} must be a byte count like 65536, 64MiB or 1GiB, got ${JSON.stringify(text)}`);
-  }
-  const bytes = Math.floor(Number(m[1]) * unit);
-  if (!Number.isSafeInteger(bytes)) throw new RangeError(`${what} is too large: ${text}`);
+export function parseSize(value: number | string, what = "size", limits: SizeLimits = {}): number {
+  const bytes = typeof value === "number" ? sizeOfNumber(value, what) : sizeOfText(value, what);
+  if (limits.min !== undefined && bytes < limits.min) throw new InvalidValueError(what, `${what} must be at least ${limits.min} bytes, got ${bytes}`);
+  if (limits.max !== undefined && bytes > limits.max) throw new InvalidValueError(what, `${what} must be at most ${limits.max} bytes, got ${bytes}`);
   return bytes;
+}
+
+function sizeOfNumber(value: number, what: string): number {
+  if (!Number.isInteger(value) || value < 0) {
+    throw new InvalidValueError(what, `${what} must be a whole number of bytes, 0 or more, got ${value}`);
+  }
+  if (!Number.isSafeInteger(value)) throw new InvalidValueError(what, `${what} is too large: ${value} bytes`);
+  return value;
+}
+
+function sizeOfText(value: unknown, what: string): number {
+  if (typeof value !== "string") {
+    throw new InvalidValueError(what, `${what} must be a byte count (a number, or a string like "64MiB"), got ${typeof value}`);
+  }
+  const m = SIZE_TEXT.exec(value);
+  const unit = m ? UNITS[m[3]!.toLowerCase()] : undefined;
+  if (!m || unit === undefined) {
+    throw new InvalidValueError(what, `${what} must be a byte count like 65536, 64MiB or 1.5GiB, got ${JSON.stringify(value)}`);
+  }
+  const fraction = m[2] ?? "";
+  const scaled = BigInt(m[1]! + fraction) * BigInt(unit);
+  const divisor = 10n ** BigInt(fraction.length);
+  if (scaled % divisor !== 0n) {
+    throw new InvalidValueError(what, `${what} must be a whole number of bytes: ${JSON.stringify(value)} is ${Number(scaled) / Number(divisor)} bytes`);
+  }
+  const bytes = scaled / divisor;
+  if (bytes > BigInt(Number.MAX_SAFE_INTEGER)) throw new InvalidValueError(what, `${what} is too large: ${JSON.stringify(value)}`);
+  return Number(bytes);
 }
 
 /** "0B", "512B", "4K", "1.5M", "2G": at most one decimal, binary units. */

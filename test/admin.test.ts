@@ -3,7 +3,8 @@ import { gunzipSync } from "node:zlib";
 import { request } from "node:http";
 import { Profile } from "pprof-format";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Smp, type AdminServer, type HeapProfile } from "../dist/index.js";
+import { Smp, serveAdmin, type AdminServer, type HeapProfile } from "../dist/index.js";
+import { ERROR_TABLE, type ErrorCode } from "../src/errors.js";
 
 const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
@@ -13,8 +14,8 @@ let locked: AdminServer;
 beforeAll(async () => {
   process.env.SHARDHEAP_LOG = "silent";
   smp = await Smp.start({ shards: 2, memoryPerShard: "16MiB", module: tasks });
-  admin = await smp.serveAdmin({ allowHeapImage: true });
-  locked = await smp.serveAdmin({ token: "s3cret" });
+  admin = await serveAdmin(smp, { allowHeapImage: true });
+  locked = await serveAdmin(smp, { token: "s3cret" });
 });
 afterAll(async () => {
   await admin?.close();
@@ -87,10 +88,45 @@ describe("admin API", () => {
     for (const [path, init, status] of cases) {
       const r = await call(path, init);
       expect(r.status, path).toBe(status);
-      expect(JSON.parse(r.text).error, path).toEqual(expect.any(String));
+      const body = JSON.parse(r.text) as { error: string; code: ErrorCode };
+      expect(body.error, path).toEqual(expect.any(String));
+      expect(ERROR_TABLE[body.code]?.httpStatus, path).toBe(status); // the status is the code's row
     }
     const imageOff = await call("/v1/heap/image", {}, locked.url);
     expect(imageOff.status).toBe(401);
+  });
+
+  it("reads rates, sizes and switches with the package's one parser", async () => {
+    const put = async (query: string): Promise<{ status: number; body: { error?: string; rate?: number } }> => {
+      const r = await call(`/v1/heapprof?${query}`, { method: "PUT" });
+      return { status: r.status, body: JSON.parse(r.text) };
+    };
+    const refused: Array<[string, RegExp]> = [
+      ["shard=0&rate=1.5", /^rate must be a whole number of bytes: "1.5" is 1.5 bytes$/], // was silently exact
+      ["shard=0&rate=0.5", /^rate must be a whole number of bytes/], // was silently off
+      ["shard=0&rate=2147483648", /^rate must be at most 2147483647 bytes/],
+      ["shard=0&rate=2GiB", /^rate must be at most 2147483647 bytes/],
+      ["shard=0&rate=", /^rate must be a byte count/],
+      ["shard=0&enabled=maybe", /^enabled must be 1, true, yes, on or 0, false, no, off; got "maybe"$/],
+      ["shard=0&enabled=", /^enabled must be/],
+      ["shard=0&rate=1&enabled=1", /^give one of rate=/],
+    ];
+    for (const [query, message] of refused) {
+      const r = await put(query);
+      expect(r.status, query).toBe(400);
+      expect(r.body.error, query).toMatch(message);
+    }
+    expect(smp.heapProfile(0).sampleRate).toBe(0); // nothing refused was applied
+    try {
+      expect(await put("shard=0&rate=64KiB")).toEqual({ status: 200, body: { shard: 0, rate: 65536 } });
+      expect(smp.heapProfile(0).sampleRate).toBe(65536);
+      expect(await put("shard=0&enabled=1")).toEqual({ status: 200, body: { shard: 0, rate: 1 } });
+      expect(await put("shard=0&enabled=off")).toEqual({ status: 200, body: { shard: 0, rate: 0 } });
+      expect((await call("/v1/heapprof?format=tree&inverted=yes&min=1.5K")).status).toBe(200);
+      expect((await call("/v1/heapprof?format=tree&min=1.3K")).status).toBe(400);
+    } finally {
+      await smp.setHeapProfiling(0, false);
+    }
   });
 
   it("a token guards every endpoint", async () => {

@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { beforeAll, describe, expect, it } from "vitest";
+import { ERROR_TABLE, SYSTEM_ERROR_ROW } from "../src/errors.js";
 import { SharedHeap } from "../src/index.js";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
@@ -63,6 +64,40 @@ describe("shardheap report", () => {
       expect(r.stderr, args.join(" ")).toMatch(/^ +shardheap report FILE/m);
     }
     expect(run("--help").status).toBe(0);
+  });
+
+  it("exit codes and messages come from the error table", () => {
+    const usage = run("report", image, "--bogus");
+    expect(usage.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_USAGE.exitCode);
+    expect(usage.stderr).toMatch(/^shardheap: unknown flag --bogus\n\nusage: /);
+    const directory = run("report", dir); // unreadable input: one line, exit 2
+    expect(directory.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_FORMAT.exitCode);
+    expect(directory.stderr).toMatch(/^shardheap: [^\n]*not a regular file\n$/);
+    const missing = run("report", join(dir, "no-such-file.img")); // Node's ENOENT: a system error's row
+    expect(missing.status).toBe(SYSTEM_ERROR_ROW.exitCode);
+    expect(missing.stderr).toMatch(/^shardheap: ENOENT[^\n]*\n$/);
+    const foreign = join(dir, "foreign.bin");
+    writeFileSync(foreign, "not an image at all, not even close to one");
+    const format = run("report", foreign);
+    expect(format.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_FORMAT.exitCode);
+    expect(format.stderr.split("\n").length).toBe(2); // one line, no usage, no stack
+  });
+
+  it("reads values with the package's one parser: the field named, fractions of a byte and junk refused", () => {
+    for (const [args, message] of [
+      [["--min", "1.5"], '--min must be a whole number of bytes: "1.5" is 1.5 bytes'],
+      [["--min", "1.3K"], '--min must be a whole number of bytes: "1.3K" is 1331.2 bytes'],
+      [["--shard", "-1"], '--shard must be a whole number from 0 to 1023, got "-1"'],
+      [["--shard=1.0"], '--shard must be a whole number from 0 to 1023, got "1.0"'],
+      [["--inverted=maybe"], '--inverted must be 1, true, yes, on or 0, false, no, off; got "maybe"'],
+    ] as const) {
+      const r = run("report", image, ...args);
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr.split("\n")[0], args.join(" ")).toBe(`shardheap: ${message}`);
+    }
+    expect(run("report", image, "--inverted=0").stdout).toBe(run("report", image).stdout);
+    expect(run("report", image, "--inverted=yes").stdout).toBe(run("report", image, "--inverted").stdout);
+    expect(run("report", image, "--min=1.5K").status).toBe(0);
   });
 
   it("a file that is not a heap image: HeapFormatError's message, exit 2", () => {

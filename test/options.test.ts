@@ -1,31 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { fillSmpOptions, parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/options.js";
-import { formatSize, parseSize } from "../src/units.js";
-
-describe("sizes", () => {
-  it.each([
-    ["65536", 65536],
-    ["64MiB", 64 * 2 ** 20],
-    ["64m", 64 * 2 ** 20],
-    ["1GiB", 2 ** 30],
-    ["1.5K", 1536],
-    [" 2 gb ", 2 * 2 ** 30],
-    [4096, 4096],
-  ] as const)("parses %j", (text, bytes) => {
-    expect(parseSize(text)).toBe(bytes);
-  });
-
-  it.each(["", "-1", "64XB", "MiB", "1e3", "0x10"])("rejects %j with a RangeError naming the field", (text) => {
-    expect(() => parseSize(text, "--memory")).toThrow(/--memory must be a byte count/);
-  });
-
-  it("formats sizes briefly in binary units", () => {
-    expect(formatSize(0)).toBe("0B");
-    expect(formatSize(4096)).toBe("4K");
-    expect(formatSize(1536 * 1024)).toBe("1.5M");
-    expect(formatSize(2 ** 30)).toBe("1G");
-  });
-});
+import { parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
+import { fillSmpOptions } from "../src/smp/options.js";
+import { InvalidValueError, UsageError } from "../src/errors.js";
 
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
@@ -37,15 +13,25 @@ describe("Smp options", () => {
   });
 
   it.each([
-    [{ shards: 0 }, /options.shards must be an integer/],
+    [{ shards: 0 }, /options.shards must be a whole number from 1 to 1024, got 0/],
     [{ shards: 2.5 }, /options.shards/],
     [{ shards: 1, memoryPerShard: "lots" }, /options.memoryPerShard must be a byte count/],
     [{ shards: 1, memoryPerShard: 1000 }, /at least 131072/],
     [{ shards: 64, memoryPerShard: "1GiB" }, /fit in 4 GiB/],
-    [{ shards: 1, heapprof: -5 }, /options.heapprof/],
+    [{ shards: 1, heapprof: -5 }, /options.heapprof must be a whole number of bytes/],
+    [{ shards: 1, heapprof: 0.5 }, /options.heapprof must be a whole number of bytes/],
+    [{ shards: 1, heapprof: 2 ** 31 }, /options.heapprof must be at most 2147483647 bytes/],
+    [{ shards: 1, heapprof: "1.5" }, /options.heapprof must be a whole number of bytes: "1.5" is 1.5 bytes/],
     [{ shards: 1, module: "" }, /options.module/],
   ])("rejects %j", (o, message) => {
     expect(() => fillSmpOptions(o as never)).toThrow(message);
+    expect(() => fillSmpOptions(o as never)).toThrow("module" in o ? TypeError : RangeError);
+  });
+
+  it("takes heapprof as a size too, and caps it at the Int32 rate slot", () => {
+    expect(fillSmpOptions({ shards: 1, heapprof: "512KiB" }).heapprofRate).toBe(524288);
+    expect(fillSmpOptions({ shards: 1, heapprof: 2 ** 31 - 1 }).heapprofRate).toBe(2 ** 31 - 1);
+    expect(fillSmpOptions({ shards: 1, heapprof: false }).heapprofRate).toBe(0);
   });
 });
 
@@ -61,8 +47,8 @@ describe("runtime flags", () => {
   };
 
   it("parses --smp, --memory and --heapprof[=RATE] in both spellings", () => {
-    expect(parse(["--smp", "4", "--memory=64MiB", "--heapprof"])).toEqual({ smp: 4, memory: "64MiB", heapprof: true });
-    expect(parse(["--smp=2", "--memory", "1G", "--heapprof=512KiB"])).toEqual({ smp: 2, memory: "1G", heapprof: 524288 });
+    expect(parse(["--smp", "4", "--memory=64MiB", "--heapprof"])).toEqual({ smp: 4, memory: 64 * 2 ** 20, heapprof: true });
+    expect(parse(["--smp=2", "--memory", "1G", "--heapprof=512KiB"])).toEqual({ smp: 2, memory: 2 ** 30, heapprof: 524288 });
     expect(parse(["--heapprof=0"])).toEqual({ heapprof: 0 });
   });
 
@@ -76,8 +62,14 @@ describe("runtime flags", () => {
     [["--smp", "zero"], /--smp must be a whole number/],
     [["--smp=0"], /--smp must be a whole number/],
     [["--memory=12XB"], /--memory must be a byte count/],
+    [["--memory=64K"], /--memory must be at least 131072 bytes, got 65536/],
     [["--heapprof=fast"], /--heapprof=RATE must be a byte count/],
-  ])("rejects %j clearly", (argv, message) => {
+    [["--heapprof=0.5"], /--heapprof=RATE must be a whole number of bytes: "0.5" is 0.5 bytes/],
+    [["--heapprof=1.5"], /--heapprof=RATE must be a whole number of bytes/],
+    [["--heapprof=2GiB"], /--heapprof=RATE must be at most 2147483647 bytes/],
+    [["--heapprof="], /--heapprof=RATE must be a byte count/],
+  ])("rejects %j clearly, naming the flag", (argv, message) => {
     expect(() => parse(argv)).toThrow(message);
+    expect(() => parse(argv)).toThrow(/needs a value/.test(String(message)) ? UsageError : InvalidValueError);
   });
 });

@@ -97,6 +97,19 @@ describe("site table", () => {
     expect(again.siteOf(otherAllocatingFunction())).toBe(first + 1);
   });
 
+  it("keeps apart frames of two eval'd scripts at the same positions (no file name to cache them under)", () => {
+    process.env.SHARDHEAP_LOG = "silent";
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const a = heap.shard(0);
+    a.setHeapProfilingEnabled(true);
+    for (const name of ["/scripts/one.js", "/scripts/two.js"]) {
+      const allocate = new Function("malloc", `return (function inEval() { return malloc(64); })();\n//# sourceURL=${name}`) as (m: (n: number) => number) => number;
+      allocate((n) => a.malloc(n));
+    }
+    const urls = heap.heapProfile().sites.map((s) => s.frames.find((f) => f.functionName === "inEval")?.url);
+    expect(urls.sort()).toEqual(["/scripts/one.js", "/scripts/two.js"]);
+  });
+
   it("another thread reads the same sites from the buffer alone", async () => {
     const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
     const table = new SiteTable(heap.regions[0]!);

@@ -87,11 +87,27 @@ describe("shardheap stress", () => {
     expect(code).toBe(0);
   });
 
-  it("bad flags: usage on stderr, exit 2", () => {
-    for (const args of [["--duration", "0"], ["--cross-shard", "2"], ["--smp", "x"], ["--memory", "12XB"], ["--bogus"], ["--heapprof=fast"], ["--admin-port", "70000"]]) {
-      const r = spawnSync(process.execPath, [cli, "stress", ...args], { encoding: "utf8", env });
+  it("bad flags: usage on stderr naming the flag, exit 2", () => {
+    for (const args of [
+      ["--duration", "0"],
+      ["--duration", "1e1"],
+      ["--cross-shard", "2"],
+      ["--cross-shard="],
+      ["--smp", "x"],
+      ["--memory", "12XB"],
+      ["--memory=64K"],
+      ["--bogus"],
+      ["--heapprof=fast"],
+      ["--heapprof=0.5"], // was silently "off"
+      ["--heapprof=1.5"], // was silently "exact"
+      ["--heapprof=2GiB"], // was refused inside the shard
+      ["--admin-port", "70000"],
+      ["--admin-heap-image=maybe"],
+    ]) {
+      const r = spawnSync(process.execPath, [cli, "stress", ...args], { encoding: "utf8", env, timeout: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap stress/);
+      expect(r.stderr.split("\n")[0], args.join(" ")).toContain(args[0]!.replace(/=.*/, ""));
     }
   });
 });

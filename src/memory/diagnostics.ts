@@ -27,8 +27,10 @@ export function formatDiagnostics(r: ShardRegion): string {
   out.push("Small pools:");
   out.push("objsz spansz usedobj memory unused wst%");
   for (let c = 0; c < POOL_COUNT; c++) {
-    const used = poolObjectsInUse(r, c);
     const memory = poolBytes(r, c);
+    // A busy shard (or an image of one) may be read mid-refill or mid-trim,
+    // its counts a few operations apart: show what its spans can hold.
+    const used = Math.max(0, Math.min(poolObjectsInUse(r, c), Math.floor(memory / classSize[c]!)));
     // Pools of sampled objects (marked "s") are listed only when they hold memory.
     if (c >= CLASS_COUNT && memory === 0) continue;
     const unused = memory - used * classSize[c]!;

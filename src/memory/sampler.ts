@@ -9,6 +9,14 @@
  * every allocation with weight exactly 1; rate 0 never samples.
  */
 
+/**
+ * The largest sample rate, in bytes: the rate lives in an Int32 header slot
+ * (layout.ts S_PROF_RATE), so 2^31 - 1. Checked at every
+ * edge that takes a rate (smp/options.ts heapprofRate) so a bad rate is
+ * refused where it was given, not inside a shard's worker.
+ */
+export const MAX_SAMPLE_RATE = 0x7fffffff;
+
 /** The weight of one sampled object of `size` bytes at `rate`. */
 export function sampleWeight(size: number, rate: number): number {
   return rate <= 1 ? 1 : 1 / (1 - Math.exp(-size / rate));

@@ -5,6 +5,8 @@
  * buffer is the only state they share.
  */
 import { HeapFormatError, InvalidPointerError } from "../errors.js";
+import { parseInteger } from "../parse.js";
+import { parseSize } from "../units.js";
 import { checkRegions } from "./check.js";
 import { claimRemoteFree, flushOutbox, pushInbox } from "./cross-shard.js";
 import { formatDiagnostics } from "./diagnostics.js";
@@ -33,6 +35,7 @@ import {
   dataPagesFor,
   regionLayout,
 } from "./layout.js";
+import { saveHeapImage } from "./heap-image-writer.js";
 import { initPageSpans } from "./page-spans.js";
 import { liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
@@ -50,8 +53,11 @@ export { MAX_SHARDS };
 export interface SharedHeapOptions {
   /** Number of shards (regions), 1 to 1024. */
   shards: number;
-  /** Bytes per shard region, metadata included; rounded up to whole pages. At least 128 KiB. */
-  shardBytes: number;
+  /**
+   * Bytes per shard region, metadata included, or a size like "64MiB"
+   * (units.ts parseSize); rounded up to whole pages. At least 128 KiB.
+   */
+  shardBytes: number | string;
 }
 
 export class SharedHeap implements HeapGeometry {
@@ -78,13 +84,8 @@ export class SharedHeap implements HeapGeometry {
   /** Make a new heap: a fresh buffer, every shard's pages free. */
   static create(o: SharedHeapOptions): SharedHeap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedHeap.create: options must be an object");
-    const { shards, shardBytes } = o;
-    if (typeof shards !== "number" || !Number.isInteger(shards) || shards < 1 || shards > MAX_SHARDS) {
-      throw new RangeError(`SharedHeap.create: options.shards must be an integer from 1 to ${MAX_SHARDS}, got ${String(shards)}`);
-    }
-    if (typeof shardBytes !== "number" || !Number.isSafeInteger(shardBytes) || shardBytes < MIN_SHARD_BYTES) {
-      throw new RangeError(`SharedHeap.create: options.shardBytes must be an integer of at least ${MIN_SHARD_BYTES}, got ${String(shardBytes)}`);
-    }
+    const shards = parseInteger(o.shards, "SharedHeap.create: options.shards", 1, MAX_SHARDS);
+    const shardBytes = parseSize(o.shardBytes, "SharedHeap.create: options.shardBytes", { min: MIN_SHARD_BYTES });
     const regionBytes = Math.ceil(shardBytes / PAGE_SIZE) * PAGE_SIZE;
     const total = HEAP_HEADER_BYTES + shards * regionBytes;
     if (total > MAX_HEAP_BYTES) {
@@ -221,7 +222,6 @@ export class SharedHeap implements HeapGeometry {
    * not the objects) to `path`, for `shardheap report` to read offline.
    */
   async saveImage(path: string): Promise<void> {
-    const { saveHeapImage } = await import("../report/heap-image.js");
     await saveHeapImage(this, path);
   }
 

@@ -15,6 +15,7 @@
  * A full table folds new stacks into site 0, "(other sites)", so totals stay
  * exact; a full frame or string table does the same.
  */
+import { isUtf8 } from "node:buffer";
 import {
   FRAME_STRIDE,
   FR_COLUMN,
@@ -45,6 +46,7 @@ import {
   S_PROF_EPOCH,
   S_PROF_RATE,
   regionLayout,
+  type RegionLayout,
 } from "./layout.js";
 import type { ShardRegion } from "./region.js";
 import { frameOf, isOwnFrame, positionOf, type Frame } from "./stack-capture.js";
@@ -134,18 +136,26 @@ export class SiteTable {
     for (let k = 0; k < sites.length && n < max; k++) {
       const cs = sites[k]!;
       const file = cs.getFileName() ?? "";
-      let byPosition = this.frameByPosition.get(file);
-      if (byPosition === undefined) {
-        byPosition = isOwnFrame(file) ? null : new Map<number, number>();
-        this.frameByPosition.set(file, byPosition);
-      }
-      if (byPosition === null) continue; // shardheap's own frames are not part of a site
-      const position = positionOf(cs);
-      let id = byPosition.get(position);
-      if (id === undefined) {
+      let id: number | undefined;
+      if (file === "" && cs.isEval()) {
+        // Eval'd code (new Function, eval) has no file name and two evals
+        // share positions, so its frames are not cached by position.
         id = this.frameOf(frameOf(cs));
         if (id < 0) return OTHER_SITES;
-        byPosition.set(position, id);
+      } else {
+        let byPosition = this.frameByPosition.get(file);
+        if (byPosition === undefined) {
+          byPosition = isOwnFrame(file) ? null : new Map<number, number>();
+          this.frameByPosition.set(file, byPosition);
+        }
+        if (byPosition === null) continue; // shardheap's own frames are not part of a site
+        const position = positionOf(cs);
+        id = byPosition.get(position);
+        if (id === undefined) {
+          id = this.frameOf(frameOf(cs));
+          if (id < 0) return OTHER_SITES;
+          byPosition.set(position, id);
+        }
       }
       ids[n++] = id;
       hash = Math.imul(hash ^ id, FNV_PRIME);
@@ -344,6 +354,78 @@ function readFrames(r: ShardRegion, t: Tables): Frame[] {
     });
   }
   return frames;
+}
+
+/**
+ * Largest figure a site counter may hold: a count or byte total beyond
+ * 2^53 is no longer an exact integer, and no heap of at most 4 GiB gets
+ * there (2^53 bytes is 2 million times the largest heap, allocated over).
+ */
+export const MAX_SITE_FIGURE = Number.MAX_SAFE_INTEGER;
+
+/**
+ * What is wrong with a region's profiler tables, or undefined when a reader
+ * (readSites, the renderers) can follow them safely: the tables where the
+ * layout puts them, every count within its table's capacity, every frame's
+ * strings inside the used string bytes and valid UTF-8, every site's frames
+ * recorded ones, every figure a finite, non-negative number. For buffers
+ * from outside (heap images); the shard's own writer keeps these by
+ * construction. Cost: linear in the used tables (a few ms at 4096 sites).
+ */
+export function siteTableProblem(r: ShardRegion, layout: RegionLayout): string | undefined {
+  const slots: Array<[string, number, number]> = [
+    ["profiler offset", S_PROF_OFFSET, layout.profilerOffset],
+    ["site capacity", S_PROF_MAX_SITES, layout.profiler.sites],
+    ["frame capacity", S_PROF_MAX_FRAMES, layout.profiler.frames],
+    ["string capacity", S_PROF_STRING_CAPACITY, layout.profiler.stringBytes],
+  ];
+  for (const [what, slot, expected] of slots) {
+    if (r.headerSlot(slot) !== expected) return `profiler ${what} is ${r.headerSlot(slot)}, the layout says ${expected}`;
+  }
+  const sites = r.headerSlot(S_PROF_SITES);
+  const frames = r.headerSlot(S_PROF_FRAMES);
+  const stringBytes = r.headerSlot(S_PROF_STRING_BYTES);
+  if (sites < 1 || sites > layout.profiler.sites) return `${sites} profiler sites (1 to ${layout.profiler.sites})`;
+  if (frames < 0 || frames > layout.profiler.frames) return `${frames} profiler frames (0 to ${layout.profiler.frames})`;
+  if (stringBytes < 0 || stringBytes > layout.profiler.stringBytes) return `${stringBytes} profiler string bytes (0 to ${layout.profiler.stringBytes})`;
+  const rate = r.headerSlot(S_PROF_RATE);
+  if (rate < 0) return `sample rate ${rate}`;
+  const epoch = r.headerSlot(S_PROF_EPOCH);
+  if (epoch < 0 || epoch >= RATE_EPOCHS) return `rate epoch ${epoch} (0 to ${RATE_EPOCHS - 1})`;
+  const depth = r.headerSlot(S_PROF_DEPTH);
+  if (depth < 1 || depth > PROF_MAX_DEPTH) return `profile depth ${depth} (1 to ${PROF_MAX_DEPTH})`;
+  for (let e = 0; e < RATE_EPOCHS; e++) {
+    const rateOfEpoch = epochRate(r, e);
+    if (!Number.isInteger(rateOfEpoch) || rateOfEpoch < 0 || rateOfEpoch > 0x7fffffff) return `rate epoch ${e} has rate ${rateOfEpoch}`;
+  }
+  const t = tablesOf(r);
+  const i32 = r.i32;
+  for (let id = 0; id < frames; id++) {
+    const rec = t.frames + id * FRAME_STRIDE;
+    for (const [what, offset, length] of [
+      ["name", i32[rec + FR_NAME]!, i32[rec + FR_NAME_LENGTH]!],
+      ["url", i32[rec + FR_URL]!, i32[rec + FR_URL_LENGTH]!],
+    ] as const) {
+      if (offset < 0 || length < 0 || offset + length > stringBytes) return `frame ${id}'s ${what} (bytes ${offset}+${length}) is outside the ${stringBytes} string bytes`;
+      if (!isUtf8(r.u8.subarray(t.strings + offset, t.strings + offset + length))) return `frame ${id}'s ${what} is not UTF-8`;
+    }
+    if (i32[rec + FR_LINE]! < 0 || i32[rec + FR_COLUMN]! < 0) return `frame ${id} has line ${i32[rec + FR_LINE]}, column ${i32[rec + FR_COLUMN]}`;
+  }
+  for (let s = 0; s < sites; s++) {
+    const rec = t.sites + s * SITE_STRIDE;
+    const n = i32[rec + SR_FRAME_COUNT]!;
+    if (n < 0 || n > PROF_MAX_DEPTH) return `site ${s} has ${n} frames (0 to ${PROF_MAX_DEPTH})`;
+    for (let k = 0; k < n; k++) {
+      const id = i32[rec + SR_FRAMES + k]!;
+      if (id < 0 || id >= frames) return `site ${s} names frame ${id}, of ${frames}`;
+    }
+    const f = rec >>> 1;
+    for (const [what, field] of [["count", SRF_COUNT], ["size", SRF_SIZE], ["allocCount", SRF_ALLOC_COUNT], ["allocSize", SRF_ALLOC_SIZE]] as const) {
+      const v = r.f64[f + field]!;
+      if (!(v >= 0 && v <= MAX_SITE_FIGURE)) return `site ${s}'s ${what} is ${v}`;
+    }
+  }
+  return undefined;
 }
 
 const FNV_OFFSET = 0x811c9dc5 | 0;

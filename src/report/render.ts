@@ -1,7 +1,8 @@
 /**
- * One table of report formats, shared by `shardheap report` and (later)
- * the admin API: name -> what it renders and what type of file it is.
+ * One table of report formats, shared by `shardheap report` and the admin
+ * API: name -> what it renders and what type of file it is.
  */
+import { InvalidValueError } from "../errors.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { toCollapsed } from "./collapsed.js";
 import { toFlamegraphSvg } from "./flamegraph.js";
@@ -25,8 +26,10 @@ export interface Rendered {
   binary: boolean;
 }
 
-export function isReportFormat(s: string): s is ReportFormat {
-  return (REPORT_FORMATS as readonly string[]).includes(s);
+/** A format name as given on the command line or in a query; InvalidValueError naming `what` otherwise. */
+export function parseReportFormat(s: string, what: string): ReportFormat {
+  if ((REPORT_FORMATS as readonly string[]).includes(s)) return s as ReportFormat;
+  throw new InvalidValueError(what, `${what} must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(s)}`);
 }
 
 export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOptions = {}): Rendered {

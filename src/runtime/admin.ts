@@ -1,20 +1,24 @@
 /**
- * The admin HTTP API (Smp.serveAdmin, `--admin-port`): profiles in every
+ * The admin HTTP API (serveAdmin(smp, options), `--admin-port`): profiles in every
  * format, run-time profiling switches per shard, statistics, diagnostics,
  * the heap image (only when allowed: it exposes the heap's contents) and
  * Prometheus metrics. Reads go to the buffer, so they answer while a shard
- * is busy. Loopback by default, an optional bearer token; bad parameters
- * get 400 with a JSON error, an unknown shard 404, no token 401. No request
- * can take the server down: every handler's error becomes a response.
+ * is busy. Loopback by default, an optional bearer token. Every error
+ * becomes a JSON `{ error, code }` answer whose status is its code's row in
+ * errors.ts's ERROR_TABLE (bad parameters 400, no token 401, unknown shard
+ * 404, ...), so no request can take the server down.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { timingSafeEqual } from "node:crypto";
+import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
 import { formatDiagnostics } from "../memory/diagnostics.js";
-import { encodeHeapImage } from "../report/heap-image.js";
-import { isReportFormat, renderProfile, REPORT_FORMATS } from "../report/render.js";
-import { mapProfileToSources } from "../report/source-map.js";
+import { encodeHeapImage } from "../memory/heap-image-writer.js";
+import { parseReportFormat, renderProfile } from "../report/render.js";
+import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
+import { parseBoolean } from "../parse.js";
+import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 import { memoryMetricsRegistry } from "./metrics.js";
 
@@ -34,11 +38,8 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
+/** Parsed source maps, shared by every request: each script is read and parsed once (bounded LRU). */
+const sourceMaps = new SourceMapCache();
 
 export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminServer> {
   const host = o.host ?? "127.0.0.1";
@@ -48,9 +49,11 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   const metrics = memoryMetricsRegistry(smp.heap);
   const server = createServer((req, res) => {
     handle(smp, o, metrics, req, res).catch((e: unknown) => {
-      const status = e instanceof HttpError ? e.status : 500;
+      const { httpStatus } = errorRow(e);
       const message = e instanceof Error ? e.message : String(e);
-      if (!res.headersSent) send(res, status, JSON.stringify({ error: message }), "application/json");
+      const code = (e as { code?: unknown })?.code;
+      const body = typeof code === "string" ? { error: message, code } : { error: message };
+      if (!res.headersSent) send(res, httpStatus, JSON.stringify(body), "application/json");
       else res.destroy();
     });
   });
@@ -88,16 +91,16 @@ function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "a
   const v = q.get("shard");
   if (v === null || v === "") return undefined;
   if (allowAll && v === "all") return "all";
-  if (!/^\d+$/.test(v)) throw new HttpError(400, `shard must be a shard number${allowAll ? ' or "all"' : ""}, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v)) throw new InvalidValueError("shard", `shard must be a shard number${allowAll ? ' or "all"' : ""}, got ${JSON.stringify(v)}`);
   const shard = Number(v);
-  if (shard >= smp.shards) throw new HttpError(404, `no shard ${shard}: shards are 0 to ${smp.shards - 1}`);
+  if (shard >= smp.shards) throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no shard ${shard}: shards are 0 to ${smp.shards - 1}`);
   return shard;
 }
 
 async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memoryMetricsRegistry>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   if (!authorized(req, o.token)) {
     res.setHeader("www-authenticate", "Bearer");
-    throw new HttpError(401, "missing or wrong bearer token");
+    throw new HttpError("ERR_SHARDHEAP_UNAUTHORIZED");
   }
   const url = new URL(req.url ?? "/", "http://admin");
   const q = url.searchParams;
@@ -105,41 +108,21 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
   switch (route) {
     case "GET /v1/heapprof": {
       const shard = shardParam(q, smp) as number | undefined;
-      const format = q.get("format") ?? "json";
-      if (!isReportFormat(format)) throw new HttpError(400, `format must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(format)}`);
-      const inverted = q.get("inverted");
-      if (inverted !== null && !["0", "1", "true", "false"].includes(inverted)) throw new HttpError(400, "inverted must be 1 or 0");
-      let minSize = 0;
-      if (q.get("min") !== null) {
-        try {
-          minSize = parseSize(q.get("min")!, "min");
-        } catch (e) {
-          throw new HttpError(400, (e as Error).message);
-        }
-      }
-      const profile = mapProfileToSources(smp.heapProfile(shard));
-      const out = renderProfile(profile, format, { inverted: inverted === "1" || inverted === "true", minSize });
+      const format = parseReportFormat(q.get("format") ?? "json", "format");
+      const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
+      const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
+      const profile = await mapProfileToSources(smp.heapProfile(shard), sourceMaps);
+      const out = renderProfile(profile, format, { inverted, minSize });
       send(res, 200, out.body, out.contentType);
       return;
     }
     case "PUT /v1/heapprof": {
       const shard = shardParam(q, smp, true);
-      if (shard === undefined) throw new HttpError(400, 'shard is required: a shard number or "all"');
-      let rate: number;
+      if (shard === undefined) throw new UsageError('shard is required: a shard number or "all"');
       const r = q.get("rate");
       const enabled = q.get("enabled");
-      if (r !== null) {
-        try {
-          rate = parseSize(r, "rate");
-        } catch (e) {
-          throw new HttpError(400, (e as Error).message);
-        }
-      } else if (enabled === "true" || enabled === "false") {
-        rate = enabled === "true" ? 1 : 0;
-      } else {
-        throw new HttpError(400, "give rate=BYTES (0 off, 1 every allocation) or enabled=true|false");
-      }
-      if (rate > 0x7fffffff) throw new HttpError(400, `rate must be at most ${0x7fffffff} bytes`);
+      if ((r === null) === (enabled === null)) throw new UsageError("give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
+      const rate = r !== null ? heapprofRate(r, "rate") : heapprofRate(parseBoolean(enabled!, "enabled"), "enabled");
       await smp.setHeapProfiling(shard, rate);
       send(res, 200, JSON.stringify({ shard, rate }), "application/json");
       return;
@@ -156,7 +139,7 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
       return;
     }
     case "GET /v1/heap/image": {
-      if (!o.allowHeapImage) throw new HttpError(403, "the heap image endpoint is off (serveAdmin({ allowHeapImage: true }) or --admin-heap-image)");
+      if (!o.allowHeapImage) throw new HttpError("ERR_SHARDHEAP_FORBIDDEN", "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
       send(res, 200, encodeHeapImage(smp.heap), "application/octet-stream");
       return;
     }
@@ -166,8 +149,8 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
     }
     default: {
       const known = ["/v1/heapprof", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics"];
-      if (known.includes(url.pathname)) throw new HttpError(405, `${req.method} is not allowed on ${url.pathname}`);
-      throw new HttpError(404, `no such endpoint: ${url.pathname}`);
+      if (known.includes(url.pathname)) throw new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${url.pathname}`);
+      throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no such endpoint: ${url.pathname}`);
     }
   }
 }

@@ -15,7 +15,7 @@ import { workerData } from "node:worker_threads";
 import { OutOfMemoryError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
-import { watchDoorbell } from "../runtime/doorbell.js";
+import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
 import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
 

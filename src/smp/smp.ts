@@ -9,12 +9,11 @@
 import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
+import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError, ShardError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
-import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "../runtime/options.js";
+import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "./options.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
-import type { AdminOptions, AdminServer } from "../runtime/admin.js";
 import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
 import type { ShardReply } from "./shard-worker.js";
 
@@ -23,18 +22,6 @@ const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url))
 const STOP_TIMEOUT_MS = 10_000;
 /** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
 const IDLE_TRIM_MS = 200;
-
-/** An error from a shard: the original's name, message, code and stack, plus the shard id. */
-export class ShardError extends Error {
-  readonly shard: number;
-  readonly code: string | undefined;
-  constructor(shard: number, message: string, options?: { cause?: unknown; code?: string }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = "ShardError";
-    this.shard = shard;
-    this.code = options?.code;
-  }
-}
 
 export interface SmpEvents {
   /** A shard's worker failed outside a task or exited; its pending submitTo calls reject. */
@@ -141,10 +128,10 @@ export class Smp extends EventEmitter<SmpEvents> {
   /**
    * Switch heap profiling on `shard` or on "all" shards at run time: true
    * or 1 records every allocation, N samples one allocation per N bytes on
-   * average, false or 0 turns it off. Resolves once every named shard has
+   * average (a size: 524288 or "512KiB"), false or 0 turns it off. Resolves once every named shard has
    * applied it.
    */
-  async setHeapProfiling(shard: number | "all", rate: boolean | number): Promise<void> {
+  async setHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
     const bytes = heapprofRate(rate, "setHeapProfiling: rate");
     if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard >= this.shards)) {
       throw new RangeError(`setHeapProfiling: shard must be "all" or an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
@@ -156,16 +143,6 @@ export class Smp extends EventEmitter<SmpEvents> {
   /** One shard's heap profile, or all shards' merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     return this.heap.heapProfile(shard);
-  }
-
-  /**
-   * Serve the admin HTTP API (profiles, profiling switches, stats,
-   * diagnostics, metrics; the heap image only with allowHeapImage) on
-   * 127.0.0.1 unless `host` says otherwise, port 0 = any free port.
-   */
-  async serveAdmin(o: AdminOptions = {}): Promise<AdminServer> {
-    const { serveAdmin } = await import("../runtime/admin.js");
-    return serveAdmin(this, o);
   }
 
   /** Save a heap image (SharedHeap.saveImage) while the shards run: it reads the buffer only. */

@@ -6,7 +6,7 @@
  * slice runs for a few milliseconds and returns the pointers it wants
  * other shards to free; the driver (run.ts) routes them.
  */
-import type { ShardContext } from "../smp/current-shard.js";
+import type { ShardContext } from "../../smp/current-shard.js";
 
 export interface SliceArg {
   /** How long to run, in ms. */

@@ -8,12 +8,13 @@
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Writable } from "node:stream";
-import type { MemoryStats } from "../memory/stats.js";
-import { formatTree } from "../report/tree.js";
-import { renderProfile } from "../report/render.js";
-import { mapProfileToSources } from "../report/source-map.js";
-import { Smp } from "../smp/smp.js";
-import { formatCount, formatSize } from "../units.js";
+import type { MemoryStats } from "../../memory/stats.js";
+import { formatTree } from "../../report/tree.js";
+import { renderProfile } from "../../report/render.js";
+import { mapProfileToSources } from "../../report/source-map.js";
+import { serveAdmin } from "../../runtime/admin.js";
+import { Smp } from "../../smp/smp.js";
+import { formatCount, formatSize } from "../../units.js";
 import type { SliceArg, SliceResult } from "./workload.js";
 
 export interface StressOptions {
@@ -61,7 +62,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   );
   const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
-  const admin = o.adminPort === undefined ? undefined : await smp.serveAdmin({ port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
+  const admin = o.adminPort === undefined ? undefined : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
   if (admin) say(`admin: ${admin.url}`);
   let stop = false;
   void o.interrupted?.then(() => {
@@ -120,7 +121,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
         `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)}`,
     ),
   );
-  const profile = mapProfileToSources(smp.heapProfile());
+  const profile = await mapProfileToSources(smp.heapProfile());
   say("");
   if (o.heapprofRate > 0) {
     say(`Heap profile (live bytes, all shards; branches under 1% left out):`);

@@ -1,0 +1,60 @@
+/**
+ * The runtime's command-line flags (`--smp N`, `--memory SIZE`,
+ * `--heapprof[=RATE]`), shared by every command that starts shards; they
+ * become Smp options (smp/options.ts), where the rules live. `--name=value`
+ * and `--name value` are both accepted wherever a flag takes a value.
+ */
+import { UsageError } from "../errors.js";
+import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
+import { parseInteger } from "../parse.js";
+import { heapprofRate } from "../smp/options.js";
+import { parseSize } from "../units.js";
+
+/** The runtime flags as parsed from a command line (the rest is left to the command). */
+export interface RuntimeFlags {
+  smp?: number;
+  /** Bytes per shard. */
+  memory?: number;
+  /** true: every allocation; N: sample rate in bytes (0 off). */
+  heapprof?: boolean | number;
+}
+
+/** `--name=value` -> ["--name", "value"]; `--name` -> ["--name", undefined]. */
+export function splitFlag(arg: string): [name: string, inline: string | undefined] {
+  const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
+  return eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, undefined];
+}
+
+/**
+ * Parse one runtime flag at argv[i]. Returns how many argv entries it used
+ * (0 when argv[i] is not a runtime flag). Accepts `--smp N`, `--smp=N`,
+ * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
+ * (RATE in bytes, units allowed: --heapprof=512KiB).
+ */
+export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
+  const [name, inline] = splitFlag(argv[i]!);
+  const value = (): [string, number] => {
+    if (inline !== undefined) return [inline, 1];
+    const next = argv[i + 1];
+    if (next === undefined || next.startsWith("--")) throw new UsageError(`${name} needs a value`);
+    return [next, 2];
+  };
+  switch (name) {
+    case "--smp": {
+      const [v, used] = value();
+      into.smp = parseInteger(v, "--smp", 1, MAX_SHARDS);
+      return used;
+    }
+    case "--memory": {
+      const [v, used] = value();
+      into.memory = parseSize(v, "--memory", { min: MIN_SHARD_BYTES });
+      return used;
+    }
+    case "--heapprof": {
+      into.heapprof = inline === undefined ? true : heapprofRate(inline, "--heapprof=RATE");
+      return 1;
+    }
+    default:
+      return 0;
+  }
+}

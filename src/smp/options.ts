@@ -1,0 +1,76 @@
+/**
+ * Smp.start's options, shared by programmatic use and the command line
+ * (runtime/flags.ts turns `--smp`, `--memory`, `--heapprof[=RATE]` into
+ * these). Two shapes, as piscina does: the
+ * public all-optional `SmpOptions` and the internal, validated, filled
+ * `FilledSmpOptions`. Every rule is checked here, at the edge, with one
+ * message per field that names the option and the rule.
+ */
+import { availableParallelism } from "node:os";
+import { InvalidValueError } from "../errors.js";
+import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
+import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
+import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
+import { parseInteger } from "../parse.js";
+import { parseSize } from "../units.js";
+
+export interface SmpOptions {
+  /** Number of shards (worker threads). Default: the machine's available parallelism. */
+  shards?: number;
+  /** Bytes per shard, or a size like "64MiB" / "1GiB". Default 64 MiB. */
+  memoryPerShard?: number | string;
+  /**
+   * Heap profiling at start, as --heapprof: true = every allocation,
+   * N = sample one allocation per N bytes on average (a size: 524288 or
+   * "512KiB"; at most 2^31 - 1), false / 0 = off.
+   */
+  heapprof?: boolean | number | string;
+  /** Module every shard loads; its exported functions are the tasks. */
+  module?: string | URL;
+}
+
+export interface FilledSmpOptions {
+  shards: number;
+  memoryPerShard: number;
+  /** Sample rate in bytes: 0 off, 1 every allocation. */
+  heapprofRate: number;
+  module: string | undefined;
+}
+
+export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
+
+/** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
+export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
+  if (o === null || typeof o !== "object") throw new TypeError("Smp.start: options must be an object");
+  const shards = parseInteger(o.shards ?? Math.max(1, availableParallelism()), "options.shards", 1, MAX_SHARDS);
+  const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard", { min: MIN_SHARD_BYTES });
+  if (HEAP_HEADER_BYTES + shards * memoryPerShard > MAX_HEAP_BYTES) {
+    throw new InvalidValueError("options.memoryPerShard", `shards x memory per shard must fit in 4 GiB, got ${shards} x ${memoryPerShard} bytes`);
+  }
+  return {
+    shards,
+    memoryPerShard,
+    heapprofRate: heapprofRate(o.heapprof, "options.heapprof"),
+    module: moduleSpecifier(o.module),
+  };
+}
+
+/**
+ * A heap-profiling setting as a sample rate in bytes, the one reading of
+ * --heapprof[=RATE], Smp.start's heapprof, setHeapProfiling and the admin
+ * API's rate: true -> 1 (every allocation), false / undefined -> 0 (off),
+ * a size (parseSize: "512KiB", 524288; no fraction of a byte) -> that
+ * many bytes, at most MAX_SAMPLE_RATE; InvalidValueError naming `what`.
+ */
+export function heapprofRate(value: boolean | number | string | undefined, what: string): number {
+  if (value === undefined || value === false) return 0;
+  if (value === true) return 1;
+  return parseSize(value, what, { max: MAX_SAMPLE_RATE });
+}
+
+function moduleSpecifier(m: string | URL | undefined): string | undefined {
+  if (m === undefined) return undefined;
+  if (m instanceof URL) return m.href;
+  if (typeof m !== "string" || m.length === 0) throw new TypeError("options.module must be a non-empty path or URL");
+  return m;
+}

@@ -1,0 +1,157 @@
+/**
+ * The layer check behind test/layers.test.ts: reads every import of src/
+ * (static `import ... from`, `export ... from`, `import "x"`, dynamic
+ * `import("x")`, type-only imports too) with TypeScript's own pre-parser,
+ * so comments and strings that merely look like imports are not counted,
+ * and reports
+ *   - every import circle (two or more files reaching each other), and
+ *   - every import from a higher layer (DESIGN.md "Layout").
+ * Only relative specifiers are followed: packages (node:*, piscina, ...)
+ * sit outside the layers. A dynamic import of a computed specifier (the
+ * shard bootstrap's `import(boot.module)`, the user's code) has no target.
+ *
+ * Layers, lowest first; a file may import its own layer or a lower one:
+ *   base     src/errors.ts, src/units.ts, src/parse.ts, src/log.ts: utilities
+ *            every layer uses; they import no layer
+ *   memory   src/memory/   the allocator, profiler recording, heap images
+ *   smp      src/smp/      shards on worker threads
+ *   report   src/report/   renderers of a HeapProfile
+ *   runtime  src/runtime/  flags -> options, admin HTTP API, metrics
+ *   apps     src/apps/     programs built on the runtime (stress)
+ *   top      src/cli.ts, src/index.ts: the command and the package root
+ * A file in src/ that is in none of these is itself a finding, so a new
+ * root file has to be placed here on purpose.
+ */
+import { readFileSync, readdirSync } from "node:fs";
+import { dirname, join, normalize, relative, sep } from "node:path";
+import ts from "typescript";
+
+export const LAYERS = ["base", "memory", "smp", "report", "runtime", "apps", "top"] as const;
+export type Layer = (typeof LAYERS)[number];
+
+const ROOT_FILES: Record<string, Layer> = {
+  "errors.ts": "base",
+  "units.ts": "base",
+  "parse.ts": "base",
+  "log.ts": "base",
+  "cli.ts": "top",
+  "index.ts": "top",
+};
+
+/** The layer of a path relative to src/ ("memory/layout.ts"), or undefined when it has none. */
+export function layerOf(file: string): Layer | undefined {
+  const parts = file.split("/");
+  if (parts.length === 1) return ROOT_FILES[parts[0]!];
+  const folder = parts[0] as Layer;
+  return folder !== "base" && folder !== "top" && LAYERS.includes(folder) ? folder : undefined;
+}
+
+/** File (relative to src/, "/" separators) -> the src files it imports. */
+export type ImportGraph = Map<string, string[]>;
+
+/** The relative specifiers a source text imports, in order. */
+export function importSpecifiers(source: string): string[] {
+  return ts
+    .preProcessFile(source, true, true)
+    .importedFiles.map((f) => f.fileName)
+    .filter((s) => s.startsWith("./") || s.startsWith("../"));
+}
+
+/** Every .ts file under `srcDir` and what it imports (".js" specifiers name the ".ts" sources, as NodeNext requires). */
+export function readImportGraph(srcDir: string): ImportGraph {
+  const graph: ImportGraph = new Map();
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) {
+        const from = relative(srcDir, path).split(sep).join("/");
+        const targets = importSpecifiers(readFileSync(path, "utf8")).map((s) =>
+          relative(srcDir, normalize(join(dirname(path), s.replace(/\.js$/, ".ts")))).split(sep).join("/"),
+        );
+        graph.set(from, [...new Set(targets)]);
+      }
+    }
+  };
+  walk(srcDir);
+  return graph;
+}
+
+/**
+ * Every import circle, each as the files on it in import order (first file
+ * repeated at the end). Tarjan's strongly connected components: a
+ * component of two or more files, or a file importing itself, is a circle.
+ */
+export function findCircles(graph: ImportGraph): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  let next = 0;
+  const visit = (v: string): void => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) {
+        low.set(v, Math.min(low.get(v)!, index.get(w)!));
+      }
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      component.push(w);
+    } while (w !== v);
+    if (component.length > 1 || (graph.get(v) ?? []).includes(v)) circles.push(pathThrough(graph, new Set(component), v));
+  };
+  for (const v of [...graph.keys()].sort()) if (!index.has(v)) visit(v);
+  return circles;
+}
+
+/** One circle through `start` inside `component`, for the message (breadth-first, so the shortest). */
+function pathThrough(graph: ImportGraph, component: Set<string>, start: string): string[] {
+  const cameFrom = new Map<string, string>();
+  const queue = [start];
+  while (queue.length > 0) {
+    const v = queue.shift()!;
+    for (const w of graph.get(v) ?? []) {
+      if (!component.has(w)) continue;
+      if (w === start) {
+        const path = [v];
+        while (path[0] !== start) path.unshift(cameFrom.get(path[0]!)!);
+        return [...path, start];
+      }
+      if (!cameFrom.has(w)) {
+        cameFrom.set(w, v);
+        queue.push(w);
+      }
+    }
+  }
+  return [start, start];
+}
+
+/** Imports that reach a higher layer, and files in no layer, as messages. */
+export function findLayerViolations(graph: ImportGraph): string[] {
+  const problems: string[] = [];
+  for (const [from, targets] of graph) {
+    const own = layerOf(from);
+    if (own === undefined) {
+      problems.push(`${from} is in no layer (place it in test/import-layers.ts and DESIGN.md's layout)`);
+      continue;
+    }
+    for (const to of targets) {
+      const theirs = layerOf(to);
+      if (theirs === undefined) problems.push(`${from} imports ${to}, which is in no layer`);
+      else if (LAYERS.indexOf(theirs) > LAYERS.indexOf(own)) problems.push(`${from} (${own}) imports ${to} (${theirs}), a higher layer`);
+    }
+  }
+  return problems;
+}
