@@ -50,6 +50,7 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_FORBIDDEN: { error: "HttpError", message: "not allowed by the server's options", exitCode: 1, httpStatus: 403 },
   ERR_SHARDHEAP_NOT_FOUND: { error: "HttpError", message: "no such endpoint or shard", exitCode: 1, httpStatus: 404 },
   ERR_SHARDHEAP_METHOD_NOT_ALLOWED: { error: "HttpError", message: "method not allowed on this endpoint", exitCode: 1, httpStatus: 405 },
+  ERR_SHARDHEAP_BUSY: { error: "HttpError", message: "the server is at its limit for this endpoint; retry later", exitCode: 1, httpStatus: 503 },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;
@@ -184,7 +185,12 @@ export class ShardError extends Error {
   }
 }
 
-export type HttpErrorCode = "ERR_SHARDHEAP_UNAUTHORIZED" | "ERR_SHARDHEAP_FORBIDDEN" | "ERR_SHARDHEAP_NOT_FOUND" | "ERR_SHARDHEAP_METHOD_NOT_ALLOWED";
+export type HttpErrorCode =
+  | "ERR_SHARDHEAP_UNAUTHORIZED"
+  | "ERR_SHARDHEAP_FORBIDDEN"
+  | "ERR_SHARDHEAP_NOT_FOUND"
+  | "ERR_SHARDHEAP_METHOD_NOT_ALLOWED"
+  | "ERR_SHARDHEAP_BUSY";
 
 /** An admin API request refused for a reason only HTTP has (token, permission, route); its status is its code's row. */
 export class HttpError extends Error {

@@ -1,6 +1,7 @@
 /** The admin HTTP API against real shard threads: every endpoint, the error codes, a storm of bad requests. */
 import { gunzipSync } from "node:zlib";
 import { request } from "node:http";
+import { connect } from "node:net";
 import { Profile } from "pprof-format";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Smp, serveAdmin, type AdminServer, type HeapProfile } from "../dist/index.js";
@@ -159,6 +160,52 @@ describe("admin API", () => {
       });
     const bad = ["/v1/heapprof?shard=%zz", "/v1/heapprof?format=%00", "/v1/memory/stats?shard=99999999999999999999", "/%2e%2e/etc/passwd", "/v1/heapprof?min=1e400", "/metrics?x=" + "a".repeat(4000)];
     await Promise.all(Array.from({ length: 300 }, (_, i) => raw(bad[i % bad.length]!)));
+    expect((await call("/v1/memory/stats")).status).toBe(200);
+  });
+
+  it("every malformed request target gets 400 with a JSON error, never 500; the absolute form is served", async () => {
+    const { port } = new URL(admin.url);
+    // One raw request on its own connection; the whole answer, read until the server closes.
+    const raw = (target: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const socket = connect(Number(port), "127.0.0.1");
+        const chunks: Buffer[] = [];
+        const timer = setTimeout(() => {
+          socket.destroy();
+          reject(new Error(`no answer for ${JSON.stringify(target)}`));
+        }, 5000);
+        socket.on("data", (d) => chunks.push(d));
+        socket.on("error", () => undefined);
+        socket.on("close", () => {
+          clearTimeout(timer);
+          const text = Buffer.concat(chunks).toString("latin1");
+          const head = text.slice(0, text.indexOf("\r\n\r\n"));
+          let body = text.slice(head.length + 4);
+          if (/^transfer-encoding: chunked$/im.test(head)) {
+            let joined = "";
+            for (let at = 0; ; ) {
+              const eol = body.indexOf("\r\n", at);
+              const size = parseInt(body.slice(at, eol), 16);
+              if (!(size > 0)) break;
+              joined += body.slice(eol + 2, eol + 2 + size);
+              at = eol + 2 + size + 2;
+            }
+            body = joined;
+          }
+          resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0), body });
+        });
+        socket.end(`GET ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n`, "latin1");
+      });
+    const malformed = ["http://[bad/", "http://[::1/v1/memory/stats", "http://x:99999/metrics", "https://exa mple/", "*", "v1/memory/stats", "?shard=0", "\u0001/metrics", "/v1/memory/stats\u007f"];
+    for (const target of malformed) {
+      const r = await raw(target);
+      expect(r.status, JSON.stringify(target)).toBe(400);
+      expect(JSON.parse(r.body).error, JSON.stringify(target)).toEqual(expect.any(String));
+    }
+    const absolute = await raw("http://127.0.0.1/v1/memory/stats?shard=1");
+    expect(absolute.status).toBe(200);
+    expect(JSON.parse(absolute.body)).toEqual(smp.stats(1));
+    expect((await raw("//v1/memory/stats")).status).toBe(404); // a path, not an authority
     expect((await call("/v1/memory/stats")).status).toBe(200);
   });
 });

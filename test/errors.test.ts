@@ -41,6 +41,7 @@ const INSTANCES: Array<Error & { code: string }> = [
   new HttpError("ERR_SHARDHEAP_FORBIDDEN"),
   new HttpError("ERR_SHARDHEAP_NOT_FOUND"),
   new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED"),
+  new HttpError("ERR_SHARDHEAP_BUSY"),
 ];
 
 describe("the error table", () => {

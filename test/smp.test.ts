@@ -84,7 +84,7 @@ describe("Smp", () => {
     await smp.stop();
     expect(smp.stats(0).liveObjects).toBe(0);
     expect(smp.heap.check()).toEqual([]);
-    await expect(smp.submitTo(0, "whoAmI")).rejects.toThrow(/stopping/);
+    await expect(smp.submitTo(0, "whoAmI")).rejects.toThrow(/has stopped/);
     await smp.stop(); // idempotent
   });
 

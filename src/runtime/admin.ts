@@ -1,25 +1,27 @@
 /**
  * The admin HTTP API (serveAdmin(smp, options), `--admin-port`): profiles in every
  * format, run-time profiling switches per shard, statistics, diagnostics,
- * the heap image (only when allowed: it exposes the heap's contents) and
- * Prometheus metrics. Reads go to the buffer, so they answer while a shard
- * is busy. Loopback by default, an optional bearer token. Every error
- * becomes a JSON `{ error, code }` answer whose status is its code's row in
- * errors.ts's ERROR_TABLE (bad parameters 400, no token 401, unknown shard
- * 404, ...), so no request can take the server down.
+ * the heap image (only when allowed: it exposes the heap's contents; sent
+ * as heap-image-download.ts bounds it) and Prometheus metrics. Reads go to
+ * the buffer, so they answer while a shard is busy. Loopback by default, an
+ * optional bearer token. Every error becomes a JSON `{ error, code }`
+ * answer whose status is its code's row in errors.ts's ERROR_TABLE (bad
+ * parameters and malformed request targets 400, no token 401, unknown
+ * shard 404, ...), so no request can take the server down.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { timingSafeEqual } from "node:crypto";
 import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
 import { formatDiagnostics } from "../memory/diagnostics.js";
-import { encodeHeapImage } from "../memory/heap-image-writer.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
 import { parseBoolean } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
+import { HeapImageDownloads, MAX_DOWNLOADS } from "./heap-image-download.js";
 import { memoryMetricsRegistry } from "./metrics.js";
 
 export interface AdminOptions {
@@ -47,8 +49,9 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`serveAdmin: port must be 0..65535, got ${String(port)}`);
   if (o.token !== undefined && (typeof o.token !== "string" || o.token.length === 0)) throw new TypeError("serveAdmin: token must be a non-empty string");
   const metrics = memoryMetricsRegistry(smp.heap);
+  const images = new HeapImageDownloads(smp.heap);
   const server = createServer((req, res) => {
-    handle(smp, o, metrics, req, res).catch((e: unknown) => {
+    handle(smp, o, metrics, images, req, res).catch((e: unknown) => {
       const { httpStatus } = errorRow(e);
       const message = e instanceof Error ? e.message : String(e);
       const code = (e as { code?: unknown })?.code;
@@ -57,7 +60,7 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
       else res.destroy();
     });
   });
-  server.on("clientError", (_e, socket) => socket.destroy()); // malformed HTTP: drop the connection, keep serving
+  server.on("clientError", answerClientError);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, host, () => resolve());
@@ -72,6 +75,47 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
         server.closeAllConnections();
       }),
   };
+}
+
+/**
+ * Requests the HTTP parser refused (a request target with bytes no URL
+ * may hold, a malformed header, a request that took too long): answer
+ * with the status and JSON error the API promises, as Node's docs show,
+ * and close; a connection already gone is just let go.
+ */
+function answerClientError(e: Error & { code?: string }, socket: Duplex): void {
+  if (!socket.writable || e.code === "ECONNRESET") {
+    socket.destroy();
+    return;
+  }
+  const [status, reason] =
+    e.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "Request Timeout"] : e.code === "HPE_HEADER_OVERFLOW" ? [431, "Request Header Fields Too Large"] : [400, "Bad Request"];
+  const body = JSON.stringify({ error: `malformed request (${e.code ?? e.message})` });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+}
+
+/**
+ * The path and query of a request target (RFC 9112, section 3.2): the
+ * origin form `/path?query`, or the absolute form `http://host/path?query`
+ * that a server must accept. Anything else, an absolute form that is not a
+ * URL among them, is a 400 (it was a 500: `new URL` threw).
+ */
+function parseTarget(target: string): { pathname: string; query: URLSearchParams } {
+  const shown = JSON.stringify(target.length > 200 ? `${target.slice(0, 200)}...` : target);
+  if (target.startsWith("/")) {
+    const q = target.indexOf("?");
+    return q < 0 ? { pathname: target, query: new URLSearchParams() } : { pathname: target.slice(0, q), query: new URLSearchParams(target.slice(q + 1)) };
+  }
+  if (/^https?:\/\//i.test(target)) {
+    let url: URL;
+    try {
+      url = new URL(target);
+    } catch {
+      throw new UsageError(`malformed request target: ${shown} is not a URL`);
+    }
+    return { pathname: url.pathname, query: url.searchParams };
+  }
+  throw new UsageError(`malformed request target: ${shown} (expected a path such as /v1/memory/stats)`);
 }
 
 function send(res: ServerResponse, status: number, body: string | Uint8Array, contentType: string): void {
@@ -97,13 +141,20 @@ function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "a
   return shard;
 }
 
-async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memoryMetricsRegistry>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  smp: Smp,
+  o: AdminOptions,
+  metrics: ReturnType<typeof memoryMetricsRegistry>,
+  images: HeapImageDownloads,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   if (!authorized(req, o.token)) {
     res.setHeader("www-authenticate", "Bearer");
     throw new HttpError("ERR_SHARDHEAP_UNAUTHORIZED");
   }
-  const url = new URL(req.url ?? "/", "http://admin");
-  const q = url.searchParams;
+  const url = parseTarget(req.url ?? "/");
+  const q = url.query;
   const route = `${req.method} ${url.pathname}`;
   switch (route) {
     case "GET /v1/heapprof": {
@@ -140,7 +191,10 @@ async function handle(smp: Smp, o: AdminOptions, metrics: ReturnType<typeof memo
     }
     case "GET /v1/heap/image": {
       if (!o.allowHeapImage) throw new HttpError("ERR_SHARDHEAP_FORBIDDEN", "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
-      send(res, 200, encodeHeapImage(smp.heap), "application/octet-stream");
+      if (!images.serve(res)) {
+        res.setHeader("retry-after", "1");
+        throw new HttpError("ERR_SHARDHEAP_BUSY", `${MAX_DOWNLOADS} heap image downloads are already running; retry when one ends`);
+      }
       return;
     }
     case "GET /metrics": {

@@ -27,6 +27,19 @@ export interface SmpOptions {
   heapprof?: boolean | number | string;
   /** Module every shard loads; its exported functions are the tasks. */
   module?: string | URL;
+  /**
+   * ms a shard may take to load `module` (its top-level await included)
+   * before start() rejects, naming the shard, and stops every thread.
+   * Default 30000; Infinity waits for ever.
+   */
+  loadTimeoutMs?: number;
+  /**
+   * ms stop() gives the shards to finish their running tasks, and then
+   * again to flush and drain, before it terminates them anyway (an 'error'
+   * event names each one). Default 10000; stop({ timeoutMs }) overrides it
+   * per call.
+   */
+  stopTimeoutMs?: number;
 }
 
 export interface FilledSmpOptions {
@@ -35,9 +48,15 @@ export interface FilledSmpOptions {
   /** Sample rate in bytes: 0 off, 1 every allocation. */
   heapprofRate: number;
   module: string | undefined;
+  loadTimeoutMs: number;
+  stopTimeoutMs: number;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
+/** Generous: a module may connect to services at load; a hung one must still not hang start() for ever. */
+export const DEFAULT_LOAD_TIMEOUT_MS = 30_000;
+/** A shard's running tasks get this long to finish at stop(). */
+export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
@@ -52,7 +71,15 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     memoryPerShard,
     heapprofRate: heapprofRate(o.heapprof, "options.heapprof"),
     module: moduleSpecifier(o.module),
+    loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
+    stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),
   };
+}
+
+/** A wait in ms: a non-negative whole number, or Infinity for no limit; InvalidValueError naming `what`. */
+export function timeoutMs(value: unknown, what: string): number {
+  if (value === Infinity) return value;
+  return parseInteger(value as number, what, 0, Number.MAX_SAFE_INTEGER);
 }
 
 /**

@@ -2,8 +2,12 @@
  * The messages between Smp (main side, smp.ts) and a shard's bootstrap
  * (worker side, shard-worker.ts), and what a shard is started with. Both
  * sides import these shapes; nothing else crosses the thread boundary
- * (the heap itself is shared memory).
+ * (the heap itself is shared memory). Task arguments and results travel
+ * encoded (value-codec.ts), errors as records (error-codec.ts), so nothing
+ * a task returns or throws can fail inside postMessage.
  */
+import type { ErrorRecord, ThrownRecord } from "./error-codec.js";
+import type { EncodedValue } from "./value-codec.js";
 
 /** workerData of every shard thread. */
 export interface ShardBootData {
@@ -21,19 +25,21 @@ export type ShardRequest =
   /** Load the user's module; answers once it has loaded (or throws its error). */
   | { readonly kind: "init" }
   /** Run the module's exported function `task` with `arg`. */
-  | { readonly kind: "task"; readonly task: string; readonly arg: unknown }
+  | { readonly kind: "task"; readonly task: string; readonly arg: EncodedValue }
   /** Set this shard's heap-profiling sample rate (0 off, 1 exact, N bytes). */
   | { readonly kind: "heapprof"; readonly rate: number }
-  /** Quiesce: drain the inbox and stop the doorbell watch; answers the drained count. */
+  /**
+   * Quiesce (Smp.stop, once every task has finished): flush this shard's
+   * batched remote frees, drain its inbox, stop the doorbell watch, answer
+   * the drained count, then park the thread so nothing runs until it is
+   * terminated.
+   */
   | { readonly kind: "stop" };
 
-/** An error as it crosses the boundary: structured clone keeps only built-in error names. */
-export interface SerializedError {
-  readonly name: string;
-  readonly message: string;
-  readonly stack: string | undefined;
-  readonly code: string | undefined;
-  /** OutOfMemoryError's diagnostics report and request, when that is what was thrown. */
-  readonly report?: string;
-  readonly requestedBytes?: number;
-}
+/** What a shard answers to every request. */
+export type ShardReply =
+  | { readonly ok: true; readonly value: EncodedValue }
+  /** The request threw (the task, the module's loading, a bad request). */
+  | { readonly ok: false; readonly thrown: ThrownRecord }
+  /** The task returned a value that cannot be cloned: the DataCloneError, as a record. The shard lives on. */
+  | { readonly ok: false; readonly unsendable: ErrorRecord };

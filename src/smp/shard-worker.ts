@@ -9,15 +9,20 @@
  *   4. on the "init" request, import the user's module.
  * The default export answers every request; piscina runs with atomics
  * "disabled" so this thread's event loop keeps turning between requests
- * (the doorbell, timers and sockets inside a shard depend on it).
+ * (the doorbell, timers and sockets inside a shard depend on it). Every
+ * answer is encoded here (value-codec.ts, error-codec.ts): a result or an
+ * error that cannot be cloned becomes an answer, never a failed postMessage
+ * (which piscina rethrows in the thread, killing the shard).
  */
 import { workerData } from "node:worker_threads";
-import { OutOfMemoryError } from "../errors.js";
+import { Piscina } from "piscina";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
-import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
+import { encodeError, encodeThrown } from "./error-codec.js";
+import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
+import { decodeValue, encodeValue, transferablesOf } from "./value-codec.js";
 
 const boot = workerData as ShardBootData;
 const heap = SharedHeap.attach(boot.buffer);
@@ -41,51 +46,78 @@ function loadUserModule(): Promise<Record<string, unknown>> {
 const doorbell = watchDoorbell(memory.i32, memory.doorbell, () => memory.drainCrossShardFrees());
 const idleTrim = idleTrimmer(memory, boot.idleTrimMs);
 
-/** What crosses back to the main side: a value, or an error it can rebuild. */
-export type ShardReply = { ok: true; value: unknown } | { ok: false; error: SerializedError };
-
-export default async function handle(request: ShardRequest): Promise<ShardReply> {
+/** piscina's handler: answers every request with a ShardReply (wrapped for transfer when it carries bytes). */
+export default async function handle(request: ShardRequest): Promise<unknown> {
   idleTrim.busy();
   try {
-    switch (request.kind) {
-      case "init":
-        await loadUserModule();
-        return { ok: true, value: boot.shard };
-      case "task": {
-        const mod = await loadUserModule();
-        const fn = mod[request.task];
-        if (typeof fn !== "function") {
-          throw new TypeError(`shard ${boot.shard}: the module exports no function named ${JSON.stringify(request.task)}`);
-        }
-        return { ok: true, value: await (fn as (arg: unknown, shard: ShardContext) => unknown)(request.arg, context) };
-      }
-      case "heapprof":
-        memory.setHeapProfilingSampleRate(request.rate);
-        return { ok: true, value: memory.heapProfilingSampleRate() };
-      case "stop":
-        doorbell.stop();
-        idleTrim.stop();
-        memory.flushCrossShardFrees();
-        return { ok: true, value: memory.drainCrossShardFrees() };
-      default:
-        throw new TypeError(`shard ${boot.shard}: unknown request ${JSON.stringify(request)}`);
-    }
+    return sendable(await answer(request));
   } catch (e) {
-    return { ok: false, error: serializeError(e) };
+    return { ok: false, thrown: encodeThrown(e) } satisfies ShardReply;
   } finally {
     idleTrim.idle();
   }
 }
 
-function serializeError(e: unknown): SerializedError {
-  if (e instanceof OutOfMemoryError) {
-    return { name: e.name, message: e.message, stack: e.stack, code: e.code, report: e.report, requestedBytes: e.requestedBytes };
+/** What the request computes (before encoding). */
+async function answer(request: ShardRequest): Promise<unknown> {
+  switch (request.kind) {
+    case "init":
+      await loadUserModule();
+      return boot.shard;
+    case "task": {
+      const mod = await loadUserModule();
+      const fn = mod[request.task];
+      if (typeof fn !== "function") {
+        throw new TypeError(`shard ${boot.shard}: the module exports no function named ${JSON.stringify(request.task)}`);
+      }
+      return await (fn as (arg: unknown, shard: ShardContext) => unknown)(decodeValue(request.arg), context);
+    }
+    case "heapprof":
+      memory.setHeapProfilingSampleRate(request.rate);
+      return memory.heapProfilingSampleRate();
+    case "stop": {
+      doorbell.stop();
+      idleTrim.stop();
+      // The shard's last flush of batched remote frees and drain of its
+      // inbox; whatever other shards push after this, Smp.stop drains from
+      // the main thread once the threads are gone.
+      memory.flushCrossShardFrees();
+      const drained = memory.drainCrossShardFrees();
+      // Park once the answer has been posted (piscina posts it in the
+      // microtasks after this returns; setImmediate runs after them): the
+      // thread then sits in Atomics.wait, where terminate() stops it, so a
+      // timer or socket callback of the user's module can never be cut off
+      // halfway through a malloc.
+      setImmediate(park);
+      return drained;
+    }
+    default:
+      throw new TypeError(`shard ${boot.shard}: unknown request ${JSON.stringify(request)}`);
   }
-  if (e instanceof Error) {
-    const code = (e as { code?: unknown }).code;
-    return { name: e.name, message: e.message, stack: e.stack, code: typeof code === "string" ? code : undefined };
+}
+
+/**
+ * The reply for a result (a large encoding handed over rather than
+ * copied). A result that cannot be cloned becomes an answer naming the
+ * DataCloneError, and this thread carries on.
+ */
+function sendable(result: unknown): unknown {
+  let reply: ShardReply;
+  try {
+    reply = { ok: true, value: encodeValue(result) };
+  } catch (e) {
+    return { ok: false, unsendable: encodeError(e instanceof Error ? e : new Error(String(e))) } satisfies ShardReply;
   }
-  return { name: "Error", message: `non-Error thrown: ${String(e)}`, stack: undefined, code: undefined };
+  const transfer = transferablesOf(reply.value);
+  if (transfer.length === 0) return reply;
+  const movable = { [Piscina.transferableSymbol]: transfer, [Piscina.valueSymbol]: reply };
+  return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]);
+}
+
+/** Block this thread for good (until terminate()). */
+function park(): never {
+  const word = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) Atomics.wait(word, 0, 0);
 }
 
 /** Trim cached pool spans once the shard has been idle for `ms` (0 = never). */

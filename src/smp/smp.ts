@@ -9,23 +9,31 @@
 import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
 import { Piscina } from "piscina";
-import { HeapError, HeapFormatError, InvalidPointerError, OutOfMemoryError, ShardError } from "../errors.js";
+import { ShardError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
-import { fillSmpOptions, heapprofRate, type FilledSmpOptions, type SmpOptions } from "./options.js";
+import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
-import type { SerializedError, ShardBootData, ShardRequest } from "./protocol.js";
-import type { ShardReply } from "./shard-worker.js";
+import { decodeError, type ThrownRecord } from "./error-codec.js";
+import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
+import { decodeValue, encodeValue, transferablesOf, type EncodedValue } from "./value-codec.js";
 
 const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url));
-/** How long stop() waits for a shard to finish its current work and quiesce before terminating it. */
-const STOP_TIMEOUT_MS = 10_000;
 /** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
 const IDLE_TRIM_MS = 200;
 
 export interface SmpEvents {
-  /** A shard's worker failed outside a task or exited; its pending submitTo calls reject. */
+  /**
+   * A shard's worker failed outside a task or exited (its pending submitTo
+   * calls reject), or stop() had to terminate a shard that had not finished
+   * within the stop timeout.
+   */
   error: [error: ShardError];
+}
+
+export interface StopOptions {
+  /** ms to let running tasks finish, and then again to flush and drain, before terminating anyway. Default: Smp.start's stopTimeoutMs (10000). */
+  timeoutMs?: number;
 }
 
 export class Smp extends EventEmitter<SmpEvents> {
@@ -33,7 +41,12 @@ export class Smp extends EventEmitter<SmpEvents> {
   readonly shards: number;
   readonly options: Readonly<FilledSmpOptions>;
   private readonly pools: Piscina[];
+  /** Per shard, the requests sent and not yet answered: stop() lets them finish. */
+  private readonly inFlight: Array<Set<Promise<unknown>>>;
   private stopping: Promise<void> | undefined;
+  /** Set before any thread is terminated, so its exit is not reported as a failure. */
+  private terminating = false;
+  private stopped = false;
   /** While start() runs, failures are its to report, not the 'error' event's. */
   private starting = true;
   /** Shards whose worker died or never started: stop() does not wait for them. */
@@ -45,6 +58,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.heap = heap;
     this.shards = options.shards;
     this.pools = pools;
+    this.inFlight = pools.map(() => new Set());
     pools.forEach((pool, shard) => {
       pool.on("error", (e: unknown) => this.shardFailed(shard, e));
       pool.on("workerDestroy", () => this.shardFailed(shard, new Error("its worker thread exited")));
@@ -57,7 +71,8 @@ export class Smp extends EventEmitter<SmpEvents> {
   /**
    * Start `shards` worker threads over one heap of `memoryPerShard` bytes
    * per shard, apply `heapprof`, and load `module` in every shard. Rejects,
-   * naming the shard, when a module fails to load (every thread is stopped).
+   * naming the shard, when a module fails to load or takes longer than
+   * `loadTimeoutMs` (every thread is then terminated).
    */
   static async start(o: SmpOptions = {}): Promise<Smp> {
     const options = fillSmpOptions(o);
@@ -81,10 +96,13 @@ export class Smp extends EventEmitter<SmpEvents> {
       });
     });
     const smp = new Smp(options, heap, pools);
-    // A shard fails to start either by rejecting its init request (its
-    // module threw) or by its worker dying before it answers (piscina then
-    // emits 'error' and leaves the request pending): watch for both.
-    const inits = pools.map((_, shard) => smp.request(shard, { kind: "init" }));
+    // A shard fails to start by rejecting its init request (its module
+    // threw), by its worker dying before it answers (piscina then emits
+    // 'error' and leaves the request pending), or by never answering (a
+    // top-level await that never settles): watch for all three.
+    const loadedShards = new Set<number>();
+    const inits = pools.map((_, shard) => smp.request(shard, { kind: "init" }).then(() => void loadedShards.add(shard)));
+    let timer: NodeJS.Timeout | undefined;
     const failure = new Promise<never>((_, reject) => {
       const fail = (shard: number, cause: unknown): void => {
         const root = cause instanceof ShardError && cause.cause !== undefined ? cause.cause : cause;
@@ -94,15 +112,25 @@ export class Smp extends EventEmitter<SmpEvents> {
         pool.once("error", (e: unknown) => fail(shard, e));
         inits[shard]!.catch((e: unknown) => fail(shard, e));
       });
+      if (options.loadTimeoutMs !== Infinity) {
+        timer = setTimeout(() => {
+          const late = [...Array(options.shards).keys()].filter((s) => !loadedShards.has(s));
+          const others = late.length > 1 ? ` (nor did shard${late.length > 2 ? "s" : ""} ${late.slice(1).join(", ")})` : "";
+          reject(new ShardError(late[0]!, `shard ${late[0]} failed to start: its module did not finish loading within ${options.loadTimeoutMs} ms (loadTimeoutMs)${others}`));
+        }, options.loadTimeoutMs);
+      }
     });
     const loaded = Promise.all(inits);
     try {
       await Promise.race([loaded, failure]);
     } catch (e) {
       smp.starting = false;
-      await smp.stop().catch(() => undefined);
+      // Nobody holds this heap: end the threads at once, loading or not.
+      smp.stopping = smp.terminateThreads();
+      await smp.stopping;
       throw e;
     } finally {
+      clearTimeout(timer);
       loaded.catch(() => undefined);
       failure.catch(() => undefined);
     }
@@ -113,23 +141,37 @@ export class Smp extends EventEmitter<SmpEvents> {
   /**
    * Run the module's exported function `task` on `shard` with `arg`
    * (structured-cloned; the heap is shared, so pass pointers). Resolves with
-   * its result; rejects with a ShardError carrying the task's error name,
-   * message and stack (shardheap's own errors are rebuilt as their class).
+   * its result; rejects with the task's error, every own field kept
+   * (shardheap's own classes and the built-in ones rebuilt, so `instanceof`
+   * works; any other class arrives as a ShardError with the original name),
+   * or with a ShardError naming the task when its result cannot be cloned.
+   * After stop() it rejects with a ShardError and starts nothing.
    */
   async submitTo<T = unknown>(shard: number, task: string, arg?: unknown): Promise<T> {
     if (!Number.isInteger(shard) || shard < 0 || shard >= this.shards) {
       throw new RangeError(`submitTo: shard must be an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
     }
-    if (typeof task !== "string" || task.length === 0) throw new TypeError("submitTo: task must be a function name");
-    if (this.stopping) throw new ShardError(shard, `submitTo(${shard}, ${JSON.stringify(task)}): the runtime is stopping`);
-    return (await this.request(shard, { kind: "task", task, arg })) as T;
+    const call = (): string => `submitTo(${shard}, ${JSON.stringify(task)})`;
+    this.checkTask(call, task, shard);
+    const encoded = encodeArg(call, arg);
+    return (await this.request(shard, { kind: "task", task, arg: encoded }, transferablesOf(encoded))) as T;
+  }
+
+  /** Run `task` on every shard at once; resolves with the results in shard order, or rejects with the first error. */
+  async invokeOnAll<T = unknown>(task: string, arg?: unknown): Promise<T[]> {
+    const call = (): string => `invokeOnAll(${JSON.stringify(task)})`;
+    this.checkTask(call, task, 0);
+    // One encoding for every shard: its bytes are shared, not handed over.
+    const encoded = encodeArg(call, arg);
+    return (await Promise.all(this.pools.map((_, shard) => this.request(shard, { kind: "task", task, arg: encoded })))) as T[];
   }
 
   /**
    * Switch heap profiling on `shard` or on "all" shards at run time: true
    * or 1 records every allocation, N samples one allocation per N bytes on
-   * average (a size: 524288 or "512KiB"), false or 0 turns it off. Resolves once every named shard has
-   * applied it.
+   * average (a size: 524288 or "512KiB"), false or 0 turns it off. Resolves
+   * once every named shard has applied it; rejects with a ShardError once
+   * stop() has begun.
    */
   async setHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
     const bytes = heapprofRate(rate, "setHeapProfiling: rate");
@@ -156,81 +198,185 @@ export class Smp extends EventEmitter<SmpEvents> {
   }
 
   /**
-   * Quiesce every shard (each drains its inbox and stops watching its
-   * doorbell), terminate the threads, then drain what was pushed while
-   * they stopped. Afterwards each shard's memory holds exactly what the
-   * user left live. Idempotent; completes even when shards have died.
+   * Stop the runtime without cutting anything off halfway:
+   *   1. new calls (submitTo, invokeOnAll, setHeapProfiling) reject with a
+   *      ShardError from now on; calls already made run to completion;
+   *   2. then every shard flushes its batched remote frees, drains its
+   *      inbox and parks its thread;
+   *   3. then the threads are terminated, and this thread drains what was
+   *      pushed while they stopped.
+   * A shard that has not finished 1 within `timeoutMs` (default: Smp.start's
+   * stopTimeoutMs, 10 s), or then 2 within `timeoutMs` again, is terminated
+   * anyway, and an 'error' event (a process warning without a listener)
+   * names it: whatever it was doing was cut off. Afterwards each shard's
+   * memory holds exactly what the user left live. Idempotent (later calls
+   * share the first one's outcome); completes even when shards have died.
    */
-  stop(): Promise<void> {
-    this.stopping ??= (async () => {
-      await Promise.allSettled(
-        this.pools.map((_, shard) =>
-          this.failed.has(shard) ? undefined : withTimeout(this.request(shard, { kind: "stop" }), STOP_TIMEOUT_MS),
-        ),
-      );
-      await Promise.allSettled(this.pools.map((pool) => pool.destroy()));
-      // The shard threads are gone: this thread is now the only writer of
-      // every region, so it may drain on their behalf.
-      for (let shard = 0; shard < this.shards; shard++) this.heap.adoptShard(shard).drainCrossShardFrees();
-    })();
+  stop(o: StopOptions = {}): Promise<void> {
+    if (this.stopping === undefined) {
+      let timeout: number;
+      try {
+        timeout = timeoutMs(o.timeoutMs ?? this.options.stopTimeoutMs, "stop: timeoutMs");
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      this.stopping = this.quiesceAndTerminate(timeout);
+    }
     return this.stopping;
   }
 
-  private async request(shard: number, request: ShardRequest): Promise<unknown> {
+  private async quiesceAndTerminate(timeout: number): Promise<void> {
+    const deadline = (): number | undefined => (timeout === Infinity ? undefined : performance.now() + timeout);
+    const shards = [...Array(this.shards).keys()];
+    // 1. Every call already made finishes (a task that yields would
+    // otherwise be terminated between two allocations, or inside one).
+    const callsDone = deadline();
+    const finished = await Promise.all(
+      shards.map((s) => (this.failed.has(s) ? false : settlesBy(Promise.allSettled([...this.inFlight[s]!]), callsDone))),
+    );
+    // 2. Only once no task runs anywhere (no more remote frees are coming
+    // from tasks), each shard flushes, drains and parks. A fresh timeout: a
+    // stuck shard must not use up the healthy ones' time to drain.
+    const drained = deadline();
+    const quiesced = await Promise.all(
+      shards.map((s) => (finished[s] ? settlesBy(this.request(s, { kind: "stop" }), drained) : false)),
+    );
+    for (const s of shards) {
+      if (quiesced[s] || this.failed.has(s)) continue;
+      const what = finished[s] ? "flush and drain" : `finish its ${this.inFlight[s]!.size} running call(s)`;
+      this.report(new ShardError(s, `shard ${s} did not ${what} within stop()'s ${timeout} ms timeout: terminating it; whatever it was doing was cut off`));
+    }
+    await this.terminateThreads();
+    // The shard threads are gone, so this thread takes every shard over and
+    // recovers on their behalf: adopting a shard pushes the remote-free
+    // batches its thread left in its outbox (a terminated or crashed shard
+    // dies holding some), then every inbox is drained (frees pushed after a
+    // shard's last drain, and those batches).
+    const adopted = [...Array(this.shards).keys()].map((shard) => this.heap.adoptShard(shard));
+    for (const shard of adopted) shard.drainCrossShardFrees();
+  }
+
+  private async terminateThreads(): Promise<void> {
+    this.terminating = true;
+    await Promise.allSettled(this.pools.map((pool) => pool.destroy()));
+    this.stopped = true;
+  }
+
+  /** Reject a call before it reaches a shard: a bad task name, or the runtime stopping. */
+  private checkTask(call: () => string, task: unknown, shard: number): void {
+    if (typeof task !== "string" || task.length === 0) throw new TypeError(`${call()}: task must be a function name`);
+    if (this.stopping) throw this.stoppedError(shard, call());
+  }
+
+  private stoppedError(shard: number, call: string): ShardError {
+    return new ShardError(shard, `${call}: the runtime ${this.stopped ? "has stopped" : "is stopping"}`);
+  }
+
+  /** Send one request to a shard and decode its answer; tracked so stop() can wait for it. */
+  private request(shard: number, request: ShardRequest, transferList: ArrayBuffer[] = []): Promise<unknown> {
+    // Past this point a stopped pool would start a fresh thread (piscina
+    // replaces destroyed workers): only stop's own request may pass.
+    if (this.stopping && request.kind !== "stop") return Promise.reject(this.stoppedError(shard, describeRequest(request)));
+    const answer = this.send(shard, request, transferList);
+    const running = this.inFlight[shard]!;
+    running.add(answer);
+    const done = (): void => void running.delete(answer);
+    answer.then(done, done);
+    return answer;
+  }
+
+  private async send(shard: number, request: ShardRequest, transferList: ArrayBuffer[]): Promise<unknown> {
     let reply: ShardReply;
     try {
-      reply = (await this.pools[shard]!.run(request)) as ShardReply;
+      reply = (await this.pools[shard]!.run(request, { transferList })) as ShardReply;
     } catch (e) {
-      const cause = e as Error;
-      throw new ShardError(shard, `shard ${shard}: ${cause?.message ?? String(e)}`, { cause });
+      throw new ShardError(shard, `shard ${shard}: ${errorMessage(e)}`, { cause: e });
     }
-    if (reply.ok) return reply.value;
-    throw rebuildError(shard, reply.error);
+    if (reply.ok) return decodeValue(reply.value);
+    if ("unsendable" in reply) {
+      const cause = decodeError(reply.unsendable);
+      throw new ShardError(shard, `shard ${shard}: ${describeRequest(request)} returned a value that cannot be sent between threads: ${cause.message}`, { cause });
+    }
+    throw rebuildThrown(shard, request, reply.thrown);
   }
 
   private shardFailed(shard: number, e: unknown): void {
-    if (this.stopping) return;
+    if (this.stopping || this.terminating) return;
     this.failed.add(shard);
     if (this.starting) return;
-    const error = new ShardError(shard, `shard ${shard} failed: ${errorMessage(e)}`, { cause: e });
-    // An 'error' event without a listener would throw and take the process down.
+    this.report(new ShardError(shard, `shard ${shard} failed: ${errorMessage(e)}`, { cause: e }));
+  }
+
+  /** An 'error' event, or a process warning when nobody listens (an unheard 'error' event would throw and take the process down). */
+  private report(error: ShardError): void {
     if (this.listenerCount("error") > 0) this.emit("error", error);
     else process.emitWarning(error.message, { code: "SHARDHEAP_SHARD_FAILED" });
   }
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+/** `arg` encoded for a shard; a TypeError naming the call when it cannot be cloned. */
+function encodeArg(call: () => string, arg: unknown): EncodedValue {
+  try {
+    return encodeValue(arg);
+  } catch (e) {
+    throw new TypeError(`${call()}: arg cannot be sent to another thread: ${errorMessage(e)}`, { cause: e });
+  }
+}
+
+/** True when `p` settles before `deadline` (performance.now() ms; undefined = no limit). */
+async function settlesBy(p: Promise<unknown>, deadline: number | undefined): Promise<boolean> {
+  const settled = p.then(
+    () => true,
+    () => true,
+  );
+  if (deadline === undefined) return settled;
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-    timer.unref();
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
   });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
 
-const REBUILT_ERRORS: Record<string, new (message: string) => Error> = {
-  TypeError,
-  RangeError,
-  HeapError,
-  HeapFormatError,
-};
-
-/** A shard's error on this side: shardheap's classes where possible (instanceof works), else a ShardError. */
-function rebuildError(shard: number, s: SerializedError): Error {
-  let error: Error;
-  if (s.name === "InvalidPointerError") error = new InvalidPointerError(s.message, undefined);
-  else if (s.name === "OutOfMemoryError") error = new OutOfMemoryError(s.message, s.requestedBytes ?? 0, s.report ?? "");
-  else if (REBUILT_ERRORS[s.name]) error = new REBUILT_ERRORS[s.name]!(s.message);
-  else error = new ShardError(shard, s.message, s.code === undefined ? undefined : { code: s.code });
-  if (!(error instanceof ShardError)) {
-    Object.defineProperty(error, "shard", { value: shard, enumerable: true });
+function describeRequest(request: ShardRequest): string {
+  switch (request.kind) {
+    case "task":
+      return `task ${JSON.stringify(request.task)}`;
+    case "init":
+      return "loading the module";
+    case "heapprof":
+      return "setHeapProfiling";
+    case "stop":
+      return "stop";
   }
-  if (error.name !== s.name) error.name = s.name;
-  // The shard's stack, then where the submit came from.
-  error.stack = `${s.stack ?? `${s.name}: ${s.message}`}\n    at <shard ${shard}>\n${(error.stack ?? "").split("\n").slice(1).join("\n")}`;
-  return error;
+}
+
+/**
+ * What a shard's request threw, on this side: the error rebuilt with every
+ * field (error-codec.ts; classes this side does not know become ShardError
+ * with the original name), with a `shard` field unless it has its own, and
+ * its stack followed by where the call came from. A thrown non-error value
+ * arrives as itself, as it would from a local async function.
+ */
+function rebuildThrown(shard: number, request: ShardRequest, thrown: ThrownRecord): unknown {
+  switch (thrown.kind) {
+    case "value":
+      return thrown.value;
+    case "uncloneable":
+      return new ShardError(shard, `shard ${shard}: ${describeRequest(request)} threw a value that cannot be sent between threads (${thrown.description}): ${thrown.why}`);
+    case "error": {
+      const error = decodeError(thrown.error, ShardError);
+      if (!("shard" in error)) Object.defineProperty(error, "shard", { value: shard, enumerable: true, writable: true, configurable: true });
+      const here = (new Error().stack ?? "").split("\n").slice(1).join("\n");
+      error.stack = `${error.stack}\n    at <shard ${shard}>\n${here}`;
+      return error;
+    }
+  }
 }
