@@ -7,7 +7,7 @@
  * shard to be quiescent: a shard allocating while it runs can make it
  * report transient states. Cost: linear in pages plus cached objects.
  */
-import { chainNext, outboxHead } from "./cross-shard.js";
+import { forEachChained } from "./cross-shard.js";
 import {
   GRANULE,
   PAGE_FREE,
@@ -56,22 +56,15 @@ export function checkRegions(regions: readonly ShardRegion[]): string[] {
   const fail = (msg: string): void => {
     if (errors.length < MAX_REPORTS) errors.push(msg);
   };
-  for (const sender of regions) {
-    for (const destination of regions) {
-      let n = 0;
-      for (let p = outboxHead(sender, destination.id); p !== 0; p = chainNext(destination, p)) {
-        if (!destination.contains(p) || ++n > destination.dataBytes / GRANULE) {
-          fail(`shard ${sender.id}: outbox chain for shard ${destination.id} is corrupt at ${p}`);
-          break;
-        }
-        if (inFlight.has(p)) fail(`shard ${destination.id}: object ${p} is in two cross-shard chains`);
-        inFlight.add(p);
-        if (!destination.isLive(p) || !destination.isPendingFree(p)) {
-          fail(`shard ${sender.id}: outbox for shard ${destination.id} holds ${p}, which is not a live object pending free`);
-        }
-      }
-    }
-  }
+  forEachChained(
+    regions,
+    (owner, p, where) => {
+      if (inFlight.has(p)) fail(`shard ${owner.id}: object ${p} is in two cross-shard chains`);
+      inFlight.add(p);
+      if (!owner.isLive(p) || !owner.isPendingFree(p)) fail(`shard ${owner.id}: ${where} holds ${p}, which is not a live object pending free`);
+    },
+    (owner, p, where) => fail(`shard ${owner.id}: ${where} is corrupt at ${p}`),
+  );
   for (const r of regions) errors.push(...checkRegion(r, inFlight));
   return errors.slice(0, MAX_REPORTS);
 }
@@ -84,18 +77,6 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
   const i32 = r.i32;
   const u32 = r.u32;
   const meta = (p: number, f: number): number => i32[r.pageMeta(p) + f]!;
-
-  // 0. Inbox: every pushed object is live and pending, and in no other chain.
-  let n = 0;
-  for (let p = Atomics.load(u32, r.inbox); p !== 0; p = chainNext(r, p)) {
-    if (!r.contains(p) || ++n > r.dataBytes / GRANULE) {
-      fail(`cross-shard inbox is corrupt at ${p}`);
-      break;
-    }
-    if (inFlight.has(p)) fail(`object ${p} is in two cross-shard chains`);
-    inFlight.add(p);
-    if (!r.isLive(p) || !r.isPendingFree(p)) fail(`cross-shard inbox holds ${p}, which is not a live object pending free`);
-  }
 
   // 1. Walk the spans head to head; they must tile the region exactly.
   let freePages = 0;

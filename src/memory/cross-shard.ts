@@ -53,6 +53,8 @@
  * holding a batch loses nothing: whoever takes the shard over next pushes
  * what it finds there (flushOutbox).
  */
+import { HeapError } from "../errors.js";
+import { BITMAP_WORDS_PER_PAGE } from "./layout.js";
 import type { ShardRegion } from "./region.js";
 
 /**
@@ -126,6 +128,62 @@ export function chainNext(r: ShardRegion, ptr: number): number {
   return r.u32[ptr >>> 2]!;
 }
 
+/**
+ * Visit every object in every chain of a quiescent heap (check, recovery):
+ * each shard's inbox, and each shard's outbox chain for each destination.
+ * `where` names the chain. A link that leaves its region, or a chain longer
+ * than its region could hold, calls `corrupt` and ends that chain's walk.
+ */
+export function forEachChained(
+  regions: readonly ShardRegion[],
+  visit: (owner: ShardRegion, ptr: number, where: string) => void,
+  corrupt: (owner: ShardRegion, ptr: number, where: string) => void,
+): void {
+  const walk = (owner: ShardRegion, first: number, where: string): void => {
+    const most = owner.dataBytes / 8;
+    let n = 0;
+    for (let p = first; p !== 0; p = chainNext(owner, p)) {
+      if (!owner.contains(p) || p % 8 !== 0 || ++n > most) return corrupt(owner, p, where);
+      visit(owner, p, where);
+    }
+  };
+  for (const owner of regions) walk(owner, Atomics.load(owner.u32, owner.inbox), "cross-shard inbox");
+  for (const sender of regions) {
+    for (const owner of regions) walk(owner, outboxHead(sender, owner.id), `shard ${sender.id}'s outbox`);
+  }
+}
+
+/**
+ * Push every object that is claimed (live and pending) but sits in no
+ * chain onto its owner's inbox: the frees of threads terminated between
+ * claiming an object and chaining it (V8 can end a thread at any function
+ * entry). Only for a heap no thread is using (Smp.stop, after its threads
+ * are gone): a running thread's free between its claim and its chain looks
+ * the same. Returns the number recovered. Cost: one pass over the bitmaps.
+ */
+export function recoverLostFrees(regions: readonly ShardRegion[]): number {
+  const chained = new Set<number>();
+  forEachChained(regions, (_owner, p) => chained.add(p), (owner, p, where) => {
+    throw new HeapError(`shard ${owner.id}: ${where} is corrupt at ${p}; nothing recovered`);
+  });
+  let recovered = 0;
+  for (const r of regions) {
+    const words = r.dataPages * BITMAP_WORDS_PER_PAGE;
+    for (let w = 0; w < words; w += 2) {
+      let bits = r.i32[r.bitmap + w]! & Atomics.load(r.i32, r.bitmap + w + 1);
+      while (bits !== 0) {
+        const k = 31 - Math.clz32(bits);
+        bits &= ~(1 << k);
+        const ptr = r.dataStart + ((w >>> 1) * 32 + k) * 8;
+        if (chained.has(ptr)) continue;
+        pushInbox(r, ptr);
+        recovered++;
+      }
+    }
+  }
+  return recovered;
+}
+
 /** Head of the chain `sender` holds for shard `destination` (0: none). */
 export function outboxHead(sender: ShardRegion, destination: number): number {
   return Atomics.load(sender.u32, sender.outboxSlots + destination);
@@ -195,11 +253,10 @@ export class Outbox {
 
 /**
  * Push `sender`'s chain for `destination`, if any. The header slot is
- * cleared right after the compareExchange that published the chain, with
- * no call or loop in between: V8 ends a terminated thread only at a
- * function entry or a loop's back edge, so a thread killed here either
- * left the chain in the slot (and whoever takes the shard over pushes it)
- * or pushed it and cleared the slot; never pushed it and left it listed.
+ * cleared before the push, not after: a thread terminated in between
+ * leaves the chain claimed and in no list, which recoverLostFrees finds
+ * (it pushes each object once); the other order could leave a pushed chain
+ * still listed, and a second push would corrupt the inbox.
  */
 export function pushOutboxChain(sender: ShardRegion, destination: ShardRegion): void {
   const u32 = sender.u32;
@@ -207,18 +264,8 @@ export function pushOutboxChain(sender: ShardRegion, destination: ShardRegion): 
   const head = u32[slot]!;
   if (head === 0) return;
   const tail = u32[(head >>> 2) + 1]!;
-  const inbox = destination.inbox;
-  let old = Atomics.load(u32, inbox);
-  for (;;) {
-    u32[tail >>> 2] = old;
-    const seen = Atomics.compareExchange(u32, inbox, old, head);
-    if (seen === old) {
-      u32[slot] = 0;
-      break;
-    }
-    old = seen;
-  }
-  if (old === 0) ringDoorbell(destination);
+  u32[slot] = 0;
+  pushInboxChain(destination, head, tail);
 }
 
 /**

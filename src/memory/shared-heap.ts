@@ -8,7 +8,7 @@ import { HeapFormatError, InvalidPointerError } from "../errors.js";
 import { parseInteger } from "../parse.js";
 import { parseSize } from "../units.js";
 import { checkRegions } from "./check.js";
-import { claimRemoteFree, flushOutbox, pushInbox } from "./cross-shard.js";
+import { claimRemoteFree, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
 import { formatDiagnostics } from "./diagnostics.js";
 import { adoptShard, takeShard } from "./ownership.js";
 import {
@@ -40,13 +40,13 @@ import { initPageSpans } from "./page-spans.js";
 import { liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
-import { classSpanPages } from "./size-classes.js";
+import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
 import { initSiteTable } from "./site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 
-/** The smallest region: room for the largest pool span plus metadata. */
+/** The smallest region: metadata plus room for the largest pool's fallback span (a 128 KiB shard has 19 object pages). */
 export const MIN_SHARD_BYTES = 128 * 1024;
 export { MAX_SHARDS };
 
@@ -150,6 +150,16 @@ export class SharedHeap implements HeapGeometry {
     adoptShard(this.regions[id]!);
     flushOutbox(this.regions[id]!, this.regions);
     return this.ownAllocator(id);
+  }
+
+  /**
+   * @internal Hand every claimed object that no chain holds to its owner's
+   * inbox: frees cut short by a thread terminated between its claim and its
+   * chain. Only while no thread uses the heap (Smp.stop calls it once its
+   * threads are gone). Returns how many it recovered.
+   */
+  recoverLostFrees(): number {
+    return recoverLostFrees(this.regions);
   }
 
   private ownAllocator(id: number): ShardAllocator {
@@ -276,6 +286,9 @@ function checkHeader(buffer: ArrayBufferLike): string | undefined {
   if (buffer.byteLength !== expected) {
     return `shardheap heap size mismatch: header says ${shards} shards of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
   }
-  if (dataPagesFor(shardBytes) < Math.max(...classSpanPages)) return "corrupt shardheap header: shard too small";
+  // A pool takes its smaller fallback span when its preferred one does not
+  // fit, so the floor is the largest fallback span (8 pages), not the
+  // largest preferred span (32 pages, more than a 128 KiB shard holds).
+  if (dataPagesFor(shardBytes) < Math.max(...classFallbackSpanPages)) return `corrupt shardheap header: a shard of ${shardBytes} bytes is too small`;
   return undefined;
 }

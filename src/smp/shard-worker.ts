@@ -28,6 +28,10 @@ const boot = workerData as ShardBootData;
 const heap = SharedHeap.attach(boot.buffer);
 // The shard is this thread's: adopt it (a replaced thread's batches are pushed on the way).
 const memory = heap.adoptShard(boot.shard);
+// A task that ends the thread with process.exit() still hands its batched
+// remote frees over ('exit' listeners run in a worker; terminate() runs
+// none, and then the next owner pushes the batches it finds in the outbox).
+process.once("exit", () => memory.flushCrossShardFrees());
 // Frees of other shards' objects travel in chains (flushed within the turn).
 memory.batchCrossShardFrees(true);
 // set_heap_profiling_enabled at start, as smp::configure does (--heapprof).

@@ -252,7 +252,10 @@ export class Smp extends EventEmitter<SmpEvents> {
     // batches its thread left in its outbox (a terminated or crashed shard
     // dies holding some), then every inbox is drained (frees pushed after a
     // shard's last drain, and those batches).
+    // A shard terminated at its timeout may have died between claiming an
+    // object and chaining it: no thread runs now, so those are found too.
     const adopted = [...Array(this.shards).keys()].map((shard) => this.heap.adoptShard(shard));
+    this.heap.recoverLostFrees();
     for (const shard of adopted) shard.drainCrossShardFrees();
   }
 
