@@ -27,7 +27,6 @@ import {
   PM_STATE,
   PM_USED,
   P_CAPACITY,
-  P_CLAIMED_COUNT,
   P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
@@ -244,7 +243,6 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
     }
     if (r.isPendingFree(obj)) fail(`class ${size}: free object ${obj} on the clean list has its pending bit set`);
   }
-  if (clean !== i32[pool + P_FREE_COUNT]) fail(`class ${size}: free count ${i32[pool + P_FREE_COUNT]}, list holds ${clean}`);
   let claimed = 0;
   const claimedObjects = new Set<number>();
   for (let obj = u32[pool + P_CLAIMED_HEAD]!; obj !== 0; obj = u32[obj >>> 2]!) {
@@ -255,7 +253,9 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
     claimedObjects.add(obj);
     if (!r.isPendingFree(obj)) fail(`class ${size}: object ${obj} on the claimed list has lost its pending bit`);
   }
-  if (claimed !== i32[pool + P_CLAIMED_COUNT]) fail(`class ${size}: claimed count ${i32[pool + P_CLAIMED_COUNT]}, list holds ${claimed}`);
+  if (clean + claimed !== i32[pool + P_FREE_COUNT]) {
+    fail(`class ${size}: free count ${i32[pool + P_FREE_COUNT]}, lists hold ${clean} clean + ${claimed} claimed`);
+  }
   for (const p of heads) {
     forEachMarkedGranule(r, r.pageAddress(p), i32[r.pageMeta(p) + PM_SPAN_PAGES]! * PAGE_SIZE, (obj) => {
       if (!r.isLive(obj) && r.isPendingFree(obj) && !claimedObjects.has(obj)) {

@@ -167,7 +167,9 @@ export const S_POOLS = 256; // byte 1024
 export const POOL_STRIDE = 16;
 /**
  * Head of the pool's clean free list (Uint32 pointer, 0 = empty): free
- * objects whose pending bit is clear, what malloc pops.
+ * objects whose pending bit is clear, what malloc pops. P_FREE_COUNT counts
+ * the objects of both lists, clean and claimed (one count for free() to
+ * keep: it is what trimming compares with maxFree).
  */
 export const P_FREE_HEAD = 0;
 export const P_FREE_COUNT = 1;
@@ -194,7 +196,6 @@ export const P_MALLOCS_LO = 8;
 export const P_MALLOCS_HI = 9;
 export const P_FREES_LO = 10;
 export const P_FREES_HI = 11;
-export const P_CLAIMED_COUNT = 12;
 
 /**
  * The outbox, bytes 8192-12287: for each destination shard, the head of a

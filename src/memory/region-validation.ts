@@ -28,7 +28,6 @@ import {
   PM_USED,
   POOL_STRIDE,
   P_CAPACITY,
-  P_CLAIMED_COUNT,
   P_CLAIMED_HEAD,
   P_FREES_HI,
   P_FREE_COUNT,
@@ -134,7 +133,7 @@ function poolProblem(r: ShardRegion, cls: number, isPage: (p: number) => boolean
   if (!isPage(i32[p + P_SPAN_LIST]!)) return `span list starts at page ${i32[p + P_SPAN_LIST]}`;
   const pagesInUse = i32[p + P_PAGES_IN_USE]!;
   if (pagesInUse < 0 || pagesInUse > r.dataPages) return `${pagesInUse} pages in use, of ${r.dataPages}`;
-  for (const [what, slot] of [["cached", P_FREE_COUNT], ["claimed", P_CLAIMED_COUNT], ["capacity", P_CAPACITY], ["span-free", P_SPAN_FREE], ["max free", P_MAX_FREE]] as const) {
+  for (const [what, slot] of [["cached", P_FREE_COUNT], ["capacity", P_CAPACITY], ["span-free", P_SPAN_FREE], ["max free", P_MAX_FREE]] as const) {
     if (i32[p + slot]! < 0) return `${what} count ${i32[p + slot]}`;
   }
   for (const [what, slot] of [["malloc", P_MALLOCS_HI], ["free", P_FREES_HI]] as const) {

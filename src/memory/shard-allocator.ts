@@ -7,14 +7,16 @@
  * fast paths read top to bottom in malloc() and free(): they touch the pool
  * record (one cache line, counters included), the page's class byte, one
  * live/pending word pair, and the object's first word (free only stores to
- * it), and allocate nothing. free() makes one Atomics call, its claim
+ * it), and allocate nothing. free() makes one atomic, its claim
  * (cross-shard.ts, "Claims"): that is what makes two racing frees of one
- * object end with exactly one success. Measured (bench/, this machine):
- * a malloc/free pair ~21 ns before the claim, see bench/alloc-pair.ts for
- * the figures after. Every miss goes to a separately named slow path:
+ * object end with exactly one success; malloc makes one more when it hands
+ * out an object this shard freed, clearing that claim. The atomics are
+ * WebAssembly's where the heap allows (atomics.ts). Measured (bench/, this
+ * machine, a quiet moment): a malloc/free pair 13 ns without claims, 33 ns
+ * with them, @thi.ng/malloc 19 ns. Every miss goes to a separately named
+ * slow path:
  *
- *   malloc -> mallocSmallSlow (settle claims, drain inbox, refill pool,
- *                              reclaim)                            small
+ *   malloc -> mallocSmallSlow (drain inbox, refill pool, reclaim)  small
  *          -> mallocLarge     (page span, reclaim)                  > 16 KiB
  *   free   -> freeSlow        (validation errors, sized free, free(0),
  *                              large objects, other shards' objects)
@@ -37,7 +39,7 @@ import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
 import { checkAlignment, checkSize, liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
-import { refillPool, settleClaims, trimPool } from "./small-pool.js";
+import { refillPool, trimPool } from "./small-pool.js";
 import { readStats, type MemoryStats } from "./stats.js";
 import { formatDiagnostics } from "./diagnostics.js";
 
@@ -64,7 +66,6 @@ const {
   PM_SPAN_PAGES,
   PM_STATE,
   POOL_STRIDE,
-  P_CLAIMED_COUNT,
   P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
@@ -157,16 +158,25 @@ export class ShardAllocator extends ShardRegion {
       // One view for the whole fast path (links are stored through Int32 and
       // read back with >>> 0): a second typed-array view cost ~0.8 ns a pair.
       const i32 = this.i32;
-      const obj = i32[pool + P_FREE_HEAD]! >>> 0;
-      if (obj !== 0) {
-        i32[pool + P_FREE_HEAD] = i32[obj >>> 2]!;
-        i32[pool + P_FREE_COUNT]--;
-        if (++i32[pool + P_MALLOCS_LO]! === 0) i32[pool + P_MALLOCS_HI]++;
-        const rel = obj - this.dataStart;
-        i32[this.bitmap + ((rel >>> 8) << 1)] |= 1 << ((rel >>> 3) & 31);
-        return obj;
+      // What this shard freed last first (LIFO: still in cache), then the
+      // clean list; a claimed object's pending bit is this shard's to clear.
+      let list = pool + P_CLAIMED_HEAD;
+      let obj = i32[list]! >>> 0;
+      if (obj === 0) {
+        list = pool + P_FREE_HEAD;
+        obj = i32[list]! >>> 0;
+        if (obj === 0) return this.mallocSmallSlow(cls);
       }
-      return this.mallocSmallSlow(cls);
+      const rel = obj - this.dataStart;
+      const w = this.bitmap + ((rel >>> 8) << 1);
+      const bit = 1 << ((rel >>> 3) & 31);
+      // Before this path's stores: an atomic waits for earlier stores to drain.
+      if (list !== pool + P_FREE_HEAD) this.atomicAnd((w + 1) << 2, ~bit);
+      i32[list] = i32[obj >>> 2]!;
+      i32[pool + P_FREE_COUNT]--;
+      if (++i32[pool + P_MALLOCS_LO]! === 0) i32[pool + P_MALLOCS_HI]++;
+      i32[w] |= bit;
+      return obj;
     }
     return this.mallocNotSmall(size);
   }
@@ -196,14 +206,14 @@ export class ShardAllocator extends ShardRegion {
           // free got there first; set means one did, and the slow path
           // throws. The bit stays set while the object sits on the
           // claimed list (small-pool.ts settleClaims clears it).
-          if ((pool1 - 1) >>> 0 < CLASS_COUNT && (Atomics.or(i32, w + 1, bit) & bit) === 0) {
+          if ((pool1 - 1) >>> 0 < CLASS_COUNT && (this.atomicOr((w + 1) << 2, bit) & bit) === 0) {
             i32[w] = live ^ bit; // the owner is the live word's only writer: `live` is current
             const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
             i32[ptr >>> 2] = i32[pool + P_CLAIMED_HEAD]!;
             i32[pool + P_CLAIMED_HEAD] = ptr;
-            const claimed = ++i32[pool + P_CLAIMED_COUNT]!;
+            const cached = ++i32[pool + P_FREE_COUNT]!;
             if (++i32[pool + P_FREES_LO]! === 0) i32[pool + P_FREES_HI]++;
-            if (claimed + i32[pool + P_FREE_COUNT]! > i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
+            if (cached > i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
             return;
           }
         }
@@ -387,26 +397,29 @@ export class ShardAllocator extends ShardRegion {
   /** Pop an object from pool `poolIndex`, refilling its clean list first if it is empty. */
   private mallocSmallSlow(poolIndex: number): number {
     const pool = this.pools + poolIndex * POOL_STRIDE;
-    if (this.u32[pool + P_FREE_HEAD] === 0) this.refillSlow(poolIndex);
-    const obj = this.u32[pool + P_FREE_HEAD]!;
-    this.u32[pool + P_FREE_HEAD] = this.u32[obj >>> 2]!;
+    if (this.u32[pool + P_CLAIMED_HEAD] === 0 && this.u32[pool + P_FREE_HEAD] === 0) this.refillSlow(poolIndex);
+    const claimed = this.u32[pool + P_CLAIMED_HEAD] !== 0;
+    const list = claimed ? pool + P_CLAIMED_HEAD : pool + P_FREE_HEAD;
+    const obj = this.u32[list]!;
+    this.u32[list] = this.u32[obj >>> 2]!;
     this.i32[pool + P_FREE_COUNT]--;
     if (++this.i32[pool + P_MALLOCS_LO]! === 0) this.i32[pool + P_MALLOCS_HI]++;
+    if (claimed) this.atomicAnd(this.pendingWord(obj) << 2, ~this.liveBit(obj));
     this.setLive(obj);
     return obj;
   }
 
   /**
-   * The pool's clean list is empty. Drain the inbox (its objects join the
-   * claimed list), settle the claimed list (one Atomics.and per bitmap
-   * word), refill from partly used spans or new spans, and as a last resort
-   * reclaim every cached span. Cost: a batch, amortized over its objects.
+   * The pool's lists are empty. Drain the inbox (its objects join the
+   * claimed lists), then refill from partly used spans or new spans, and as
+   * a last resort reclaim every cached span. Cost: a batch, amortized over
+   * its objects.
    */
   private refillSlow(poolIndex: number): void {
     const pool = this.pools + poolIndex * POOL_STRIDE;
     this.drainInbox();
-    settleClaims(this, poolIndex);
-    if (this.u32[pool + P_FREE_HEAD] === 0 && !refillPool(this, poolIndex)) {
+    if (this.u32[pool + P_CLAIMED_HEAD] !== 0) return;
+    if (!refillPool(this, poolIndex)) {
       this.reclaim();
       if (!refillPool(this, poolIndex)) throw this.outOfMemory(classSize[poolIndex]!);
     }
@@ -544,7 +557,7 @@ export class ShardAllocator extends ShardRegion {
   /** Claim a live object of this shard (cross-shard.ts): false when another free claimed it first. */
   private claimOwn(ptr: number): boolean {
     const bit = this.liveBit(ptr);
-    return (Atomics.or(this.i32, this.pendingWord(ptr), bit) & bit) === 0;
+    return (this.atomicOr(this.pendingWord(ptr) << 2, bit) & bit) === 0;
   }
 
   /** A claim lost to another free: the precise error for `ptr` as it is now. */
@@ -577,8 +590,7 @@ export class ShardAllocator extends ShardRegion {
       if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
       this.u32[ptr >>> 2] = this.u32[pool + P_CLAIMED_HEAD]!;
       this.u32[pool + P_CLAIMED_HEAD] = ptr;
-      const claimed = ++this.i32[pool + P_CLAIMED_COUNT]!;
-      if (claimed + this.i32[pool + P_FREE_COUNT]! > this.i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
+      if (++this.i32[pool + P_FREE_COUNT]! > this.i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
       return;
     }
     const pages = this.i32[m + PM_SPAN_PAGES]!;
@@ -589,7 +601,7 @@ export class ShardAllocator extends ShardRegion {
     }
     this.f64[this.cFrees]++;
     this.releaseLargeSpan(page, pages);
-    Atomics.and(this.i32, this.pendingWord(ptr), ~this.liveBit(ptr));
+    this.atomics.and(this.pendingWord(ptr) << 2, ~this.liveBit(ptr));
   }
 
   /**

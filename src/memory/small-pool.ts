@@ -5,15 +5,14 @@
  * and giving spans back to page-spans.ts once all their objects are free.
  *
  * Two levels of free objects, as in Seastar:
- *   - the pool's lists: the clean list (P_FREE_HEAD, P_FREE_COUNT), LIFO,
- *     what malloc pops; and the claimed list (P_CLAIMED_HEAD,
- *     P_CLAIMED_COUNT), where free() puts what it frees with the object's
- *     pending bit still set (cross-shard.ts, "Claims"). settleClaims clears
- *     those bits, one Atomics.and per bitmap word for the whole list, and
- *     moves the list onto the clean one: malloc's slow path does it when
- *     the clean list runs dry, so a malloc/free pair pays one Atomics call
- *     (the free's claim) plus a share of a batch (measured: see
- *     shard-allocator.ts);
+ *   - the pool's lists, both LIFO: the claimed list (P_CLAIMED_HEAD), where
+ *     free() puts what it frees with the object's pending bit still set
+ *     (cross-shard.ts, "Claims"), and the clean list (P_FREE_HEAD), objects
+ *     with the bit clear (new, or back from their spans). malloc pops the
+ *     claimed list first (what was freed last is in cache) and clears the
+ *     bit; P_FREE_COUNT counts both lists. Trimming sends objects back to
+ *     their spans clean: settleClaims clears a whole claimed list's bits,
+ *     one atomic and per bitmap word;
  *   - each span's own list (PM_FREELIST on the span head): where trimmed
  *     objects wait, so a span whose objects all come back can be released.
  * A span's PM_USED counts objects outside its own list (live, or cached in
@@ -33,7 +32,6 @@ import {
   PM_USED,
   POOL_STRIDE,
   P_CAPACITY,
-  P_CLAIMED_COUNT,
   P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
@@ -160,15 +158,20 @@ export function settleClaims(r: ShardRegion, cls: number): number {
   const pool = poolRecord(r, cls);
   const first = u32[pool + P_CLAIMED_HEAD]!;
   if (first === 0) return 0;
+  // Locals, not fields, in the loop: the atomics call inside it makes V8
+  // reload every field on every turn.
+  const dataStart = r.dataStart;
+  const bitmap = r.bitmap;
+  const atomics = r.atomics;
   let word = -1;
   let mask = 0;
   let last = first;
   let n = 0;
   for (let obj = first; obj !== 0; obj = u32[obj >>> 2]!) {
-    const rel = obj - r.dataStart;
-    const pending = r.bitmap + ((rel >>> 8) << 1) + 1;
+    const rel = obj - dataStart;
+    const pending = bitmap + ((rel >>> 8) << 1) + 1;
     if (pending !== word) {
-      if (mask !== 0) Atomics.and(i32, word, ~mask);
+      if (mask !== 0) atomics.and(word << 2, ~mask);
       word = pending;
       mask = 0;
     }
@@ -176,12 +179,10 @@ export function settleClaims(r: ShardRegion, cls: number): number {
     last = obj;
     n++;
   }
-  Atomics.and(i32, word, ~mask);
+  atomics.and(word << 2, ~mask);
   u32[last >>> 2] = u32[pool + P_FREE_HEAD]!;
   u32[pool + P_FREE_HEAD] = first;
-  i32[pool + P_FREE_COUNT] += n;
   u32[pool + P_CLAIMED_HEAD] = 0;
-  i32[pool + P_CLAIMED_COUNT] = 0;
   return n;
 }
 
@@ -242,7 +243,7 @@ export function poolObjectsInUse(r: ShardRegion, cls: number): number {
 /** Free objects the pool holds in its lists (clean and claimed), ready for malloc. */
 export function poolObjectsCached(r: ShardRegion, cls: number): number {
   const pool = poolRecord(r, cls);
-  return r.i32[pool + P_FREE_COUNT]! + r.i32[pool + P_CLAIMED_COUNT]!;
+  return r.i32[pool + P_FREE_COUNT]!;
 }
 
 /** Bytes of the pool's spans, used or not. */
