@@ -28,6 +28,12 @@ interface RaceOptions {
   batch?: boolean;
   profile?: number;
   reverse?: boolean;
+  /**
+   * How the threads attach: with the heap's buffer (their atomics are
+   * Atomics), its WebAssembly.Memory (WebAssembly atomics), or the owner
+   * one way and the others the other (both kinds on the same words).
+   */
+  attach?: "buffer" | "memory" | "mixed";
 }
 
 interface WorkerReport {
@@ -49,7 +55,7 @@ async function race(o: RaceOptions): Promise<{ heap: SharedHeap; owner: WorkerRe
     ({ role, shard }, index) =>
       new Worker(workerUrl, {
         workerData: {
-          heap: heap.buffer, ctl, role, shard, index, workers,
+          heap: attachWith(heap, o.attach ?? "mixed", index), ctl, role, shard, index, workers,
           rounds: o.rounds, perRound: o.perRound, op: o.op, sizes: o.sizes,
           batch: o.batch ?? false, profile: o.profile ?? 0, reverse: o.reverse ?? false,
         },
@@ -74,6 +80,12 @@ async function race(o: RaceOptions): Promise<{ heap: SharedHeap; owner: WorkerRe
   return { heap, owner: reports[0]! };
 }
 
+function attachWith(heap: SharedHeap, how: "buffer" | "memory" | "mixed", index: number): unknown {
+  expect(heap.memory, "SharedHeap.create makes a WebAssembly memory here").toBeDefined();
+  const memory = how === "memory" || (how === "mixed" && index === 0);
+  return memory ? heap.memory : heap.buffer;
+}
+
 /** The old protocol hung about one run in five; a correct one finishes each case in a few seconds. */
 const RACE_TIMEOUT_MS = 40_000;
 
@@ -95,7 +107,7 @@ describe("two frees of one object, from threads started together", () => {
   });
 
   it("the same with the remote side batching its frees, and meeting from the other end", async () => {
-    const { owner } = await race({ remotes: [1], op: "free", rounds: 1500, perRound: 8, sizes: SIZES, batch: true, reverse: true });
+    const { owner } = await race({ remotes: [1], op: "free", rounds: 1500, perRound: 8, sizes: SIZES, batch: true, reverse: true, attach: "memory" });
     expect(owner.races).toBe(12000);
     expect(owner.failures).toBe(0);
   });
@@ -110,7 +122,7 @@ describe("two frees of one object, from threads started together", () => {
 
   it("two remote frees of one object: exactly one succeeds", async () => {
     // Three threads on two cores: longer rounds, fewer barriers.
-    const { owner } = await race({ remotes: [1, 2], op: "none", rounds: 250, perRound: 32, sizes: SIZES, reverse: true });
+    const { owner } = await race({ remotes: [1, 2], op: "none", rounds: 250, perRound: 32, sizes: SIZES, reverse: true, attach: "buffer" });
     expect(owner.races).toBe(8000);
     expect(owner.failures).toBe(0);
   });

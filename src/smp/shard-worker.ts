@@ -25,7 +25,9 @@ import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
 import { decodeValue, encodeValue, transferablesOf } from "./value-codec.js";
 
 const boot = workerData as ShardBootData;
-const heap = SharedHeap.attach(boot.buffer);
+// The heap's WebAssembly.Memory when it has one: frees then claim with
+// WebAssembly atomics, not Atomics (memory/atomics.ts).
+const heap = SharedHeap.attach(boot.memory ?? boot.buffer);
 // The shard is this thread's: adopt it (a replaced thread's batches are pushed on the way).
 const memory = heap.adoptShard(boot.shard);
 // A task that ends the thread with process.exit() still hands its batched

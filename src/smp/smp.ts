@@ -80,6 +80,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     const pools = Array.from({ length: options.shards }, (_, shard) => {
       const workerData: ShardBootData = {
         buffer: heap.buffer,
+        memory: heap.memory,
         shard,
         heapprofRate: options.heapprofRate,
         module: options.module,
