@@ -7,11 +7,14 @@
  * requests. Errors travel as records (error-codec.ts).
  */
 import type { MessagePort } from "node:worker_threads";
+import type { WasmMemory } from "../memory/atomics.js";
 import type { ThrownRecord } from "./error-codec.js";
 
 /** workerData of every shard thread. */
 export interface ShardBootData {
   readonly buffer: SharedArrayBuffer;
+  /** The heap's shared WebAssembly.Memory, when it is one (SharedHeap.memory). */
+  readonly memory: WasmMemory | undefined;
   readonly shard: number;
   readonly shards: number;
   /** The messaging buffer (queue-layout.ts) and its ring size. */
