@@ -76,15 +76,16 @@ const DRAIN_LIMIT = 4096;
 /** Below this much contiguous room, encode in scratch rather than try the ring in place. */
 const MIN_DIRECT_ROOM = 64;
 /**
- * How long an endpoint keeps polling with nothing to do before it sleeps
- * (ms). A sleeping receiver costs its sender a futex wake and itself an
- * event-loop wake-up (~25 us each way here); a call that comes back within
- * the window costs neither: a sequential round trip between two threads
- * measured 35-40 us with this window, 55-70 us without (2 cores). Seastar
- * polls for 200 us before sleeping.
+ * How long an endpoint that waits for answers to its own calls keeps
+ * polling with nothing to do before it sleeps (ms); one with no call out
+ * sleeps at once. A sleeping receiver costs its sender a futex wake and
+ * itself an event-loop wake-up. Measured on the sequential round trip
+ * between two shards (2 cores, load ~3): 7.5-10 us when the caller polls
+ * 200 us and the callee sleeps at once, 22 us when neither polls, ~150 us
+ * when both poll 50 us (two spinning threads and the rest of the machine
+ * fight over two cores), against 40 us for a MessageChannel. Seastar polls
+ * 200 us before sleeping.
  */
-const IDLE_POLL_MS = 0.05;
-/** The same while this endpoint waits for answers to its own calls: they are likely to come soon. */
 const ANSWER_POLL_MS = 0.2;
 /** Largest record carried in a ring (besides half the ring): anything larger goes by the side path. */
 const MAX_RING_RECORD = 256 * 1024;
@@ -131,6 +132,8 @@ class Outgoing {
   readonly overflow = new OverflowQueue();
   /** Task name -> id on this pair (the receiver learns a name with its first request). */
   readonly taskIds = new Map<string, number>();
+  lastTask: string | undefined;
+  lastTaskId = 0;
   /** Object shapes sent on this pair (wire-codec.ts). */
   shapes = new ShapeTable();
   /** Records committed since the last publish. */
@@ -147,6 +150,8 @@ class Outgoing {
 class Incoming {
   /** Task names by id, as this peer defined them. */
   tasks: string[] = [];
+  /** The functions they name, looked up on first use (the module's exports do not change). */
+  fns: Array<TaskFunction | undefined> = [];
   /** Object shapes this peer defined. */
   shapes = new ShapeCache();
   /** Side-path messages received, waiting for their ring records. */
@@ -169,10 +174,10 @@ interface PeerState {
 
 /** A request that arrived before the module had loaded. */
 interface Deferred {
-  peer: number;
+  inc: Incoming;
   epoch: number;
   callId: number;
-  task: string;
+  taskId: number;
   arg: unknown;
 }
 
@@ -311,7 +316,8 @@ export class Endpoint {
     if (this.stopped) return Promise.reject(new ShardError(peer, `${callName(via, peer, task)}: the runtime has stopped`));
     if (!this.peers[peer]!.up) return Promise.reject(downError(peer, callName(via, peer, task)));
     const out = this.out[peer]!;
-    let taskId = out.taskIds.get(task);
+    // A burst of calls names one task: compare with the last before the Map.
+    let taskId = task === out.lastTask ? out.lastTaskId : out.taskIds.get(task);
     const named = taskId === undefined;
     if (taskId === undefined) {
       taskId = out.taskIds.size;
@@ -323,8 +329,11 @@ export class Endpoint {
     } catch (e) {
       if (named) out.taskIds.delete(task);
       if (id !== this.resolves.length) this.freeIds.push(id);
+      out.lastTask = undefined;
       return Promise.reject(unsendableArg(callName(via, peer, task), e));
     }
+    out.lastTask = task;
+    out.lastTaskId = taskId;
     // One executor for every call (it stores the resolvers here): a
     // closure per call is one more allocation on the hottest path.
     const promise = new Promise<unknown>(this.executor);
@@ -391,9 +400,10 @@ export class Endpoint {
         if (name !== undefined) w.writeString(name);
         w.writeValue(value);
         if (out.commits !== commits) throw OUT_OF_ROOM; // a nested emit took this place: encode again below
-        target.dv.setInt32(at, recordHeader(w.pos - at, kind), true);
-        target.dv.setInt32(at + 4, w1, true);
-        target.dv.setInt32(at + 8, w2, true);
+        const i = at >>> 2;
+        target.i32[i] = recordHeader(w.pos - at, kind);
+        target.i32[i + 1] = w1;
+        target.i32[i + 2] = w2;
         w.keepShapes();
         if (queued) {
           out.overflow.commitTail(w.pos - at);
@@ -425,9 +435,9 @@ export class Endpoint {
       const bytes = scratch.u8.slice(valueAt, w.pos).buffer;
       return this.emitSide(out, kind, w1, w2, name, { bytes }, [bytes]);
     }
-    scratch.dv.setInt32(0, recordHeader(w.pos, kind), true);
-    scratch.dv.setInt32(4, w1, true);
-    scratch.dv.setInt32(8, w2, true);
+    scratch.i32[0] = recordHeader(w.pos, kind);
+    scratch.i32[1] = w1;
+    scratch.i32[2] = w2;
     this.enqueue(out, scratch.u8.subarray(0, w.pos));
   }
 
@@ -438,9 +448,9 @@ export class Endpoint {
     w.intoScratch(HEADER_BYTES);
     if (name !== undefined) w.writeString(name);
     const scratch = w.target;
-    scratch.dv.setInt32(0, recordHeader(w.pos, kind | SIDE), true);
-    scratch.dv.setInt32(4, w1, true);
-    scratch.dv.setInt32(8, w2, true);
+    scratch.i32[0] = recordHeader(w.pos, kind | SIDE);
+    scratch.i32[1] = w1;
+    scratch.i32[2] = w2;
     this.enqueue(out, scratch.u8.subarray(0, w.pos));
   }
 
@@ -552,7 +562,7 @@ export class Endpoint {
     if (work > 0) {
       this.lastWork = performance.now();
       this.scheduleTurn();
-    } else if (performance.now() - this.lastWork < (this.pending > 0 ? ANSWER_POLL_MS : IDLE_POLL_MS)) {
+    } else if (this.pending > 0 && performance.now() - this.lastWork < ANSWER_POLL_MS) {
       this.scheduleTurn();
     } else {
       this.sleep();
@@ -649,7 +659,7 @@ export class Endpoint {
             ring.advance(byteLength);
             if (task === undefined) break; // a request of a forgotten incarnation (its value read all the same: it may define shapes)
             if (bad !== undefined) this.answerThrown(peer, this.peers[peer]!.epoch, w1, bad);
-            else this.request(peer, w1, task, arg);
+            else this.request(inc, w1, w2, arg);
             break;
           }
           case KIND_RESULT:
@@ -714,26 +724,33 @@ export class Endpoint {
 
   // --------------------------------------------------------- running tasks
 
-  /** A request from `peer`: run it now, or after the module has loaded. */
-  private request(peer: number, callId: number, task: string, arg: unknown): void {
+  /** A request from `inc`'s peer for its task `taskId`: run it now, or after the module has loaded. */
+  private request(inc: Incoming, callId: number, taskId: number, arg: unknown): void {
+    const peer = inc.peer;
     const epoch = this.peers[peer]!.epoch;
-    if (this.deferred !== undefined) this.deferred.push({ peer, epoch, callId, task, arg });
-    else this.run(peer, epoch, callId, task, arg);
+    if (this.deferred !== undefined) this.deferred.push({ inc, epoch, callId, taskId, arg });
+    else this.run(inc, epoch, callId, taskId, arg);
   }
 
   private runDeferred(): void {
     const deferred = this.deferred ?? [];
     this.deferred = undefined;
-    for (const d of deferred) this.run(d.peer, d.epoch, d.callId, d.task, d.arg);
+    for (const d of deferred) this.run(d.inc, d.epoch, d.callId, d.taskId, d.arg);
     this.flush();
   }
 
-  private run(peer: number, epoch: number, callId: number, task: string, arg: unknown): void {
+  private run(inc: Incoming, epoch: number, callId: number, taskId: number, arg: unknown): void {
+    const peer = inc.peer;
     const host = this.host;
     let result: unknown;
     try {
-      const fn = host?.lookup(task);
-      if (fn === undefined) throw new TypeError(`shard ${this.self}: the module exports no function named ${JSON.stringify(task)}`);
+      let fn = inc.fns[taskId];
+      if (fn === undefined) {
+        const task = inc.tasks[taskId]!;
+        fn = host?.lookup(task);
+        if (fn === undefined) throw new TypeError(`shard ${this.self}: the module exports no function named ${JSON.stringify(task)}`);
+        inc.fns[taskId] = fn;
+      }
       result = fn(arg, host!.context);
     } catch (e) {
       this.answerThrown(peer, epoch, callId, e);
@@ -769,7 +786,9 @@ export class Endpoint {
   /** The way back to the caller, unless it went down since it asked (then the answer is dropped). */
   private answerable(peer: number, epoch: number): Outgoing | undefined {
     if (this.stopped) return undefined;
-    if (Atomics.load(this.i32, MEMBERSHIP) !== this.membership) this.readMembership(false);
+    // MEMBERSHIP is read at each turn, not here: an answer written into the
+    // ring of a peer that died since is harmless, as the main thread empties
+    // that ring only after this endpoint has acknowledged the death.
     const state = this.peers[peer]!;
     return state.up && state.epoch === epoch ? this.out[peer] : undefined;
   }
@@ -842,6 +861,7 @@ export class Endpoint {
     if (out) {
       out.overflow.clear();
       out.taskIds.clear();
+      out.lastTask = undefined;
       out.shapes = new ShapeTable();
       out.batched = 0;
       this.overflowing = this.overflowing.filter((o) => o !== out);
@@ -850,6 +870,7 @@ export class Endpoint {
     const inc = this.inc[peer];
     if (inc) {
       inc.tasks = [];
+      inc.fns = [];
       inc.shapes = new ShapeCache();
       inc.side = [];
       inc.sideHead = 0;
@@ -857,7 +878,7 @@ export class Endpoint {
       inc.port?.close();
       inc.port = undefined;
     }
-    if (this.deferred) this.deferred = this.deferred.filter((d) => d.peer !== peer);
+    if (this.deferred) this.deferred = this.deferred.filter((d) => d.inc.peer !== peer);
     this.links.drop(peer);
   }
 }
