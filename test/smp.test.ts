@@ -51,11 +51,9 @@ describe("Smp", () => {
       expect(st.mallocs - st.frees).toBe(st.liveObjects);
       expect(st.mallocs).toBe(rounds * 1500);
     }
-    // check() wants quiet shards: a shard trims its pools 200 ms after its
-    // last call, and on a loaded machine the wait above can reach that.
-    // A call to each shard restarts its 200 ms.
-    await smp.invokeOnAll("drain");
-    expect(smp.heap.check()).toEqual([]);
+    // check() wants quiet shards (a shard trims its pools 200 ms after its
+    // last call, and a loaded machine can take that long): hold them still.
+    expect(await checkWhileHeld(smp)).toEqual([]);
     await smp.stop();
     for (let s = 0; s < 3; s++) {
       smp.heap.shard(s).trim();
@@ -156,6 +154,21 @@ describe("Smp errors", () => {
     await smp.stop();
   });
 });
+
+/** heap.check() while every shard's thread waits in a task (so none trims or drains meanwhile). */
+async function checkWhileHeld(smp: Smp): Promise<string[]> {
+  const mailbox = new SharedArrayBuffer(8);
+  const words = new Int32Array(mailbox);
+  const held = smp.invokeOnAll<boolean>("holdStill", { mailbox });
+  try {
+    await waitFor(() => Atomics.load(words, 0) === smp.shards);
+    return smp.heap.check();
+  } finally {
+    Atomics.store(words, 1, 1);
+    Atomics.notify(words, 1);
+    expect(await held).toEqual(Array(smp.shards).fill(true));
+  }
+}
 
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
   const start = performance.now();
