@@ -84,9 +84,13 @@ const MIN_DIRECT_ROOM = 64;
  * 200 us and the callee sleeps at once, 22 us when neither polls, ~150 us
  * when both poll 50 us (two spinning threads and the rest of the machine
  * fight over two cores), against 40 us for a MessageChannel. Seastar polls
- * 200 us before sleeping.
+ * 200 us before sleeping. The window adapts (pollWindow): it halves each
+ * time it runs out with no answer (a loaded machine, or slow tasks: the
+ * polling only takes a core from the callee) and doubles back each time an
+ * answer comes while polling, between MIN_ANSWER_POLL_MS and this.
  */
 const ANSWER_POLL_MS = 0.2;
+const MIN_ANSWER_POLL_MS = 0.0125;
 /** Largest record carried in a ring (besides half the ring): anything larger goes by the side path. */
 const MAX_RING_RECORD = 256 * 1024;
 
@@ -220,6 +224,9 @@ export class Endpoint {
   private idleReported = true;
   /** performance.now() of the last turn that found work. */
   private lastWork = 0;
+  /** How long to poll for answers now (ms; see ANSWER_POLL_MS), and whether this turn came from polling. */
+  private pollWindow = ANSWER_POLL_MS;
+  private polling = false;
   private stopped = false;
   private membership = -1;
   /** emit() calls in progress (more than one: a getter called submitTo). */
@@ -559,12 +566,17 @@ export class Endpoint {
     let work = this.flushOverflow();
     for (const inc of this.inc) if (inc !== undefined && this.peers[inc.peer]!.up) work += this.drain(inc);
     this.flush();
+    const polled = this.polling;
+    this.polling = false;
     if (work > 0) {
+      if (polled) this.pollWindow = Math.min(ANSWER_POLL_MS, this.pollWindow * 2);
       this.lastWork = performance.now();
       this.scheduleTurn();
-    } else if (this.pending > 0 && performance.now() - this.lastWork < ANSWER_POLL_MS) {
+    } else if (this.pending > 0 && performance.now() - this.lastWork < this.pollWindow) {
+      this.polling = true;
       this.scheduleTurn();
     } else {
+      if (polled) this.pollWindow = Math.max(MIN_ANSWER_POLL_MS, this.pollWindow / 2);
       this.sleep();
     }
   };
