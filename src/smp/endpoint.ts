@@ -655,6 +655,7 @@ export class Endpoint {
       const r = this.reader;
       r.pos = at + HEADER_BYTES;
       r.shapes = inc.shapes;
+      let advanced = false;
       try {
         switch (kind & ~SIDE) {
           case KIND_REQUEST_NAMED:
@@ -669,6 +670,7 @@ export class Endpoint {
               bad = e;
             }
             ring.advance(byteLength);
+            advanced = true;
             if (task === undefined) break; // a request of a forgotten incarnation (its value read all the same: it may define shapes)
             if (bad !== undefined) this.answerThrown(peer, this.peers[peer]!.epoch, w1, bad);
             else this.request(inc, w1, w2, arg);
@@ -685,15 +687,17 @@ export class Endpoint {
               bad = e;
             }
             ring.advance(byteLength);
+            advanced = true;
             this.answer(peer, w1, kind & ~SIDE, value, bad);
             break;
           }
           default:
             ring.advance(byteLength);
+            advanced = true;
         }
       } catch (e) {
-        // Only a corrupt record gets here (a task's own errors are answers).
-        ring.advance(byteLength);
+        // Only a corrupt record, or a failure to answer, gets here (a task's own errors are answers).
+        if (!advanced) ring.advance(byteLength);
         process.emitWarning(`shardheap: dropped a message from endpoint ${peer}: ${errorMessage(e)}`, { code: "SHARDHEAP_MESSAGE" });
       }
       n++;
@@ -785,14 +789,33 @@ export class Endpoint {
       this.emit(out, KIND_RESULT, callId, 0, undefined, value);
     } catch (e) {
       // Not cloneable: the caller gets the DataCloneError, this shard lives on.
-      this.emit(out, KIND_UNSENDABLE, callId, 0, undefined, encodeError(e instanceof Error ? e : new Error(errorMessage(e))));
+      this.answerLastResort(out, callId, KIND_UNSENDABLE, encodeError(e instanceof Error ? e : new Error(errorMessage(e))));
     }
   }
 
   private answerThrown(peer: number, epoch: number, callId: number, thrown: unknown): void {
     const out = this.answerable(peer, epoch);
     if (out === undefined) return;
-    this.emit(out, KIND_THROWN, callId, 0, undefined, encodeThrown(thrown));
+    this.answerLastResort(out, callId, KIND_THROWN, encodeThrown(thrown));
+  }
+
+  /**
+   * An answer made of records that always encode (error-codec.ts). Should
+   * even that fail, the caller still gets an error and this thread never
+   * throws from here (an answer may be sent from a promise callback, where
+   * a throw would be an unhandled rejection and end the shard).
+   */
+  private answerLastResort(out: Outgoing, callId: number, kind: number, record: ThrownRecord | ErrorRecord): void {
+    try {
+      this.emit(out, kind, callId, 0, undefined, record);
+    } catch (e) {
+      try {
+        const error = new ShardError(this.self, `shard ${this.self}: the answer could not be sent: ${errorMessage(e)}`);
+        this.emit(out, KIND_THROWN, callId, 0, undefined, encodeThrown(error));
+      } catch {
+        process.emitWarning(`shardheap: shard ${this.self} could not answer a call from endpoint ${out.peer}`, { code: "SHARDHEAP_MESSAGE" });
+      }
+    }
   }
 
   /** The way back to the caller, unless it went down since it asked (then the answer is dropped). */
