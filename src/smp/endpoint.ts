@@ -759,6 +759,7 @@ export class Endpoint {
     const peer = inc.peer;
     const host = this.host;
     let result: unknown;
+    let thenable: boolean;
     try {
       let fn = inc.fns[taskId];
       if (fn === undefined) {
@@ -768,12 +769,14 @@ export class Endpoint {
         inc.fns[taskId] = fn;
       }
       result = fn(arg, host!.context);
+      // Inside the try: reading `then` may run a getter that throws.
+      thenable = isThenable(result);
     } catch (e) {
       this.answerThrown(peer, epoch, callId, e);
       return;
     }
-    if (isThenable(result)) {
-      Promise.resolve(result).then(
+    if (thenable) {
+      Promise.resolve(result as PromiseLike<unknown>).then(
         (v) => this.answerValue(peer, epoch, callId, v),
         (e: unknown) => this.answerThrown(peer, epoch, callId, e),
       );
