@@ -21,7 +21,7 @@ import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
-                        [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
+                        [--cross-shard RATIO] [--leak RATE] [--out DIR] [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
        shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
@@ -38,9 +38,12 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
+  --leak RATE        also leak RATE bytes per second per shard at a fourth site,
+                     allocateLeakedRecord (64K, 1MiB accepted): a leak to find
   --out DIR          where the report files go
-  --admin-port P     serve the admin HTTP API on 127.0.0.1:P while it runs (0: any
-                     free port; the URL is printed first as "admin: http://...")
+  --admin-port P     serve the admin HTTP API and its dashboard on 127.0.0.1:P while
+                     it runs (0: any free port; the URL is printed first as
+                     "admin: http://..."; open it in a browser for the dashboard)
   --admin-heap-image let the admin API serve the heap image (it exposes the heap)
 
 report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
@@ -145,6 +148,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   const flags: RuntimeFlags = {};
   let duration = 10;
   let crossShard = 0.25;
+  let leakRate = 0;
   let outDir: string | undefined;
   let adminPort: number | undefined;
   let adminHeapImage = false;
@@ -169,6 +173,9 @@ async function stress(argv: readonly string[]): Promise<void> {
         break;
       case "--cross-shard":
         crossShard = parseDecimal(value(), "--cross-shard", 0, 1);
+        break;
+      case "--leak":
+        leakRate = parseSize(value(), "--leak");
         break;
       case "--out":
         outDir = value();
@@ -205,6 +212,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       heapprofRate: options.heapprofRate,
       durationSeconds: duration,
       crossShard,
+      leakRate,
       interrupted,
       ...(outDir === undefined ? {} : { outDir }),
       ...(adminPort === undefined ? {} : { adminPort, adminHeapImage }),
