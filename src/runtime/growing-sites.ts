@@ -10,10 +10,11 @@
  * Why r^2 and not the slope alone: a steady live set sampled by the
  * profiler (Poisson by bytes) wanders around its level, and over a short
  * window that wander has a slope of either sign; its fit is poor (r^2
- * near 0), while a leak's estimate climbs step by step, r^2 near 1. In the
- * dashboard test's stress run (4 KiB sampling, a 128 KiB/s leak per shard,
- * a 10 s window) the leak's r^2 stays above 0.95 and the steady sites',
- * once the live set has filled, below 0.5.
+ * near 0), while a leak's estimate climbs step by step, r^2 near 1.
+ * Measured on `stress --smp 2 --memory 16MiB --heapprof=4K --leak 128K`
+ * (the dashboard test's run), two 10 s windows of 40 samples after the
+ * live set had filled: the leak's r^2 0.999 both times (slope 260-267
+ * KiB/s for 256 KiB/s leaked), the three steady sites' 0.003 to 0.28.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
