@@ -111,8 +111,11 @@ describe.runIf(hasChromium)("dashboard in Chromium", () => {
 
   it("loads with nothing fetched from elsewhere and no console errors; the charts draw, the flamegraph shows", async () => {
     const { page, problems } = await open(url);
-    // Browser-side code as text: this program is compiled without the DOM's types.
-    await page.waitForFunction("(() => { const d = window.shardheapDashboard; return d !== undefined && d.charts.length === 4 && d.charts.every((c) => c.data[0].length >= 3); })()", undefined, { timeout: 30_000 });
+    // Browser-side code as text (this program is compiled without the DOM's types), run by
+    // page.evaluate: polling inside the page would need eval, which the page's CSP refuses.
+    await expect
+      .poll(() => page.evaluate("(() => { const d = window.shardheapDashboard; return d !== undefined && d.charts.length === 4 && d.charts.every((c) => c.data[0].length >= 3); })()"), { timeout: 30_000 })
+      .toBe(true);
     // Each chart's canvas has shard 0's line on it (PALETTE[0], #1f77b4).
     const coloured = (await page.evaluate(`[...document.querySelectorAll(".chart canvas")].map((canvas) => {
       const px = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
@@ -156,7 +159,7 @@ describe.runIf(hasChromium)("dashboard in Chromium", () => {
   it("names the leaking function among the growing sites, and a baseline shows its growth red", async () => {
     const { page, problems } = await open(url);
     const started = Date.now();
-    await page.waitForFunction(`document.querySelector("#growing-list li.growing-site .name")?.textContent?.startsWith(${JSON.stringify(LEAK)}) === true`, undefined, { timeout: 60_000, polling: 250 });
+    await expect.poll(async () => (await page.locator("#growing-list li.growing-site .name").allTextContents())[0], { timeout: 60_000, interval: 250 }).toMatch(new RegExp(`^${LEAK} `));
     console.log(`growing sites named ${LEAK} first ${((Date.now() - started) / 1000).toFixed(1)} s after the page opened, ${((Date.now() - stressStarted) / 1000).toFixed(1)} s after stress started`);
     await page.click("#growing-list li.growing-site summary");
     await expect(page.locator("#growing-list li.growing-site ol.frames li").first().textContent()).resolves.toMatch(new RegExp(`^${LEAK} \\(.*workload\\.ts:\\d+:\\d+\\)$`));
@@ -167,7 +170,7 @@ describe.runIf(hasChromium)("dashboard in Chromium", () => {
     await until("growth since the baseline", async () => ((await (await fetch(`${url}/v1/heapprof?diff=baseline`)).json()) as HeapProfile).sites.some((s) => s.frames[0]?.functionName === LEAK && s.size >= 64 * 1024));
     const loaded = await page.getAttribute("#growth-flame", "data-loaded");
     await page.click("#refresh");
-    await page.waitForFunction(`document.querySelector("#growth-flame")?.getAttribute("data-loaded") !== ${JSON.stringify(loaded)}`, undefined, { timeout: 30_000 });
+    await expect.poll(() => page.getAttribute("#growth-flame", "data-loaded"), { timeout: 30_000 }).not.toBe(loaded);
     const leakFrame = page.frameLocator("#growth-flame").locator(`g.frame[data-name^="${LEAK} "]`);
     expect(Number(await leakFrame.getAttribute("data-delta"))).toBeGreaterThan(0);
     expect(await leakFrame.locator("rect").getAttribute("fill")).toMatch(/^rgb\(255,(\d+),\1\)$/);
@@ -208,7 +211,7 @@ describe.runIf(hasChromium)("dashboard in Chromium", () => {
     expect(requests.filter((r) => r.url.includes("/v1/"))).toEqual([]);
     await page.fill("#token", TOKEN);
     await page.click("#token-ok");
-    await page.waitForFunction("window.shardheapDashboard.charts.length === 4", undefined, { timeout: 30_000 });
+    await expect.poll(() => page.evaluate("window.shardheapDashboard.charts.length"), { timeout: 30_000 }).toBe(4);
     await page.waitForSelector("#flame[data-loaded]", { timeout: 30_000 });
     const api = requests.filter((r) => r.url.startsWith(`${locked.url}/v1/`));
     expect(api.length).toBeGreaterThan(1);
