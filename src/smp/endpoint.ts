@@ -261,10 +261,9 @@ export class Endpoint {
     this.readMembership(true);
     if (this.host) {
       this.deferred = [];
-      this.host.ready.then(
-        () => this.runDeferred(),
-        () => this.runDeferred(),
-      );
+      // From an immediate, as every turn (one stack under every task).
+      const runDeferred = (): void => void setImmediate(() => this.runDeferred());
+      this.host.ready.then(runDeferred, runDeferred);
     }
     if (o.keepAlive) {
       this.keepAlive = setInterval(() => undefined, 1 << 30);
@@ -539,16 +538,14 @@ export class Endpoint {
       this.asleep = false;
       Atomics.store(this.i32, this.sleeping, 0);
     }
-    setImmediate(this.turnAfterImmediate);
+    // Every turn, and so every task, runs from an immediate: the stack
+    // under a task is then always the same one frame of Node's
+    // (processImmediate), so each allocation site has one stack in the
+    // heap profile. Run from a microtask the stack was clean only when no
+    // other immediate (the doorbell's) shared the loop's pass, so a site
+    // showed up under two roots.
+    setImmediate(this.turn);
   }
-
-  /**
-   * The turn runs as a microtask after the immediate, not inside it: then
-   * no frame of Node's timer loop sits under the tasks it runs (it would
-   * root every allocation site of a shard in the heap profile, as piscina's
-   * frames did before they were dropped), and a microtask costs ~0.2 us.
-   */
-  private readonly turnAfterImmediate = (): void => queueMicrotask(this.turn);
 
   /** One turn of the loop: notice deaths, move overflow, drain every ring, publish. */
   private readonly turn = (): void => {
@@ -607,7 +604,7 @@ export class Endpoint {
   private readonly rung = (): void => {
     this.waiting = false;
     if (this.stopped) return;
-    if (this.asleep) this.turn();
+    if (this.asleep) this.scheduleTurn();
   };
 
   /** Anything to drain or move, checked after SLEEPING is set. */
