@@ -84,10 +84,12 @@ const MIN_DIRECT_ROOM = 64;
  * 200 us and the callee sleeps at once, 22 us when neither polls, ~150 us
  * when both poll 50 us (two spinning threads and the rest of the machine
  * fight over two cores), against 40 us for a MessageChannel. Seastar polls
- * 200 us before sleeping. The window adapts (pollWindow): it halves each
- * time it runs out with no answer (a loaded machine, or slow tasks: the
- * polling only takes a core from the callee) and doubles back each time an
- * answer comes while polling, between MIN_ANSWER_POLL_MS and this.
+ * 200 us before sleeping. The window adapts (pollWindow), between
+ * MIN_ANSWER_POLL_MS and this: when an answer wakes the endpoint soon
+ * after it went to sleep (within ANSWER_POLL_MS), polling longer would
+ * have caught it, so the window doubles (at least to 1.5x that wait); when
+ * the wake comes later (slow tasks, a flood the callee is still working
+ * through), polling only took a core from the callee, so it halves.
  */
 const ANSWER_POLL_MS = 0.2;
 const MIN_ANSWER_POLL_MS = 0.0125;
@@ -224,9 +226,10 @@ export class Endpoint {
   private idleReported = true;
   /** performance.now() of the last turn that found work. */
   private lastWork = 0;
-  /** How long to poll for answers now (ms; see ANSWER_POLL_MS), and whether this turn came from polling. */
+  /** How long to poll for answers now (ms; see ANSWER_POLL_MS). */
   private pollWindow = ANSWER_POLL_MS;
-  private polling = false;
+  /** performance.now() when this endpoint last went to sleep with calls out, or -1. */
+  private sleptAt = -1;
   private stopped = false;
   private membership = -1;
   /** emit() calls in progress (more than one: a getter called submitTo). */
@@ -563,20 +566,26 @@ export class Endpoint {
     let work = this.flushOverflow();
     for (const inc of this.inc) if (inc !== undefined && this.peers[inc.peer]!.up) work += this.drain(inc);
     this.flush();
-    const polled = this.polling;
-    this.polling = false;
     if (work > 0) {
-      if (polled) this.pollWindow = Math.min(ANSWER_POLL_MS, this.pollWindow * 2);
       this.lastWork = performance.now();
+      if (this.sleptAt >= 0) this.adaptPollWindow(this.lastWork - this.sleptAt);
       this.scheduleTurn();
     } else if (this.pending > 0 && performance.now() - this.lastWork < this.pollWindow) {
-      this.polling = true;
       this.scheduleTurn();
     } else {
-      if (polled) this.pollWindow = Math.max(MIN_ANSWER_POLL_MS, this.pollWindow / 2);
+      this.sleptAt = this.pending > 0 ? performance.now() : -1;
       this.sleep();
     }
   };
+
+  /** An endpoint that slept with calls out was woken with work after `waited` ms. */
+  private adaptPollWindow(waited: number): void {
+    this.sleptAt = -1;
+    this.pollWindow =
+      waited < ANSWER_POLL_MS
+        ? Math.min(ANSWER_POLL_MS, Math.max(this.pollWindow * 2, waited * 1.5))
+        : Math.max(MIN_ANSWER_POLL_MS, this.pollWindow / 2);
+  }
 
   /** Nothing to do: say so, look once more, then wait on the bell. */
   private sleep(): void {
