@@ -677,7 +677,9 @@ export class Endpoint {
             }
             ring.advance(byteLength);
             advanced = true;
-            if (task === undefined) break; // a request of a forgotten incarnation (its value read all the same: it may define shapes)
+            // A request of a forgotten incarnation, or of a peer now down (its
+            // value is read all the same: it may define shapes).
+            if (task === undefined || !this.peers[peer]!.up) break;
             if (bad !== undefined) this.answerThrown(peer, this.peers[peer]!.epoch, w1, bad);
             else this.request(inc, w1, w2, arg);
             break;
@@ -879,8 +881,13 @@ export class Endpoint {
         continue;
       }
       if (epoch !== state.epoch) {
+        const wasUp = state.up;
         state.epoch = epoch;
         state.up = false;
+        // Answers it published before it died are answers: take them first
+        // (its requests are not run: no one is left to answer to).
+        const inc = this.inc[p];
+        if (wasUp && inc !== undefined) this.drain(inc);
         this.forget(p);
         Atomics.store(this.i32, ackWord(this.g, this.self, p), epoch);
         acked = true;
