@@ -4,7 +4,7 @@
  * cross-shard frees on real threads: smp-profiler.test.ts.)
  */
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { SharedHeap, type AllocationSite, type ShardAllocator } from "../src/index.js";
+import { SharedHeap, formatTree, toCollapsed, toFlamegraphSvg, toHeapprofile, type AllocationSite, type ShardAllocator } from "../src/index.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";
@@ -262,27 +262,58 @@ describe("sampled mode", () => {
     expect(checked).toBeGreaterThanOrEqual(3);
     for (const o of Object.values(bySite).flat()) a.free(o.ptr);
     const end = a.heapProfile();
-    expect(end.sites.every((site) => site.count >= 0 && site.size >= 0)).toBe(true);
-    expect(end.totalSize).toBeLessThan(1e-6 * heapLive);
+    expect(end.sites.map((site) => [site.count, site.size])).toEqual(end.sites.map(() => [0, 0]));
+    expect([end.totalCount, end.totalSize]).toEqual([0, 0]);
   });
 
-  it("changing the rate while objects are live keeps every counter consistent and non-negative", () => {
+  it("freeing every sampled object, in another order than allocated, leaves exactly zero, and no report draws a frame", () => {
+    const heap = newHeap(64 << 20);
+    const a = heap.shard(0);
+    a.setHeapProfilingSampleRate(3000); // most objects sampled, each with its own fractional weight
+    a.seedHeapProfiler(99);
+    const random = rng(3);
+    const live: Live[] = [];
+    mixedObjects(a, 5000, live, random);
+    smallObjects(a, 5000, live);
+    const during = a.heapProfile();
+    expect(during.totalCount).toBeGreaterThan(5000);
+    expect(Number.isInteger(during.totalCount)).toBe(false); // fractional weights were summed
+    // Free in a shuffled order: float sums that depend on order would leave residue.
+    for (let i = live.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [live[i], live[j]] = [live[j]!, live[i]!];
+    }
+    for (const o of live) a.free(o.ptr);
+    const end = a.heapProfile();
+    expect(end.sites.length).toBeGreaterThan(0); // kept for their history
+    for (const site of end.sites) expect([site.count, site.size], site.frames[0]?.functionName).toEqual([0, 0]);
+    expect([end.totalCount, end.totalSize]).toEqual([0, 0]);
+    expect(formatTree(end)).toBe("All (0, #0)\n");
+    expect(toCollapsed(end)).toBe("");
+    expect(toFlamegraphSvg(end).match(/<g class="frame"/g)).toHaveLength(1); // the root only
+    expect(toHeapprofile(end).samples).toEqual([]);
+  });
+
+  it("changing the rate while objects are live keeps every figure exact: on the books' grid, never negative, 0 when all is freed", () => {
     const heap = newHeap(64 << 20);
     const a = heap.shard(0);
     const live: Live[] = [];
+    const onGrid = (x: number): boolean => Number.isInteger(x * 2 ** 16);
     for (const rate of [1, 4096, 0, 100_000, 1, 0]) {
       a.setHeapProfilingSampleRate(rate);
       smallObjects(a, 2000, live);
       largeBuffers(a, 20, live);
       for (let i = live.length - 1; i >= 0; i -= 3) a.free(live.splice(i, 1)[0]!.ptr);
       for (const site of a.heapProfile().sites) {
+        // No clamp hides an over-subtraction any more: a negative figure would show here.
         expect(site.count).toBeGreaterThanOrEqual(0);
         expect(site.size).toBeGreaterThanOrEqual(0);
+        expect([site.count, site.size, site.allocCount, site.allocSize].every(onGrid)).toBe(true);
       }
     }
     for (const o of live) a.free(o.ptr);
     const p = a.heapProfile();
-    expect(p.totalCount).toBeLessThan(1e-6);
-    expect(p.totalSize).toBeLessThan(1e-3);
+    expect(p.sites.every((site) => site.count === 0 && site.size === 0)).toBe(true);
+    expect([p.totalCount, p.totalSize]).toEqual([0, 0]);
   });
 });

@@ -61,15 +61,21 @@ describe("site table", () => {
     expect(readSites(heap.regions[0]!)).toEqual([]);
   });
 
-  it("keeps counts from going negative", () => {
+  it("keeps the books exact: a free takes off what its allocation added, in any order; an over-subtraction shows", () => {
     const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
     const table = new SiteTable(heap.regions[0]!);
     const s = table.siteOf(allocatingFunction());
-    table.recordAlloc(s, 1.25, 100);
-    table.recordFree(s, 1.5, 100);
+    // Weights as the sampler makes them: 1/(1-exp(-size/rate)), any double.
+    const objects = [48, 112, 1024, 5000, 70_000].map((size) => ({ size, weight: 1 / (1 - Math.exp(-size / 3000)) }));
+    for (const o of objects) table.recordAlloc(s, o.weight, o.size);
+    for (const o of [...objects].reverse()) table.recordFree(s, o.weight, o.size);
     const [site] = readSites(heap.regions[0]!);
-    expect(site!.count).toBe(0);
-    expect(site!.size).toBe(0);
+    expect([site!.count, site!.size]).toEqual([0, 0]); // not 1.8e-10
+    expect(site!.allocCount).toBeCloseTo(objects.reduce((n, o) => n + o.weight, 0), 4);
+    // No clamp at zero: freeing more than was recorded is a bug, and it shows.
+    table.recordFree(s, 1.5, 100);
+    const [after] = readSites(heap.regions[0]!);
+    expect([after!.count, after!.size]).toEqual([-1.5, -150]);
   });
 
   it("folds stacks into (other sites) when the table is full, keeping totals exact", () => {
