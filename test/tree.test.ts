@@ -1,23 +1,8 @@
 /** Golden tests of the seed's text tree and of collapsed stacks, on hand-built profiles. */
 import { describe, expect, it } from "vitest";
-import type { AllocationSite, HeapProfile } from "../src/index.js";
 import { formatTree } from "../src/report/tree.js";
 import { roundPreservingSum, toCollapsed } from "../src/report/collapsed.js";
-
-const site = (names: string[], size: number, count: number): AllocationSite => ({
-  frames: names.map((functionName) => ({ functionName, url: "", line: 0, column: 0 })),
-  size,
-  count,
-  allocCount: count,
-  allocSize: size,
-});
-const profile = (sites: AllocationSite[]): HeapProfile => ({
-  shard: 0,
-  sampleRate: 1,
-  sites,
-  totalSize: sites.reduce((n, s) => n + s.size, 0),
-  totalCount: sites.reduce((n, s) => n + s.count, 0),
-});
+import { profileOf as profile, siteOf as site } from "./helpers.js";
 
 // The seed's example, reduced: leaf-first stacks as the profiler records them.
 const seed = profile([

@@ -202,17 +202,6 @@ export class SiteTable {
     return true;
   }
 
-  /** The site id of a stack (leaf first), interning it if new; OTHER_SITES when a table is full. */
-  siteOf(frames: readonly Frame[]): number {
-    const ids: number[] = [];
-    for (let k = 0; k < frames.length && k < PROF_MAX_DEPTH; k++) {
-      const id = this.frameOf(frames[k]!);
-      if (id < 0) return OTHER_SITES;
-      ids.push(id);
-    }
-    return this.siteOfIds(ids.join(","));
-  }
-
   /** The site of a stack given as its frame ids joined by commas, interned if new. */
   private siteOfIds(key: string): number {
     const known = this.siteByStack.get(key);

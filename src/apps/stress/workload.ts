@@ -115,13 +115,3 @@ export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
   }
   return { ops, outgoing, freedIncoming: arg.incoming.length, liveObjects: live.ptrs.length, failedAllocations: failed };
 }
-
-/** Free what is left, so the run ends with the live set it started with (none). */
-export function releaseAll(_arg: unknown, shard: ShardContext): number {
-  const n = live.ptrs.length;
-  for (const ptr of live.ptrs) shard.memory.free(ptr);
-  live.ptrs = [];
-  live.sizes = [];
-  live.bytes = 0;
-  return n;
-}
