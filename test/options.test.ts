@@ -6,7 +6,7 @@ import { InvalidValueError, UsageError } from "../src/errors.js";
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000 });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200 });
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
@@ -25,6 +25,8 @@ describe("Smp options", () => {
     [{ shards: 1, heapprof: "1.5" }, /options.heapprof must be a whole number of bytes: "1.5" is 1.5 bytes/],
     [{ shards: 1, loadTimeoutMs: -1 }, /options.loadTimeoutMs must be a whole number from 0/],
     [{ shards: 1, stopTimeoutMs: Number.NaN }, /options.stopTimeoutMs/],
+    [{ shards: 1, idleTrimMs: Infinity }, /options.idleTrimMs/], // setTimeout would fire at once
+    [{ shards: 1, idleTrimMs: 2.5 }, /options.idleTrimMs/],
     [{ shards: 1, module: "" }, /options.module/],
   ])("rejects %j", (o, message) => {
     expect(() => fillSmpOptions(o as never)).toThrow(message);

@@ -40,6 +40,14 @@ export interface SmpOptions {
    * per call.
    */
   stopTimeoutMs?: number;
+  /**
+   * ms a shard's thread must have been idle (no call running) before it
+   * returns its cached pool spans to the page allocator
+   * (ShardAllocator.trim), so memory a burst used goes back. Default 200;
+   * 0 never trims when idle (the allocator still trims in batches as it
+   * frees, and before an out-of-memory error).
+   */
+  idleTrimMs?: number;
 }
 
 export interface FilledSmpOptions {
@@ -50,6 +58,7 @@ export interface FilledSmpOptions {
   module: string | undefined;
   loadTimeoutMs: number;
   stopTimeoutMs: number;
+  idleTrimMs: number;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -57,6 +66,10 @@ export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
 export const DEFAULT_LOAD_TIMEOUT_MS = 30_000;
 /** A shard's running tasks get this long to finish at stop(). */
 export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
+/** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
+export const DEFAULT_IDLE_TRIM_MS = 200;
+/** setTimeout's longest delay (a longer one fires at once). */
+const MAX_TIMER_MS = 0x7fffffff;
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
@@ -73,6 +86,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     module: moduleSpecifier(o.module),
     loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
     stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),
+    idleTrimMs: parseInteger(o.idleTrimMs ?? DEFAULT_IDLE_TRIM_MS, "options.idleTrimMs", 0, MAX_TIMER_MS),
   };
 }
 

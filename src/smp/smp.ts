@@ -19,8 +19,6 @@ import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
 import { decodeValue, encodeValue, transferablesOf, type EncodedValue } from "./value-codec.js";
 
 const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url));
-/** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
-const IDLE_TRIM_MS = 200;
 
 export interface SmpEvents {
   /**
@@ -83,7 +81,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         shard,
         heapprofRate: options.heapprofRate,
         module: options.module,
-        idleTrimMs: IDLE_TRIM_MS,
+        idleTrimMs: options.idleTrimMs,
       };
       return new Piscina({
         filename: WORKER_FILE,
