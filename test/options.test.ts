@@ -1,3 +1,5 @@
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
 import { fillSmpOptions } from "../src/smp/options.js";
@@ -11,6 +13,15 @@ describe("Smp options", () => {
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
     expect(fillSmpOptions({ shards: 1, module: new URL("file:///x.mjs") }).module).toBe("file:///x.mjs");
+  });
+
+  it("reads a module path against the caller's working directory, and keeps URLs as given", () => {
+    const module = (m: string): string | undefined => fillSmpOptions({ shards: 1, module: m }).module;
+    expect(module("./tasks.mjs")).toBe(pathToFileURL(join(process.cwd(), "tasks.mjs")).href);
+    expect(module("lib/tasks.mjs")).toBe(pathToFileURL(join(process.cwd(), "lib", "tasks.mjs")).href);
+    expect(module("/srv/app/tasks.mjs")).toBe("file:///srv/app/tasks.mjs");
+    expect(module("file:///srv/app/tasks.mjs")).toBe("file:///srv/app/tasks.mjs");
+    expect(module("data:text/javascript,export const x = 1")).toBe("data:text/javascript,export const x = 1");
   });
 
   it.each([

@@ -4,7 +4,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { InvalidPointerError, OutOfMemoryError, ShardError, Smp } from "../dist/index.js";
-import { startSmp, waitFor } from "./helpers.js";
+import { relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { TASKS, startSmp, waitFor } from "./helpers.js";
 
 type Obj = { ptr: number; size: number };
 
@@ -121,6 +123,23 @@ describe("Smp errors", () => {
     const smp = await startSmp({ shards: 1 });
     await expect(smp.submitTo(5, "whoAmI")).rejects.toThrow(RangeError);
     await expect(smp.submitTo(0, "")).rejects.toThrow(TypeError);
+  });
+
+  it("a module given as a relative path is found from the working directory", async () => {
+    const path = relative(process.cwd(), fileURLToPath(TASKS)); // test/fixtures/shard-tasks.mjs
+    expect(path).not.toMatch(/^(\/|\.\.)/);
+    const smp = await startSmp({ shards: 1, module: path });
+    expect(await smp.submitTo<{ id: number }>(0, "whoAmI")).toMatchObject({ id: 0 });
+    expect(smp.options.module).toBe(TASKS.href);
+  });
+
+  it("a syntax error in the module fails start() naming the file, line and column", async () => {
+    const module = new URL("./fixtures/syntax-error.mjs", import.meta.url);
+    const error = await Smp.start({ shards: 1, memoryPerShard: "1MiB", module }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ShardError);
+    const file = fileURLToPath(module).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    expect((error as ShardError).message).toMatch(new RegExp(`^shard 0 failed to start: ${file}:5:\\d+: Unexpected token '\\*'$`));
+    expect(((error as ShardError).cause as Error).stack).toContain("return 1 +* 2;");
   });
 
   it("start() rejects, naming the shard, when the module fails to load", async () => {

@@ -7,6 +7,8 @@
  * message per field that names the option and the rule.
  */
 import { availableParallelism } from "node:os";
+import { isAbsolute, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
@@ -25,7 +27,14 @@ export interface SmpOptions {
    * "512KiB"; at most 2^31 - 1), false / 0 = off.
    */
   heapprof?: boolean | number | string;
-  /** Module every shard loads; its exported functions are the tasks. */
+  /**
+   * Module every shard loads; its exported functions are the tasks. A URL
+   * (`new URL("./tasks.mjs", import.meta.url)`, or a string such as
+   * "file:///app/tasks.mjs"), or a file path: an absolute one, or one
+   * relative to the working directory (process.cwd()) of the process that
+   * calls start(). For a package's module pass
+   * `import.meta.resolve("pkg/tasks")`.
+   */
   module?: string | URL;
   /**
    * ms a shard may take to load `module` (its top-level await included)
@@ -55,6 +64,7 @@ export interface FilledSmpOptions {
   memoryPerShard: number;
   /** Sample rate in bytes: 0 off, 1 every allocation. */
   heapprofRate: number;
+  /** The module as a URL string (file paths already resolved). */
   module: string | undefined;
   loadTimeoutMs: number;
   stopTimeoutMs: number;
@@ -109,9 +119,16 @@ export function heapprofRate(value: boolean | number | string | undefined, what:
   return parseSize(value, what, { max: MAX_SAMPLE_RATE });
 }
 
+/**
+ * The module as the URL every shard imports. A path is resolved here,
+ * against the caller's working directory: the shard's import() would
+ * resolve "./tasks.mjs" against shardheap's own dist/smp/ folder.
+ */
 function moduleSpecifier(m: string | URL | undefined): string | undefined {
   if (m === undefined) return undefined;
   if (m instanceof URL) return m.href;
   if (typeof m !== "string" || m.length === 0) throw new TypeError("options.module must be a non-empty path or URL");
-  return m;
+  if (isAbsolute(m)) return pathToFileURL(m).href; // before the URL test: C:\app on Windows is a path
+  if (/^[a-z][a-z\d+.-]*:/i.test(m)) return m; // a URL: file:, data:, ...
+  return pathToFileURL(resolve(process.cwd(), m)).href;
 }

@@ -22,6 +22,7 @@ import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
 import { encodeError, encodeThrown } from "./error-codec.js";
 import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
+import { importUserModule } from "./user-module.js";
 import { decodeValue, encodeValue, transferablesOf } from "./value-codec.js";
 
 const boot = workerData as ShardBootData;
@@ -36,7 +37,7 @@ setCurrentShard(context);
 
 let userModule: Promise<Record<string, unknown>> | undefined;
 function loadUserModule(): Promise<Record<string, unknown>> {
-  userModule ??= boot.module === undefined ? Promise.resolve({}) : (import(boot.module) as Promise<Record<string, unknown>>);
+  userModule ??= boot.module === undefined ? Promise.resolve({}) : importUserModule(boot.module);
   return userModule;
 }
 
