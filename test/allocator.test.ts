@@ -253,6 +253,7 @@ describe("bad input", () => {
   it("rejects every kind of bad pointer with InvalidPointerError and an unchanged heap", () => {
     const heap = newHeap({ shards: 2 });
     const a = heap.shard(0);
+    heap.shard(1); // taken now: taking it writes its owner word, which the checks below must not see
     const small = a.malloc(48);
     const large = a.malloc(50000);
     const freed = a.malloc(48);
@@ -468,9 +469,12 @@ describe("SharedHeap", () => {
     new Uint8Array(copy).set(new Uint8Array(heap.buffer));
     new Int32Array(copy)[2] = 99; // version
     expect(() => SharedHeap.attach(copy)).toThrow(/version 99/);
-    const short = new SharedArrayBuffer(heap.buffer.byteLength - PAGE_SIZE);
+    const short = new SharedArrayBuffer(heap.byteLength - PAGE_SIZE); // the heap's bytes, not its buffer's page padding
     new Uint8Array(short).set(new Uint8Array(heap.buffer, 0, short.byteLength));
     expect(() => SharedHeap.attach(short)).toThrow(/size mismatch/);
+    const long = new SharedArrayBuffer(heap.byteLength + 65536); // more than a WebAssembly page of padding
+    new Uint8Array(long).set(new Uint8Array(heap.buffer, 0, heap.byteLength));
+    expect(() => SharedHeap.attach(long)).toThrow(/size mismatch/);
   });
 
   it("sums statistics over shards when no shard is named", () => {

@@ -102,17 +102,25 @@ describe("cross-shard free from another thread", () => {
     expect(heap.check()).toEqual([]);
   });
 
-  it("a second free from another thread of a pending object is rejected", async () => {
+  it("a second free of a pending object is rejected, on the owner's thread and on the freeing one", async () => {
     const heap = SharedHeap.create({ shards: 2, shardBytes: 1 << 20 });
     const owner = heap.shard(0);
     const peer = spawn(heap, 1);
-    const ptr = owner.malloc(64);
-    heap.shard(1).free(ptr); // pending on shard 0's inbox
-    peer.postMessage({ type: "double-free", ptr });
-    const [reply] = (await once(peer, "message")) as [{ error: { name: string; message: string } | null }];
-    expect(reply.error?.name).toBe("InvalidPointerError");
-    expect(reply.error?.message).toMatch(/pending/);
-    expect(owner.drainCrossShardFrees()).toBe(1);
-    expect(heap.check()).toEqual([]);
+    try {
+      const ptr = owner.malloc(64);
+      heap.bytes(ptr, 64).fill(7);
+      peer.postMessage({ type: "free", objects: [{ ptr, size: 64, pattern: 7 }] });
+      await once(peer, "message"); // pending on shard 0's inbox now
+      expect(() => owner.free(ptr)).toThrow(/already freed \(its cross-shard free is pending\)/);
+      peer.postMessage({ type: "double-free", ptr });
+      const [reply] = (await once(peer, "message")) as [{ error: { name: string; message: string } | null }];
+      expect(reply.error?.name).toBe("InvalidPointerError");
+      expect(reply.error?.message).toMatch(/pending/);
+      expect(owner.drainCrossShardFrees()).toBe(1);
+      expect(heap.check()).toEqual([]);
+    } finally {
+      await peer.terminate();
+    }
   });
+
 });

@@ -67,14 +67,14 @@ export function siteNamed(p: HeapProfile, name: string): AllocationSite | undefi
   return p.sites.find((s) => s.frames[0]?.functionName === name);
 }
 
-/** A hand-built site: `names` leaf first, no positions. */
-export function siteOf(names: readonly string[], size: number, count = 1): AllocationSite {
+/** A hand-built site: `names` leaf first, no positions; cumulative figures as the live ones unless given. */
+export function siteOf(names: readonly string[], size: number, count = 1, alloc = { count, size }): AllocationSite {
   return {
     frames: names.map((functionName) => ({ functionName, url: "", line: 0, column: 0 })),
     size,
     count,
-    allocCount: count,
-    allocSize: size,
+    allocCount: alloc.count,
+    allocSize: alloc.size,
   };
 }
 

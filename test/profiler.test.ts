@@ -128,7 +128,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     expect(heap.heapProfile(1).sites).toEqual([]);
   });
 
-  it("logs Enabling / Disabling heap profiler on the transitions, as the seed does", () => {
+  it("logs Enabling / Disabling heap profiler on the transitions, as the seed does, and every change of mode", () => {
     const a = newHeap({ shardBytes: 16 << 20 }).shard(0);
     const lines: string[] = [];
     const write = process.stderr.write.bind(process.stderr);
@@ -137,14 +137,19 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     process.stderr.write = ((chunk: string) => (lines.push(String(chunk)), true)) as typeof process.stderr.write;
     try {
       a.setHeapProfilingEnabled(true);
-      a.setHeapProfilingSampleRate(4096); // already on: no new line
+      a.setHeapProfilingSampleRate(4096); // exact -> sampled: says so
+      a.setHeapProfilingSampleRate(4096); // unchanged: nothing
       a.setHeapProfilingEnabled(false);
       a.setHeapProfilingEnabled(false); // already off
     } finally {
       process.stderr.write = write;
       process.env.SHARDHEAP_LOG = saved;
     }
-    expect(lines).toEqual(["shardheap: shard 0: Enabling heap profiler\n", "shardheap: shard 0: Disabling heap profiler\n"]);
+    expect(lines).toEqual([
+      "shardheap: shard 0: Enabling heap profiler\n",
+      "shardheap: shard 0: Heap profiler now sampling every 4096 bytes on average (was recording every allocation)\n",
+      "shardheap: shard 0: Disabling heap profiler\n",
+    ]);
   });
 
   it("a stack capture that throws leaves no object allocated and the heap consistent", () => {

@@ -268,6 +268,9 @@ class Harness {
     readonly cov: Coverage,
   ) {
     const created = SharedHeap.create({ shards: SHARDS, shardBytes });
+    // This thread takes every shard now (ownership.ts), so no later call
+    // writes the owner word in the middle of an "unchanged heap" check.
+    for (let s = 0; s < SHARDS; s++) created.shard(s);
     this.views = [created, SharedHeap.attach(created.buffer)];
     this.heap = created;
     this.initial = Array.from({ length: SHARDS }, (_, s) => this.heap.stats(s));

@@ -7,7 +7,7 @@
  * shard to be quiescent: a shard allocating while it runs can make it
  * report transient states. Cost: linear in pages plus cached objects.
  */
-import { inboxNext } from "./cross-shard.js";
+import { forEachChained } from "./cross-shard.js";
 import {
   GRANULE,
   PAGE_FREE,
@@ -27,6 +27,7 @@ import {
   PM_STATE,
   PM_USED,
   P_CAPACITY,
+  P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
   P_PAGES_IN_USE,
@@ -42,13 +43,37 @@ import { readStats } from "./stats.js";
 
 const MAX_REPORTS = 50;
 
-export function checkRegion(r: ShardRegion): string[] {
+/**
+ * Every region of a heap, and what crosses between them: objects pending a
+ * cross-shard free must each sit in exactly one chain, an inbox (pushed)
+ * or an outbox (batched by the shard that freed them); one that sits in
+ * neither is stuck (its free was lost) and is reported.
+ */
+export function checkRegions(regions: readonly ShardRegion[]): string[] {
+  const errors: string[] = [];
+  const inFlight = new Set<number>();
+  const fail = (msg: string): void => {
+    if (errors.length < MAX_REPORTS) errors.push(msg);
+  };
+  forEachChained(
+    regions,
+    (owner, p, where) => {
+      if (inFlight.has(p)) fail(`shard ${owner.id}: object ${p} is in two cross-shard chains`);
+      inFlight.add(p);
+      if (!owner.isLive(p) || !owner.isPendingFree(p)) fail(`shard ${owner.id}: ${where} holds ${p}, which is not a live object pending free`);
+    },
+    (owner, p, where) => fail(`shard ${owner.id}: ${where} is corrupt at ${p}`),
+  );
+  for (const r of regions) errors.push(...checkRegion(r, inFlight));
+  return errors.slice(0, MAX_REPORTS);
+}
+
+function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
   const errors: string[] = [];
   const fail = (msg: string): void => {
     if (errors.length < MAX_REPORTS) errors.push(`shard ${r.id}: ${msg}`);
   };
   const i32 = r.i32;
-  const u32 = r.u32;
   const meta = (p: number, f: number): number => i32[r.pageMeta(p) + f]!;
 
   // 1. Walk the spans head to head; they must tile the region exactly.
@@ -77,12 +102,13 @@ export function checkRegion(r: ShardRegion): string[] {
       if (r.poolOfPage(p) !== -1) fail(`large span at page ${p} names pool ${r.poolOfPage(p)}`);
       for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside large span ${p} is marked ${meta(q, PM_STATE)}`);
       if (!r.isLive(r.pageAddress(p))) fail(`large span at page ${p} is used but its object is not live`);
+      if (r.isPendingFree(r.pageAddress(p)) && !inFlight.has(r.pageAddress(p))) fail(stuckPending(r.pageAddress(p)));
       const tag = meta(p, PM_SITE);
       if (tag !== 0 && !validTag(r, tag)) fail(`large span at page ${p} has a bad site tag ${tag}`);
       if (anyBitsSet(r, r.pageAddress(p) + GRANULE, len * PAGE_SIZE - GRANULE)) fail(`large span at page ${p} has live bits inside the object`);
       liveLarge++;
     } else if (state === PAGE_POOL) {
-      checkPoolSpan(r, p, fail);
+      checkPoolSpan(r, p, inFlight, fail);
       const cls = r.poolOfPage(p);
       if (cls >= 0 && cls < POOL_COUNT) poolSpans[cls]!.push(p);
     } else {
@@ -121,20 +147,18 @@ export function checkRegion(r: ShardRegion): string[] {
   const live = readStats(r).liveObjects;
   if (live !== liveLarge + livePool) fail(`mallocs - frees = ${live} but ${liveLarge + livePool} objects are live`);
 
-  // 5. Inbox: every pushed object is live and pending.
-  let n = 0;
-  for (let p = Atomics.load(u32, r.inbox); p !== 0; p = inboxNext(r, p)) {
-    if (!r.contains(p) || ++n > live) {
-      fail(`cross-shard inbox is corrupt at ${p}`);
-      break;
-    }
-    if (!r.isLive(p) || !r.isPendingFree(p)) fail(`cross-shard inbox holds ${p}, which is not a live object pending free`);
-  }
   return errors;
 }
 
-/** A pool span's pages agree; its objects' live bits sit on object starts. */
-function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void): void {
+function stuckPending(ptr: number): string {
+  return `object ${ptr} is pending a cross-shard free but no inbox or outbox holds it (its free was lost)`;
+}
+
+/**
+ * A pool span's pages agree; its objects' live and pending bits sit on
+ * object starts; a live object pending free is in a cross-shard chain.
+ */
+function checkPoolSpan(r: ShardRegion, head: number, inFlight: Set<number>, fail: (m: string) => void): void {
   const cls = r.poolOfPage(head);
   const len = r.i32[r.pageMeta(head) + PM_SPAN_PAGES]!;
   if (cls < 0 || cls >= POOL_COUNT) return fail(`pool span at page ${head} names class ${cls}`);
@@ -152,7 +176,9 @@ function checkPoolSpan(r: ShardRegion, head: number, fail: (m: string) => void):
   forEachMarkedGranule(r, start, len * PAGE_SIZE, (ptr) => {
     const off = ptr - start;
     if (off % size !== 0 || off / size >= objectsPerSpan(cls, len)) {
-      fail(`pool span at page ${head}: live bit at ${ptr}, inside a ${size}-byte object`);
+      fail(`pool span at page ${head}: live or pending bit at ${ptr}, inside a ${size}-byte object`);
+    } else if (r.isLive(ptr) && r.isPendingFree(ptr) && !inFlight.has(ptr)) {
+      fail(stuckPending(ptr));
     }
   });
 }
@@ -206,15 +232,37 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
   }
   if (i32[pool + P_CAPACITY] !== capacity) fail(`class ${size}: capacity ${i32[pool + P_CAPACITY]}, spans hold ${capacity}`);
   if (i32[pool + P_PAGES_IN_USE] !== spanPages) fail(`class ${size}: pages in use ${i32[pool + P_PAGES_IN_USE]}, spans hold ${spanPages}`);
-  // The pool's own list.
-  let cached = 0;
+  // The pool's own lists: clean objects have their pending bit clear,
+  // claimed ones still set (cross-shard.ts); no other free object has it.
+  let clean = 0;
   for (let obj = u32[pool + P_FREE_HEAD]!; obj !== 0; obj = u32[obj >>> 2]!) {
-    if (!isFreeObjectOfPool(obj) || ++cached > capacity) {
+    if (!isFreeObjectOfPool(obj) || ++clean > capacity) {
       fail(`class ${size}: pool free list is corrupt at ${obj}`);
       break;
     }
+    if (r.isPendingFree(obj)) fail(`class ${size}: free object ${obj} on the clean list has its pending bit set`);
   }
-  if (cached !== i32[pool + P_FREE_COUNT]) fail(`class ${size}: free count ${i32[pool + P_FREE_COUNT]}, list holds ${cached}`);
+  let claimed = 0;
+  const claimedObjects = new Set<number>();
+  for (let obj = u32[pool + P_CLAIMED_HEAD]!; obj !== 0; obj = u32[obj >>> 2]!) {
+    if (!isFreeObjectOfPool(obj) || ++claimed > capacity) {
+      fail(`class ${size}: claimed list is corrupt at ${obj}`);
+      break;
+    }
+    claimedObjects.add(obj);
+    if (!r.isPendingFree(obj)) fail(`class ${size}: object ${obj} on the claimed list has lost its pending bit`);
+  }
+  if (clean + claimed !== i32[pool + P_FREE_COUNT]) {
+    fail(`class ${size}: free count ${i32[pool + P_FREE_COUNT]}, lists hold ${clean} clean + ${claimed} claimed`);
+  }
+  for (const p of heads) {
+    forEachMarkedGranule(r, r.pageAddress(p), i32[r.pageMeta(p) + PM_SPAN_PAGES]! * PAGE_SIZE, (obj) => {
+      if (!r.isLive(obj) && r.isPendingFree(obj) && !claimedObjects.has(obj)) {
+        fail(`class ${size}: free object ${obj} has a pending bit but is not on the claimed list`);
+      }
+    });
+  }
+  const cached = clean + claimed;
   if (capacity - i32[pool + P_SPAN_FREE]! !== used) fail(`class ${size}: span-free count ${i32[pool + P_SPAN_FREE]} disagrees with spans`);
   if (used - cached !== liveBits) fail(`class ${size}: ${used} used - ${cached} cached != ${liveBits} live objects`);
   // Spans with objects in their own freelist are on the pool's span list.
@@ -228,13 +276,13 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
   return liveBits;
 }
 
-/** Live or pending bits set in [from, from + bytes) (from 8-aligned). */
 /** A site tag (layout.ts): a recorded site and a rate epoch. */
 function validTag(r: ShardRegion, tag: number): boolean {
   const site = (tag & TAG_SITE_MASK) - 1;
   return site >= 0 && site < r.headerSlot(S_PROF_SITES) && tag >>> 24 < RATE_EPOCHS;
 }
 
+/** Live or pending bits set in [from, from + bytes) (from 8-aligned). */
 function anyBitsSet(r: ShardRegion, from: number, bytes: number): boolean {
   let found = false;
   forEachMarkedGranule(r, from, bytes, () => {

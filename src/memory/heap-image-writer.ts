@@ -47,7 +47,7 @@ export function encodeHeapImage(heap: ImageSource): Buffer {
   header.write(IMAGE_MAGIC, 0, "latin1");
   header.writeUInt32LE(IMAGE_VERSION, 8);
   header.writeUInt32LE(chunks.length, 12);
-  header.writeDoubleLE(heap.buffer.byteLength, 16);
+  header.writeDoubleLE(HEAP_HEADER_BYTES + heap.shards * heap.shardBytes, 16); // the heap, not its buffer's padding
   header.writeUInt32LE(crc32(body), 24);
   return Buffer.concat([header, body]);
 }

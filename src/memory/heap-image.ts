@@ -82,7 +82,7 @@ export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {
     return fail((e as Error).message);
   }
   for (const r of heap.regions) {
-    const problem = regionProblem(r, heap.shardBytes);
+    const problem = regionProblem(r, heap.shardBytes, heap.regions);
     if (problem) fail(`shard ${r.id}: ${problem}`);
   }
   return heap;

@@ -72,7 +72,8 @@ export const MAX_HEAP_BYTES = 2 ** 32;
 export const HEAP_HEADER_BYTES = PAGE_SIZE;
 export const HEAP_MAGIC0 = 0x44524853; // "SHRD" little-endian
 export const HEAP_MAGIC1 = 0x50414548; // "HEAP" little-endian
-export const HEAP_VERSION = 1;
+/** 2: the owner word, the outbox and claimed lists (the races of issue 9). */
+export const HEAP_VERSION = 2;
 
 export const H_MAGIC0 = 0;
 export const H_MAGIC1 = 1;
@@ -84,10 +85,15 @@ export const H_PAGE_SIZE = 5;
 export const H_HEADER_BYTES = 6;
 
 // ---------------------------------------------------------------------------
-// Shard header: the start of each region. Int32 slot indices are relative to
-// the region start / 4; Float64 counters relative to the region start / 8.
-export const SHARD_HEADER_BYTES = 2 * PAGE_SIZE;
+// Shard header: the start of each region, its slots in address order. Int32
+// slot indices are relative to the region start / 4; the Float64 counters
+// relative to the region start / 8. SHARD_HEADER_SLOTS below lists every
+// section with its cache-line rule, and checkShardHeaderLayout() (run by the
+// test suite) fails when two overlap, one overflows SHARD_HEADER_BYTES, or a
+// section that must sit alone shares a 64-byte line.
+export const SHARD_HEADER_BYTES = 3 * PAGE_SIZE;
 
+// Line 0 (bytes 0-63): written by the owner, rarely; read by every reader.
 export const S_ID = 0;
 /** Pages available for objects in this region. */
 export const S_DATA_PAGES = 1;
@@ -95,6 +101,11 @@ export const S_DATA_PAGES = 1;
 export const S_META_OFFSET = 2;
 /** Byte offset of the class map: one byte per page, size class + 1 for pool pages, 0 otherwise. */
 export const S_CLASS_MAP_OFFSET = 3;
+export const S_DATA_OFFSET = 4;
+/** Pages currently in free spans. */
+export const S_FREE_PAGES = 5;
+/** Bit k set when free-span list k is not empty. */
+export const S_NONEMPTY_ORDERS = 6;
 export const S_BITMAP_OFFSET = 7;
 /** Heap profiler (site-table.ts): where its section is, its capacities and fill. */
 export const S_PROF_OFFSET = 8;
@@ -104,35 +115,39 @@ export const S_PROF_STRING_CAPACITY = 11;
 export const S_PROF_SITES = 12;
 export const S_PROF_FRAMES = 13;
 export const S_PROF_STRING_BYTES = 14;
-/** Sample rate in bytes (0 off, 1 every allocation) and stack depth. */
+/** Sample rate in bytes (0 off, 1 every allocation). */
 export const S_PROF_RATE = 15;
-export const S_PROF_DEPTH = 18;
-/** The current rate epoch (see RATE_EPOCHS). */
-export const S_PROF_EPOCH = 19;
-export const S_DATA_OFFSET = 4;
-/** Pages currently in free spans. */
-export const S_FREE_PAGES = 5;
-/** Bit k set when free-span list k is not empty. */
-export const S_NONEMPTY_ORDERS = 6;
 
 /**
- * The inbox: head of this shard's cross-shard free list (a Uint32 pointer,
- * 0 = empty) and the doorbell word other shards bump and notify when they
- * push onto an empty inbox. Both sit on their own cache line (byte 64) so
- * remote pushes do not bounce the owner's hot counters.
+ * Line 1 (bytes 64-127), the inbox: head of this shard's cross-shard free
+ * list (a Uint32 pointer, 0 = empty) and the doorbell word other shards
+ * bump and notify when they push onto an empty inbox. The only header words
+ * other threads write; alone on their line so remote pushes do not bounce
+ * the owner's hot state.
  */
 export const S_INBOX = 16;
 export const S_DOORBELL = 17;
 
-/** Heads (page index, -1 = empty) of the free-span lists, one per order. */
+/** Lines 2-3: heads (page index, -1 = empty) of the free-span lists, one per order. */
 export const S_SPAN_LISTS = 32;
 export const MAX_ORDERS = 32;
 
+// Line 4 (bytes 256-319): the owner's cold settings.
+/** Frames recorded per allocation site. */
+export const S_PROF_DEPTH = 64;
+/** The current rate epoch (see RATE_EPOCHS). */
+export const S_PROF_EPOCH = 65;
 /**
- * Float64 counters (index relative to region start / 8). Small objects are
- * counted per size class in their pool record (the cache line malloc and
- * free already touch); these count page-span objects, and the totals are
- * sums (stats.ts).
+ * The thread that owns this shard: its worker_threads threadId + 1, 0 when
+ * no thread has taken it (shared-heap.ts). Taken with compareExchange.
+ */
+export const S_OWNER = 66;
+
+/**
+ * Float64 counters (index relative to region start / 8), bytes 512-575.
+ * Small objects are counted per size class in their pool record (the cache
+ * line malloc and free already touch); these count page-span objects, and
+ * the totals are sums (stats.ts).
  */
 export const C_BASE = 64; // byte 512
 export const C_MALLOCS = 0; // large objects only
@@ -145,12 +160,17 @@ export const C_LARGE_ALLOCATIONS = 5;
 export const C_FAILED_ALLOCATIONS = 6;
 /** Objects other shards freed into this shard's inbox and it drained. */
 export const C_CROSS_SHARD_RECEIVED = 7;
+export const C_COUNT = 8;
 
-
-/** Small-pool records, one 64-byte cache line per size class. */
+/** Small-pool records, one 64-byte cache line per pool, bytes 1024-6143. */
 export const S_POOLS = 256; // byte 1024
 export const POOL_STRIDE = 16;
-/** Head of the pool's free list (Uint32 pointer, 0 = empty). */
+/**
+ * Head of the pool's clean free list (Uint32 pointer, 0 = empty): free
+ * objects whose pending bit is clear, what malloc pops. P_FREE_COUNT counts
+ * the objects of both lists, clean and claimed (one count for free() to
+ * keep: it is what trimming compares with maxFree).
+ */
 export const P_FREE_HEAD = 0;
 export const P_FREE_COUNT = 1;
 /** First span (page index, -1 = none) whose own freelist is not empty. */
@@ -158,10 +178,15 @@ export const P_SPAN_LIST = 2;
 export const P_PAGES_IN_USE = 3;
 /** Objects the pool's spans can hold in all. */
 export const P_CAPACITY = 4;
-/** Objects sitting in the spans' own freelists (not the pool's list). */
+/** Objects sitting in the spans' own freelists (not the pool's lists). */
 export const P_SPAN_FREE = 5;
 /** The class's maxFree (size-classes.ts), copied here so free() reads one cache line. */
 export const P_MAX_FREE = 6;
+/**
+ * Head of the pool's claimed list (Uint32 pointer, 0 = empty): objects this
+ * shard freed whose pending bit it still holds (small-pool.ts, "claims").
+ */
+export const P_CLAIMED_HEAD = 7;
 /**
  * The class's malloc and free counts, each a uint32 low word and a carry
  * word (count = lo + hi * 2^32): an Int32 increment with a rarely taken
@@ -171,6 +196,64 @@ export const P_MALLOCS_LO = 8;
 export const P_MALLOCS_HI = 9;
 export const P_FREES_LO = 10;
 export const P_FREES_HI = 11;
+
+/**
+ * The outbox, bytes 8192-12287: for each destination shard, the head of a
+ * chain of that shard's objects this shard has freed and not yet pushed
+ * (cross-shard.ts, "batches"); 0 = none. Kept in the buffer, not in the
+ * thread, so a thread that dies with a batch does not lose it: the next
+ * owner of the shard pushes it (SharedHeap.adoptShard).
+ */
+export const S_OUTBOX = 2048; // byte 8192
+/** Shards a heap may have: one outbox slot each. */
+export const MAX_SHARDS = 1024;
+
+/** One section of the shard header: where it is and whether it must sit alone on its cache lines. */
+export interface HeaderSection {
+  readonly name: string;
+  /** First byte, relative to the region start. */
+  readonly byte: number;
+  readonly bytes: number;
+  /** Shares no 64-byte line with another section (written by other threads, or hot). */
+  readonly alone: boolean;
+}
+
+/** Every section of the shard header, in address order. */
+export const SHARD_HEADER_SECTIONS: readonly HeaderSection[] = [
+  { name: "config and page accounting (S_ID..S_PROF_RATE)", byte: 0, bytes: (S_PROF_RATE + 1) * 4, alone: false },
+  { name: "inbox and doorbell (S_INBOX, S_DOORBELL)", byte: S_INBOX * 4, bytes: 8, alone: true },
+  { name: "free-span lists (S_SPAN_LISTS)", byte: S_SPAN_LISTS * 4, bytes: MAX_ORDERS * 4, alone: false },
+  { name: "profiler settings and owner (S_PROF_DEPTH..S_OWNER)", byte: S_PROF_DEPTH * 4, bytes: (S_OWNER - S_PROF_DEPTH + 1) * 4, alone: false },
+  { name: "counters (C_BASE)", byte: C_BASE * 8, bytes: C_COUNT * 8, alone: false },
+  { name: "pool records (S_POOLS)", byte: S_POOLS * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
+  { name: "outbox (S_OUTBOX)", byte: S_OUTBOX * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
+];
+
+/**
+ * The header's rules as sentences ([] when they hold): sections in order,
+ * not overlapping, inside SHARD_HEADER_BYTES, `alone` ones on lines of
+ * their own. The pool count lives in size-classes.ts, which imports this
+ * file, so the caller passes it.
+ */
+export function checkShardHeaderLayout(poolCount: number): string[] {
+  const sized = SHARD_HEADER_SECTIONS.map((s) =>
+    s.byte === S_POOLS * 4 ? { ...s, bytes: poolCount * POOL_STRIDE * 4 } : s.byte === S_OUTBOX * 4 ? { ...s, bytes: MAX_SHARDS * 4 } : s,
+  );
+  const problems: string[] = [];
+  const line = (byte: number): number => Math.floor(byte / 64);
+  for (let i = 0; i < sized.length; i++) {
+    const s = sized[i]!;
+    if (s.byte + s.bytes > SHARD_HEADER_BYTES) problems.push(`${s.name} ends at byte ${s.byte + s.bytes}, past SHARD_HEADER_BYTES (${SHARD_HEADER_BYTES})`);
+    const prev = sized[i - 1];
+    if (prev === undefined) continue;
+    const prevEnd = prev.byte + prev.bytes;
+    if (s.byte < prevEnd) problems.push(`${s.name} (byte ${s.byte}) overlaps or precedes ${prev.name} (ends at byte ${prevEnd})`);
+    else if ((s.alone || prev.alone) && line(s.byte) === line(prevEnd - 1)) {
+      problems.push(`${s.name} shares cache line ${line(s.byte)} with ${prev.name}`);
+    }
+  }
+  return problems;
+}
 
 // ---------------------------------------------------------------------------
 // Page metadata: PM_STRIDE Int32 slots per data page.

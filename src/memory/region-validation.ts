@@ -28,6 +28,7 @@ import {
   PM_USED,
   POOL_STRIDE,
   P_CAPACITY,
+  P_CLAIMED_HEAD,
   P_FREES_HI,
   P_FREE_COUNT,
   P_FREE_HEAD,
@@ -43,10 +44,12 @@ import {
   S_FREE_PAGES,
   S_ID,
   S_META_OFFSET,
+  S_OWNER,
   S_SPAN_LISTS,
   TAG_SITE_MASK,
   regionLayout,
 } from "./layout.js";
+import { outboxHead } from "./cross-shard.js";
 import type { ShardRegion } from "./region.js";
 import { POOL_COUNT } from "./size-classes.js";
 import { siteTableProblem } from "./site-table.js";
@@ -62,7 +65,7 @@ const MAX_CARRY = 2 ** 21;
  * sentence, or undefined when every reader can follow it. Cost: linear in
  * pages and used profiler records (~1 ms for a 64 MiB shard).
  */
-export function regionProblem(r: ShardRegion, shardBytes: number): string | undefined {
+export function regionProblem(r: ShardRegion, shardBytes: number, regions: readonly ShardRegion[]): string | undefined {
   const layout = regionLayout(r.id, shardBytes);
   const slots: Array<[string, number, number]> = [
     ["shard id", S_ID, r.id],
@@ -84,6 +87,13 @@ export function regionProblem(r: ShardRegion, shardBytes: number): string | unde
     if (!isPage(r.headerSlot(S_SPAN_LISTS + k))) return `free-span list ${k} starts at page ${r.headerSlot(S_SPAN_LISTS + k)}, of ${pages}`;
   }
   if (!isObject(r.u32[r.inbox]!)) return `cross-shard inbox holds ${r.u32[r.inbox]}, not an object of the shard`;
+  if (r.headerSlot(S_OWNER) < 0) return `owner word is ${r.headerSlot(S_OWNER)}`;
+  for (const destination of regions) {
+    const head = outboxHead(r, destination.id);
+    if (head !== 0 && !(destination.contains(head) && head % 8 === 0)) {
+      return `outbox for shard ${destination.id} starts at ${head}, not an object of that shard`;
+    }
+  }
   for (let c = 0; c < SHARD_COUNTERS; c++) {
     const v = r.f64[r.base / 8 + C_BASE + c]!;
     if (!(Number.isSafeInteger(v) && v >= 0)) return `counter ${c} is ${v}`;
@@ -119,6 +129,7 @@ function poolProblem(r: ShardRegion, cls: number, isPage: (p: number) => boolean
   const p = r.pools + cls * POOL_STRIDE;
   const i32 = r.i32;
   if (!isObject(r.u32[p + P_FREE_HEAD]!)) return `free list starts at ${r.u32[p + P_FREE_HEAD]}, not an object of the shard`;
+  if (!isObject(r.u32[p + P_CLAIMED_HEAD]!)) return `claimed list starts at ${r.u32[p + P_CLAIMED_HEAD]}, not an object of the shard`;
   if (!isPage(i32[p + P_SPAN_LIST]!)) return `span list starts at page ${i32[p + P_SPAN_LIST]}`;
   const pagesInUse = i32[p + P_PAGES_IN_USE]!;
   if (pagesInUse < 0 || pagesInUse > r.dataPages) return `${pagesInUse} pages in use, of ${r.dataPages}`;

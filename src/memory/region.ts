@@ -7,6 +7,7 @@
  * heap and shared by all regions; indices are precomputed here so the hot
  * paths do no address arithmetic beyond an add and a shift.
  */
+import { heapAtomics, type HeapAtomics, type WasmMemory } from "./atomics.js";
 import {
   C_BASE,
   PM_STRIDE,
@@ -15,28 +16,39 @@ import {
   S_FREE_PAGES,
   S_INBOX,
   S_DOORBELL,
+  S_OUTBOX,
   S_POOLS,
   S_SPAN_LISTS,
   GRANULE_SHIFT,
   regionLayout,
 } from "./layout.js";
 
-/** The views of a whole heap buffer, made once. */
+/** The views of a whole heap buffer, and its atomics, made once. */
 export class HeapViews {
   readonly u8: Uint8Array;
   readonly i32: Int32Array;
   readonly u32: Uint32Array;
   readonly f64: Float64Array;
-  constructor(readonly buffer: SharedArrayBuffer) {
+  readonly atomics: HeapAtomics;
+  constructor(
+    readonly buffer: SharedArrayBuffer,
+    memory: WasmMemory | undefined,
+  ) {
     this.u8 = new Uint8Array(buffer);
     this.i32 = new Int32Array(buffer);
     this.u32 = new Uint32Array(buffer);
     this.f64 = new Float64Array(buffer);
+    this.atomics = heapAtomics(buffer, memory);
   }
 }
 
 export class ShardRegion {
   readonly id: number;
+  /** Read-modify-writes on the buffer's words, by byte address (atomics.ts). */
+  readonly atomics: HeapAtomics;
+  /** atomics.or and atomics.and, held directly so the hot paths load one field fewer. */
+  readonly atomicOr: (address: number, bits: number) => number;
+  readonly atomicAnd: (address: number, bits: number) => number;
   readonly u8: Uint8Array;
   readonly i32: Int32Array;
   readonly u32: Uint32Array;
@@ -58,6 +70,8 @@ export class ShardRegion {
   /** Int32 index of the inbox head and of the doorbell. */
   readonly inbox: number;
   readonly doorbell: number;
+  /** Int32 index of outbox slot 0 (one per destination shard, cross-shard.ts). */
+  readonly outboxSlots: number;
   /** Int32 index of free-span list 0's head. */
   readonly spanLists: number;
   /** Byte offset of data page 0 and the number of data pages. */
@@ -72,6 +86,9 @@ export class ShardRegion {
     this.i32 = views.i32;
     this.u32 = views.u32;
     this.f64 = views.f64;
+    this.atomics = views.atomics;
+    this.atomicOr = views.atomics.or;
+    this.atomicAnd = views.atomics.and;
     this.base = layout.base;
     this.hdr = layout.base >>> 2;
     this.meta = (layout.base + layout.metaOffset) >>> 2;
@@ -81,6 +98,7 @@ export class ShardRegion {
     this.pools = this.hdr + S_POOLS;
     this.inbox = this.hdr + S_INBOX;
     this.doorbell = this.hdr + S_DOORBELL;
+    this.outboxSlots = this.hdr + S_OUTBOX;
     this.spanLists = this.hdr + S_SPAN_LISTS;
     this.dataStart = layout.base + layout.dataOffset;
     this.dataPages = layout.dataPages;

@@ -1,14 +1,20 @@
 /**
  * ShardAllocator: one shard's malloc / free (Seastar's cpu_pages front end).
  *
- * Only the thread that owns a shard calls its allocator; frees of other
- * shards' objects go to their owners' inboxes (cross-shard.ts). The fast
- * paths read top to bottom in malloc() and free(): they touch the pool
+ * Only the thread that owns a shard changes its allocator state (an
+ * allocator made for another thread only reads, see `owned`); frees of
+ * other shards' objects go to their owners' inboxes (cross-shard.ts). The
+ * fast paths read top to bottom in malloc() and free(): they touch the pool
  * record (one cache line, counters included), the page's class byte, one
  * live/pending word pair, and the object's first word (free only stores to
- * it), and allocate nothing. Measured (bench/): ~10 ns a malloc/free pair,
- * ~15 ns a churn step at 1k live objects, ~70 ns at 100k (where cache
- * misses dominate). Every miss goes to a separately named slow path:
+ * it), and allocate nothing. free() makes one atomic, its claim
+ * (cross-shard.ts, "Claims"): that is what makes two racing frees of one
+ * object end with exactly one success; malloc makes one more when it hands
+ * out an object this shard freed, clearing that claim. The atomics are
+ * WebAssembly's where the heap allows (atomics.ts). Measured (bench/, this
+ * machine, a quiet moment): a malloc/free pair 13 ns without claims, 33 ns
+ * with them, @thi.ng/malloc 19 ns. Every miss goes to a separately named
+ * slow path:
  *
  *   malloc -> mallocSmallSlow (drain inbox, refill pool, reclaim)  small
  *          -> mallocLarge     (page span, reclaim)                  > 16 KiB
@@ -16,22 +22,21 @@
  *                              large objects, other shards' objects)
  *
  * Fast-path contract (what lets it skip checks): a pointer inside this
- * region, 8-aligned, whose live bit is set and pending bit clear, is the
- * start of a live object of this shard, and the class map of its page tells
- * whether it is a small object (and of which class) or a page span.
+ * region, 8-aligned, whose live bit is set, is the start of a live object
+ * of this shard; the claim then tells whether no other free got there
+ * first; and the class map of its page tells whether it is a small object
+ * (and of which class) or a page span.
  */
-import { OutOfMemoryError } from "../errors.js";
-import { logInfo } from "../log.js";
+import { HeapOwnershipError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
-import { Sampler, sampleWeight } from "./sampler.js";
-import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
-import { captureRawCallSites } from "./stack-capture.js";
 import { formatSize } from "../units.js";
 import { allocatePageSpan, freePageRange } from "./page-spans.js";
-import { claimPendingFree, pushInbox, pushInboxChain, takeInbox } from "./cross-shard.js";
+import { Outbox, chainNext, claimRemoteFree, pushInbox, takeInbox } from "./cross-shard.js";
 import * as layout from "./layout.js";
+import { ownershipMessage } from "./ownership.js";
+import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
 
-import { checkAlignment, checkSize, liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
 import { refillPool, trimPool } from "./small-pool.js";
@@ -56,11 +61,11 @@ const {
   PAGE_LARGE,
   PAGE_SHIFT,
   PAGE_SIZE,
-  PM_HEAD,
   PM_SITE,
   PM_SPAN_PAGES,
   PM_STATE,
   POOL_STRIDE,
+  P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
   P_FREES_HI,
@@ -68,13 +73,7 @@ const {
   P_MALLOCS_HI,
   P_MALLOCS_LO,
   P_MAX_FREE,
-  PROF_MAX_DEPTH,
-  RATE_EPOCHS,
   S_NONEMPTY_ORDERS,
-  S_PROF_DEPTH,
-  S_PROF_EPOCH,
-  S_PROF_RATE,
-  TAG_SITE_MASK
 } = layout;
 const {
   CLASS_COUNT,
@@ -85,8 +84,6 @@ const {
   classTrimTarget,
   classOf,
   classSize,
-  objectsPerSpan,
-  SITE_TAG_BYTES
 } = sizeClasses;
 
 export class ShardAllocator extends ShardRegion {
@@ -95,58 +92,62 @@ export class ShardAllocator extends ShardRegion {
   private readonly cFrees: number;
   private readonly cBytes: number;
   /**
-   * Remote-free batching (off unless batchCrossShardFrees(true)): objects
-   * freed for shard s wait here, claimed and linked through their first
-   * words, and go to s's inbox as one chain, with one compareExchange, when
-   * CROSS_SHARD_BATCH of them are waiting or at the latest in a microtask
-   * after the first one (so a free is never held past the current turn of
-   * the event loop). This thread's own state, not shared: only it reads these.
+   * @internal Whether this thread owns the shard (SharedHeap.shard decides,
+   * with the header's owner word). An allocator that does not own its
+   * shard reads (stats, diagnostics, heapProfile, objectSize) and throws
+   * HeapOwnershipError on anything that would change the shard's state.
    */
-  private batching = false;
+  readonly owned: boolean;
+  /**
+   * dataBytes when owned, 0 otherwise: free()'s fast-path range check then
+   * sends every pointer of a shard this thread does not own to the slow
+   * path, which throws, so the ownership rule costs the fast path nothing.
+   */
+  private readonly localBytes: number;
   /**
    * Bytes until the next heap-profiler sample; Infinity while profiling is
-   * off, so the fast path's one subtraction never reaches zero. Measured
-   * alternatives: an integer countdown re-armed every 2^30 bytes (11.8 ns a
-   * malloc/free pair) and a Float64 slot in the buffer (10.7 ns) were both
-   * slower than this field (10.0 ns; 9.5 ns without any sampling check).
+   * off, so the fast path's one subtraction never reaches zero, and
+   * -Infinity when this thread does not own the shard, so every malloc
+   * reaches mallocSampled, which throws. Measured alternatives: an integer
+   * countdown re-armed every 2^30 bytes (11.8 ns a malloc/free pair) and a
+   * Float64 slot in the buffer (10.7 ns) were both slower than this field
+   * (10.0 ns; 9.5 ns without any sampling check). Initialized here, to a
+   * number: declared bare, the field starts as undefined, V8 then stores
+   * it tagged, and every countdown allocates a HeapNumber (measured: 198
+   * scavenges and ~50 ns a pair instead of 4 and ~17 ns).
    */
-  private sampleCountdown = Infinity;
-  private readonly sampler: Sampler;
+  private sampleCountdown = -Infinity;
+  private readonly profiler: AllocationProfiler;
   /** The public method that called malloc on the user's behalf (allocateAligned, realloc), if any. */
   private outerEntry: ApiEntry | undefined = undefined;
-  /** The site table, made on first use (it rebuilds its caches from the buffer). */
-  private siteTable: SiteTable | undefined;
-  private readonly batchHead: Float64Array;
-  private readonly batchTail: Float64Array;
-  private readonly batchCount: Int32Array;
-  private flushQueued = false;
-  private readonly flushSoon = (): void => {
-    this.flushQueued = false;
-    this.flushCrossShardFrees();
-  };
+  /**
+   * Remote-free batching (off unless batchCrossShardFrees(true); the Smp
+   * runtime turns it on in every shard): frees of other shards' objects
+   * wait in this shard's outbox and are pushed as chains (cross-shard.ts).
+   */
+  private batching = false;
+  private readonly outbox: Outbox;
 
   /** @internal Made by SharedHeap.shard(); one per shard and heap object. */
-  constructor(views: HeapViews, id: number, geometry: HeapGeometry) {
+  constructor(views: HeapViews, id: number, geometry: HeapGeometry, owned: boolean) {
     super(views, id, geometry.shardBytes);
     this.geometry = geometry;
-    const shards = geometry.regions.length;
-    this.batchHead = new Float64Array(shards);
-    this.batchTail = new Float64Array(shards);
-    this.batchCount = new Int32Array(shards);
-    this.sampler = new Sampler(Date.now() ^ (id * 0x9e3779b1));
-    // A thread taking over a shard (attach, restart) carries on its rate.
-    this.sampler.rate = this.headerSlot(S_PROF_RATE);
+    this.owned = owned;
+    this.localBytes = owned ? this.dataBytes : 0;
+    this.outbox = new Outbox(this, geometry.regions);
+    this.profiler = new AllocationProfiler(this);
     this.cMallocs = this.counters + C_MALLOCS;
     this.cFrees = this.counters + C_FREES;
     this.cBytes = this.counters + C_BYTES_ALLOCATED;
-    this.sampleCountdown = this.sampler.nextInterval();
+    this.sampleCountdown = owned ? this.profiler.nextInterval() : -Infinity;
   }
 
   /**
    * Allocate `size` bytes (8-aligned; malloc(0) gives a unique 8-byte
    * object). Throws OutOfMemoryError when the shard is exhausted even after
    * draining its inbox and returning cached spans; TypeError / RangeError
-   * for a size that is not a non-negative safe integer.
+   * for a size that is not a non-negative safe integer; HeapOwnershipError
+   * on a thread that does not own the shard.
    */
   malloc(size: number): number {
     if ((size >>> 0) === size && size <= MAX_SMALL_SIZE) {
@@ -156,47 +157,62 @@ export class ShardAllocator extends ShardRegion {
       // One view for the whole fast path (links are stored through Int32 and
       // read back with >>> 0): a second typed-array view cost ~0.8 ns a pair.
       const i32 = this.i32;
-      const obj = i32[pool + P_FREE_HEAD]! >>> 0;
-      if (obj !== 0) {
-        i32[pool + P_FREE_HEAD] = i32[obj >>> 2]!;
-        i32[pool + P_FREE_COUNT]--;
-        if (++i32[pool + P_MALLOCS_LO]! === 0) i32[pool + P_MALLOCS_HI]++;
-        const rel = obj - this.dataStart;
-        i32[this.bitmap + ((rel >>> 8) << 1)] |= 1 << ((rel >>> 3) & 31);
-        return obj;
+      // What this shard freed last first (LIFO: still in cache), then the
+      // clean list; a claimed object's pending bit is this shard's to clear.
+      let list = pool + P_CLAIMED_HEAD;
+      let obj = i32[list]! >>> 0;
+      if (obj === 0) {
+        list = pool + P_FREE_HEAD;
+        obj = i32[list]! >>> 0;
+        if (obj === 0) return this.mallocSmallSlow(cls);
       }
-      return this.mallocSmallSlow(cls);
+      const rel = obj - this.dataStart;
+      const w = this.bitmap + ((rel >>> 8) << 1);
+      const bit = 1 << ((rel >>> 3) & 31);
+      // Before this path's stores: an atomic waits for earlier stores to drain.
+      if (list !== pool + P_FREE_HEAD) this.atomicAnd((w + 1) << 2, ~bit);
+      i32[list] = i32[obj >>> 2]!;
+      i32[pool + P_FREE_COUNT]--;
+      if (++i32[pool + P_MALLOCS_LO]! === 0) i32[pool + P_MALLOCS_HI]++;
+      i32[w] |= bit;
+      return obj;
     }
     return this.mallocNotSmall(size);
   }
 
   /**
-   * Free the object at `ptr`: locally, or by pushing it onto its owner's
-   * inbox when another shard owns it. free(0) does nothing. `size`, when
-   * given, must not exceed the object's size (a check, as sized delete).
-   * Anything that is not a live object: InvalidPointerError, heap unchanged.
+   * Free the object at `ptr`: locally, or by handing it to its owner when
+   * another shard owns it. free(0) does nothing. `size`, when given, must
+   * not exceed the object's size (a check, as sized delete). Anything that
+   * is not a live object, or an object another free has already claimed
+   * (from any thread, however the two interleave): InvalidPointerError,
+   * heap unchanged.
    */
   free(ptr: number, size?: number): void {
     if (typeof ptr === "number" && size === undefined) {
       const rel = ptr - this.dataStart;
-      if ((rel >>> 0) === rel && rel < this.dataBytes && (rel & 7) === 0) {
+      if ((rel >>> 0) === rel && rel < this.localBytes && (rel & 7) === 0) {
         const i32 = this.i32;
         const w = this.bitmap + ((rel >>> 8) << 1);
         const bit = 1 << ((rel >>> 3) & 31);
         const live = i32[w]!;
-        // Live, and not pending a cross-shard free. Loads nothing from the object (layout.ts).
-        if ((live & ~i32[w + 1]! & bit) !== 0) {
+        // Loads nothing from the object (layout.ts).
+        if ((live & bit) !== 0) {
           const pool1 = this.u8[this.classMap + (rel >>> PAGE_SHIFT)]!;
           // An ordinary pool (1..CLASS_COUNT); 0 (a page span) and the
-          // sampled pools, whose objects carry a site tag, take the slow path.
-          if ((pool1 - 1) >>> 0 < CLASS_COUNT) {
-            i32[w] = live ^ bit;
+          // sampled pools, whose objects carry a site tag, take the slow
+          // path. The claim (cross-shard.ts): clear before means no other
+          // free got there first; set means one did, and the slow path
+          // throws. The bit stays set while the object sits on the
+          // claimed list (small-pool.ts settleClaims clears it).
+          if ((pool1 - 1) >>> 0 < CLASS_COUNT && (this.atomicOr((w + 1) << 2, bit) & bit) === 0) {
+            i32[w] = live ^ bit; // the owner is the live word's only writer: `live` is current
             const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
-            i32[ptr >>> 2] = i32[pool + P_FREE_HEAD]!;
-            i32[pool + P_FREE_HEAD] = ptr;
-            const count = ++i32[pool + P_FREE_COUNT]!;
+            i32[ptr >>> 2] = i32[pool + P_CLAIMED_HEAD]!;
+            i32[pool + P_CLAIMED_HEAD] = ptr;
+            const cached = ++i32[pool + P_FREE_COUNT]!;
             if (++i32[pool + P_FREES_LO]! === 0) i32[pool + P_FREES_HI]++;
-            if (count > i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
+            if (cached > i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
             return;
           }
         }
@@ -229,11 +245,14 @@ export class ShardAllocator extends ShardRegion {
    * the smaller size. realloc(0, n) is malloc(n). A large object shrinks in
    * place; a small one stays when the new size falls in its class; otherwise
    * the contents move to a new object (of this shard) and the old one is
-   * freed. On OutOfMemoryError the old object is untouched and still live.
-   * realloc(ptr, 0) shrinks to a minimum-size object (it does not free).
+   * freed. On OutOfMemoryError the old object is untouched and still live;
+   * when another free of `ptr` wins a race with this realloc, realloc
+   * throws InvalidPointerError and leaves nothing allocated. realloc(ptr, 0)
+   * shrinks to a minimum-size object (it does not free).
    */
   realloc(ptr: number, size: number): number {
     checkSize(size, "realloc");
+    this.checkOwned("realloc");
     if (ptr === 0) return this.mallocFor(ShardAllocator.prototype.realloc, size);
     const owner = liveObjectRegion(this.geometry, ptr, "realloc");
     const oldSize = objectSizeIn(owner, ptr);
@@ -251,31 +270,39 @@ export class ShardAllocator extends ShardRegion {
         }
       }
     }
+    // Allocate first (an OutOfMemoryError leaves the old object untouched),
+    // then claim the old object like any free; the claim decides a race
+    // with another free of it, and the copy is made only once it is ours.
     const moved = this.mallocFor(ShardAllocator.prototype.realloc, size);
+    const mine = owner.id === this.id ? this.claimOwn(ptr) : claimRemoteFree(owner, ptr);
+    if (!mine) {
+      this.freeUnpublished(moved);
+      liveObjectRegion(this.geometry, ptr, "realloc"); // throws why, as it is now
+      throw new InvalidPointerError(`realloc(${ptr}): freed by another thread while it was being resized`, ptr);
+    }
     this.u8.copyWithin(moved, ptr, ptr + Math.min(oldSize, size));
-    this.free(ptr);
+    if (owner.id === this.id) this.releaseClaimed(ptr);
+    else this.sendForeign(owner, ptr);
     return moved;
   }
 
   /**
-   * Batch frees of other shards' objects per destination (see batchHead)
-   * instead of pushing each with its own compareExchange. The Smp runtime
-   * turns it on in every shard; a heap used from one thread keeps it off,
-   * so a remote free is in the owner's inbox as soon as free() returns.
-   * Turning it off flushes.
+   * Batch frees of other shards' objects per destination (in this shard's
+   * outbox, cross-shard.ts) instead of pushing each with its own
+   * compareExchange. The Smp runtime turns it on in every shard; a heap
+   * used from one thread keeps it off, so a remote free is in the owner's
+   * inbox as soon as free() returns. Turning it off flushes.
    */
   batchCrossShardFrees(enabled: boolean): void {
-    if (!enabled) this.flushCrossShardFrees();
+    this.checkOwned("batchCrossShardFrees");
+    if (!enabled) this.outbox.flush();
     this.batching = enabled;
   }
 
   /** Push every batched remote free to its owner now. Returns how many were pushed. */
   flushCrossShardFrees(): number {
-    let pushed = 0;
-    for (let s = 0; s < this.batchCount.length; s++) {
-      if (this.batchCount[s] !== 0) pushed += this.flushBatch(s);
-    }
-    return pushed;
+    this.checkOwned("flushCrossShardFrees");
+    return this.outbox.flush();
   }
 
   /** Usable bytes of the live object at `ptr` (>= the size asked for); any shard's object. */
@@ -288,45 +315,22 @@ export class ShardAllocator extends ShardRegion {
    * the number of objects freed. Cheap (one atomic load) when it is empty.
    */
   drainCrossShardFrees(): number {
-    let ptr = takeInbox(this);
-    if (ptr === 0) return 0;
-    const i32 = this.i32;
-    let n = 0;
-    // Pending bits are cleared with one Atomics.and per bitmap word rather
-    // than per object (objects freed together usually share words). Safe to
-    // defer to the end of the run: nothing is allocated while we drain.
-    let word = -1;
-    let mask = 0;
-    while (ptr !== 0) {
-      const next = i32[ptr >>> 2]! >>> 0;
-      const rel = ptr - this.dataStart;
-      const pending = this.bitmap + ((rel >>> 8) << 1) + 1;
-      if (pending !== word) {
-        if (mask !== 0) Atomics.and(i32, word, ~mask);
-        word = pending;
-        mask = 0;
-      }
-      mask |= 1 << ((rel >>> 3) & 31);
-      this.freeLocal(ptr);
-      ptr = next;
-      n++;
-    }
-    Atomics.and(i32, word, ~mask);
-    this.f64[this.counters + C_CROSS_SHARD_RECEIVED] += n;
-    return n;
+    this.checkOwned("drainCrossShardFrees");
+    return this.drainInbox();
   }
 
   /**
    * Return what the shard caches to the page allocator (glibc's
    * malloc_trim): drain the inbox, move every object cached in a pool's
-   * free list back to its span, and release every span left empty. After
+   * lists back to its span, and release every span left empty. After
    * freeing everything and trimming, freeMemory is back at totalMemory.
    * Runs by itself before OutOfMemoryError; a shard's runtime also runs it
    * when the shard goes idle. Returns the bytes returned to free spans.
    */
   trim(): number {
+    this.checkOwned("trim");
     const before = this.freePages();
-    this.drainCrossShardFrees();
+    this.drainInbox();
     for (let pool = 0; pool < POOL_COUNT; pool++) trimPool(this, pool, 0);
     return (this.freePages() - before) * PAGE_SIZE;
   }
@@ -347,41 +351,30 @@ export class ShardAllocator extends ShardRegion {
    * the weight they were sampled with, so counts stay consistent.
    */
   setHeapProfilingSampleRate(bytes: number): void {
-    checkSize(bytes, "setHeapProfilingSampleRate", "rate");
-    if (bytes > 0x7fffffff) throw new RangeError(`setHeapProfilingSampleRate: rate must be at most ${0x7fffffff} bytes, got ${bytes}`);
-    const old = this.headerSlot(S_PROF_RATE);
-    if (bytes !== old) {
-      const epoch = (this.headerSlot(S_PROF_EPOCH) + 1) % RATE_EPOCHS;
-      setEpochRate(this, epoch, bytes);
-      this.i32[this.hdr + S_PROF_EPOCH] = epoch;
-      this.i32[this.hdr + S_PROF_RATE] = bytes;
-      if (old === 0) logInfo(`shard ${this.id}: Enabling heap profiler${bytes > 1 ? ` (sampling every ${bytes} bytes on average)` : ""}`);
-      if (bytes === 0) {
-        logInfo(`shard ${this.id}: Disabling heap profiler`);
-        // Nothing will be sampled for a while: give back the sampled pools' cached spans.
-        for (let pool = SAMPLED_POOL_BASE; pool < POOL_COUNT; pool++) trimPool(this, pool, 0);
-      }
+    this.checkOwned("setHeapProfilingSampleRate");
+    const old = this.profiler.setRate(bytes);
+    if (bytes === 0 && old !== 0) {
+      // Nothing will be sampled for a while: give back the sampled pools' cached spans.
+      for (let pool = SAMPLED_POOL_BASE; pool < POOL_COUNT; pool++) trimPool(this, pool, 0);
     }
-    this.sampler.rate = bytes;
-    this.sampleCountdown = this.sampler.nextInterval();
+    this.sampleCountdown = this.profiler.nextInterval();
   }
 
   heapProfilingSampleRate(): number {
-    return this.headerSlot(S_PROF_RATE);
+    return this.profiler.rate();
   }
 
   /** Frames recorded per allocation site, 1 to 32 (default 16). */
   setHeapProfilingDepth(depth: number): void {
-    if (!Number.isInteger(depth) || depth < 1 || depth > PROF_MAX_DEPTH) {
-      throw new RangeError(`setHeapProfilingDepth: depth must be an integer from 1 to ${PROF_MAX_DEPTH}, got ${String(depth)}`);
-    }
-    this.i32[this.hdr + S_PROF_DEPTH] = depth;
+    this.checkOwned("setHeapProfilingDepth");
+    this.profiler.setDepth(depth);
   }
 
   /** @internal Reseed the sampler (reproducible samples in tests). */
   seedHeapProfiler(seed: number): void {
-    this.sampler.seed(seed);
-    this.sampleCountdown = this.sampler.nextInterval();
+    this.checkOwned("seedHeapProfiler");
+    this.profiler.seed(seed);
+    this.sampleCountdown = this.profiler.nextInterval();
   }
 
   /** This shard's heap profile, from the buffer. */
@@ -400,24 +393,50 @@ export class ShardAllocator extends ShardRegion {
 
   // ---------------------------------------------------------------- slow paths
 
-  /**
-   * The pool's list was empty. Drain the inbox (its objects may refill the
-   * list), refill from partly used spans or new spans, and as a last resort
-   * reclaim every cached span. Cost: a refill batch, amortized.
-   */
+  /** Pop an object from pool `poolIndex`, refilling its clean list first if it is empty. */
   private mallocSmallSlow(poolIndex: number): number {
     const pool = this.pools + poolIndex * POOL_STRIDE;
-    this.drainCrossShardFrees();
-    if (this.u32[pool + P_FREE_HEAD] === 0 && !refillPool(this, poolIndex)) {
+    if (this.u32[pool + P_CLAIMED_HEAD] === 0 && this.u32[pool + P_FREE_HEAD] === 0) this.refillSlow(poolIndex);
+    const claimed = this.u32[pool + P_CLAIMED_HEAD] !== 0;
+    const list = claimed ? pool + P_CLAIMED_HEAD : pool + P_FREE_HEAD;
+    const obj = this.u32[list]!;
+    this.u32[list] = this.u32[obj >>> 2]!;
+    this.i32[pool + P_FREE_COUNT]--;
+    if (++this.i32[pool + P_MALLOCS_LO]! === 0) this.i32[pool + P_MALLOCS_HI]++;
+    if (claimed) this.atomicAnd(this.pendingWord(obj) << 2, ~this.liveBit(obj));
+    this.setLive(obj);
+    return obj;
+  }
+
+  /**
+   * The pool's lists are empty. Drain the inbox (its objects join the
+   * claimed lists), then refill from partly used spans or new spans, and as
+   * a last resort reclaim every cached span. Cost: a batch, amortized over
+   * its objects.
+   */
+  private refillSlow(poolIndex: number): void {
+    const pool = this.pools + poolIndex * POOL_STRIDE;
+    this.drainInbox();
+    if (this.u32[pool + P_CLAIMED_HEAD] !== 0) return;
+    if (!refillPool(this, poolIndex)) {
       this.reclaim();
       if (!refillPool(this, poolIndex)) throw this.outOfMemory(classSize[poolIndex]!);
     }
-    const obj = this.u32[pool + P_FREE_HEAD]!;
-    this.u32[pool + P_FREE_HEAD] = this.u32[obj >>> 2]!;
-    this.i32[pool + P_FREE_COUNT]--;
-    if (++this.i32[pool + P_MALLOCS_LO]! === 0) this.i32[pool + P_MALLOCS_HI]++;
-    this.setLive(obj);
-    return obj;
+  }
+
+  /** Take the inbox and free what it holds: claimed by the remotes that pushed them, now ours. */
+  private drainInbox(): number {
+    let ptr = takeInbox(this);
+    if (ptr === 0) return 0;
+    let n = 0;
+    while (ptr !== 0) {
+      const next = chainNext(this, ptr);
+      this.releaseClaimed(ptr);
+      ptr = next;
+      n++;
+    }
+    this.f64[this.counters + C_CROSS_SHARD_RECEIVED] += n;
+    return n;
   }
 
   /**
@@ -430,7 +449,7 @@ export class ShardAllocator extends ShardRegion {
     return this.mallocLarge(checkSize(size, "malloc"), PAGE_SIZE, ShardAllocator.prototype.malloc);
   }
 
-  /** A free pushed the pool's list past maxFree: send a batch back to the spans. */
+  /** The pool's lists passed maxFree: settle the claims and send a batch back to the spans. */
   private trimAfterFree(pool: number): void {
     trimPool(this, pool, classTrimTarget[pool]!);
   }
@@ -450,59 +469,30 @@ export class ShardAllocator extends ShardRegion {
   }
 
   /**
-   * The sampler chose this allocation: take the object from the class's
-   * sampled pool, capture the stack, and tag the object with its site.
-   * Cost: a V8 stack capture (a few microseconds), once per sample.
+   * The sampler chose this allocation (or this thread does not own the
+   * shard: the countdown is -Infinity then): take the object from the
+   * class's sampled pool, capture the stack, and tag the object with its
+   * site. Cost: a V8 stack capture (a few microseconds), once per sample.
    */
   private mallocSampled(cls: number): number {
-    this.sampleCountdown = this.sampler.nextInterval();
+    this.checkOwned("malloc");
+    this.sampleCountdown = this.profiler.nextInterval();
     const pool = SAMPLED_POOL_BASE + cls;
     const obj = this.mallocSmallSlow(pool);
-    const tag = this.tagAddress(obj, pool) >>> 2;
+    const tag = this.profiler.tagAddress(obj, pool) >>> 2;
     this.i32[tag] = 0; // untagged until recorded: a failed capture must not leave a stale tag
     try {
-      this.i32[tag] = this.recordSample(classSize[cls]!, ShardAllocator.prototype.malloc);
+      this.i32[tag] = this.profiler.recordSample(classSize[cls]!, this.outerEntry ?? ShardAllocator.prototype.malloc);
     } catch (e) {
-      this.freeLocal(obj);
+      this.freeUnpublished(obj);
       throw e;
     }
     return obj;
   }
 
-  /** Where a sampled pool object's 4-byte site tag is: the tag array at the end of its span. */
-  private tagAddress(obj: number, pool: number): number {
-    const head = this.i32[this.pageMeta(this.pageOf(obj)) + PM_HEAD]!;
-    const start = this.pageAddress(head);
-    const size = classSize[pool]!;
-    const objects = objectsPerSpan(pool, this.i32[this.pageMeta(head) + PM_SPAN_PAGES]!);
-    return start + objects * size + SITE_TAG_BYTES * ((obj - start) / size);
-  }
-
-  /**
-   * Record a sampled allocation of `size` usable bytes at the stack below
-   * `entry` (the public method the user called); returns its tag.
-   */
-  private recordSample(size: number, entry: ApiEntry): number {
-    const sites = (this.siteTable ??= new SiteTable(this));
-    // The capture starts below the public method the user called, so V8
-    // builds CallSites for the user's frames only (shardheap's are filtered
-    // anyway, should any remain).
-    const depth = this.headerSlot(S_PROF_DEPTH);
-    const site = sites.siteOfCallSites(captureRawCallSites(depth, this.outerEntry ?? entry), depth);
-    const epoch = this.headerSlot(S_PROF_EPOCH);
-    sites.recordAlloc(site, sampleWeight(size, epochRate(this, epoch)), size);
-    return (epoch << 24) | (site + 1);
-  }
-
-  /** Undo recordSample for an object of `size` bytes carrying `tag` (0: never recorded). */
-  private unrecordSample(tag: number, size: number): void {
-    if (tag === 0) return;
-    const sites = (this.siteTable ??= new SiteTable(this));
-    sites.recordFree((tag & TAG_SITE_MASK) - 1, sampleWeight(size, epochRate(this, tag >>> 24)), size);
-  }
-
   /** A page span of ceil(size / 4096) pages at a multiple of `align`. */
   private mallocLarge(size: number, align: number, entry: ApiEntry): number {
+    this.checkOwned(entry.name);
     const pages = Math.max(1, Math.ceil(size / PAGE_SIZE));
     const alignPages = align > PAGE_SIZE ? align / PAGE_SIZE : 1;
     const span = pages + alignPages - 1;
@@ -529,9 +519,9 @@ export class ShardAllocator extends ShardRegion {
     this.i32[m + PM_SITE] = 0;
     const obj = this.pageAddress(head);
     if ((this.sampleCountdown -= bytes) <= 0) {
-      this.sampleCountdown = this.sampler.nextInterval();
+      this.sampleCountdown = this.profiler.nextInterval();
       try {
-        this.i32[m + PM_SITE] = this.recordSample(bytes, entry);
+        this.i32[m + PM_SITE] = this.profiler.recordSample(bytes, this.outerEntry ?? entry);
       } catch (e) {
         this.releaseLargeSpan(head, pages);
         throw e;
@@ -547,18 +537,46 @@ export class ShardAllocator extends ShardRegion {
   private freeSlow(ptr: number, size: number | undefined): void {
     if (size !== undefined) checkSize(size, "free");
     if (ptr === 0) return;
+    this.checkOwned("free");
     const owner = liveObjectRegion(this.geometry, ptr, "free");
     if (size !== undefined && size > objectSizeIn(owner, ptr)) {
       throw new RangeError(
         `free(${ptr}, ${size}): size is larger than the object (${objectSizeIn(owner, ptr)} bytes)`,
       );
     }
-    if (owner.id === this.id) this.freeLocal(ptr);
-    else this.freeForeign(owner, ptr);
+    if (owner.id === this.id) {
+      if (!this.claimOwn(ptr)) throw this.lostClaim(ptr, "free");
+      this.releaseClaimed(ptr);
+    } else {
+      if (!claimRemoteFree(owner, ptr)) throw this.lostClaim(ptr, "free");
+      this.sendForeign(owner, ptr);
+    }
   }
 
-  /** Free a validated live object of this shard. */
-  private freeLocal(ptr: number): void {
+  /** Claim a live object of this shard (cross-shard.ts): false when another free claimed it first. */
+  private claimOwn(ptr: number): boolean {
+    const bit = this.liveBit(ptr);
+    return (this.atomicOr(this.pendingWord(ptr) << 2, bit) & bit) === 0;
+  }
+
+  /** A claim lost to another free: the precise error for `ptr` as it is now. */
+  private lostClaim(ptr: number, op: string): InvalidPointerError {
+    try {
+      liveObjectRegion(this.geometry, ptr, op);
+    } catch (e) {
+      if (e instanceof InvalidPointerError) return e;
+      throw e;
+    }
+    return new InvalidPointerError(`${op}(${ptr}): already freed by another thread`, ptr);
+  }
+
+  /**
+   * Free a live object of this shard that this shard holds the claim on
+   * (its own free's claim, or a remote's taken from the inbox). Pool
+   * objects go to the pool's claimed list with the bit still set; a page
+   * span gives its pages back and its bit is cleared at once.
+   */
+  private releaseClaimed(ptr: number): void {
     this.i32[this.liveWord(ptr)] &= ~this.liveBit(ptr);
     const page = this.pageOf(ptr);
     const m = this.pageMeta(page);
@@ -566,22 +584,33 @@ export class ShardAllocator extends ShardRegion {
     if (pool1 !== 0) {
       const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
       if (pool1 - 1 >= SAMPLED_POOL_BASE) {
-        this.unrecordSample(this.i32[this.tagAddress(ptr, pool1 - 1) >>> 2]!, classSize[pool1 - 1]!);
+        this.profiler.unrecordSample(this.i32[this.profiler.tagAddress(ptr, pool1 - 1) >>> 2]!, classSize[pool1 - 1]!);
       }
       if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
-      this.u32[ptr >>> 2] = this.u32[pool + P_FREE_HEAD]!;
-      this.u32[pool + P_FREE_HEAD] = ptr;
+      this.u32[ptr >>> 2] = this.u32[pool + P_CLAIMED_HEAD]!;
+      this.u32[pool + P_CLAIMED_HEAD] = ptr;
       if (++this.i32[pool + P_FREE_COUNT]! > this.i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
       return;
     }
     const pages = this.i32[m + PM_SPAN_PAGES]!;
     const tag = this.i32[m + PM_SITE]!;
     if (tag !== 0) {
-      this.unrecordSample(tag, pages * PAGE_SIZE);
+      this.profiler.unrecordSample(tag, pages * PAGE_SIZE);
       this.i32[m + PM_SITE] = 0;
     }
     this.f64[this.cFrees]++;
     this.releaseLargeSpan(page, pages);
+    this.atomics.and(this.pendingWord(ptr) << 2, ~this.liveBit(ptr));
+  }
+
+  /**
+   * Free an object this shard allocated and never handed out (a failed
+   * sample, a realloc that lost its race). It is claimed like any free: a
+   * remote free holding a stale pointer equal to it may have claimed it
+   * meanwhile, and then that free has it.
+   */
+  private freeUnpublished(ptr: number): void {
+    if (this.claimOwn(ptr)) this.releaseClaimed(ptr);
   }
 
   /** Return a page-span object's pages (its head no longer heads a used span). */
@@ -590,65 +619,32 @@ export class ShardAllocator extends ShardRegion {
     freePageRange(this, head, pages);
   }
 
-  /** Hand a validated live object of another shard to its owner's inbox. */
-  private freeForeign(owner: ShardRegion, ptr: number): void {
-    if (!claimPendingFree(owner, ptr)) {
-      liveObjectRegion(this.geometry, ptr, "free"); // throws "already freed"
-    }
-    this.sendForeign(owner, ptr);
-  }
-
   /**
    * The remote free's fast path: the same checks as liveObjectRegion, in
-   * line, for a pointer of another shard. Returns false, having changed
-   * nothing, for anything it does not handle (the slow path then throws
-   * the precise error). Measured: validation through liveObjectRegion was
-   * ~25 of the ~65 ns a remote free cost (bench/cross-shard.ts).
+   * line, for a pointer of another shard, then the claim. Returns false,
+   * having changed nothing, for anything it does not handle (the slow path
+   * then throws the precise error). Measured: validation through
+   * liveObjectRegion was ~25 of the ~65 ns a remote free cost
+   * (bench/cross-shard.ts).
    */
   private freeForeignFast(ptr: number): boolean {
+    if (!this.owned) return false;
     const regions = this.geometry.regions;
     const shard = Math.floor((ptr - HEAP_HEADER_BYTES) / this.geometry.shardBytes);
     if (shard === this.id || !(shard >= 0 && shard < regions.length)) return false;
     const owner = regions[shard]!;
     const rel = ptr - owner.dataStart;
     if (!((rel >>> 0) === rel && rel < owner.dataBytes && (rel & 7) === 0)) return false;
-    const w = owner.bitmap + ((rel >>> 8) << 1);
-    const bit = 1 << ((rel >>> 3) & 31);
-    if ((this.i32[w]! & bit) === 0) return false;
-    if ((Atomics.or(this.i32, w + 1, bit) & bit) !== 0) return false; // already pending: nothing changed
+    if (!claimRemoteFree(owner, ptr)) return false;
     this.sendForeign(owner, ptr);
     return true;
   }
 
-  /** Hand a claimed object to its owner: batched, or pushed at once. */
+  /** Hand a claimed object to its owner: batched in the outbox, or pushed at once. */
   private sendForeign(owner: ShardRegion, ptr: number): void {
     this.f64[this.counters + C_CROSS_SHARD_FREES]++;
-    if (!this.batching) {
-      pushInbox(owner, ptr);
-      return;
-    }
-    const s = owner.id;
-    const n = this.batchCount[s]!;
-    if (n === 0) {
-      this.batchTail[s] = ptr;
-      this.u32[ptr >>> 2] = 0;
-      if (!this.flushQueued) {
-        this.flushQueued = true;
-        queueMicrotask(this.flushSoon);
-      }
-    } else {
-      this.u32[ptr >>> 2] = this.batchHead[s]!;
-    }
-    this.batchHead[s] = ptr;
-    this.batchCount[s] = n + 1;
-    if (n + 1 >= CROSS_SHARD_BATCH) this.flushBatch(s);
-  }
-
-  private flushBatch(s: number): number {
-    const n = this.batchCount[s]!;
-    pushInboxChain(this.geometry.regions[s]!, this.batchHead[s]!, this.batchTail[s]!);
-    this.batchCount[s] = 0;
-    return n;
+    if (this.batching) this.outbox.add(owner, ptr);
+    else pushInbox(owner, ptr);
   }
 
   /** Give back the tail of a large object past `pages`. */
@@ -656,13 +652,7 @@ export class ShardAllocator extends ShardRegion {
     const m = this.pageMeta(head);
     const oldPages = this.i32[m + PM_SPAN_PAGES]!;
     this.i32[m + PM_SPAN_PAGES] = pages;
-    const tag = this.i32[m + PM_SITE]!;
-    if (tag !== 0) {
-      const rate = epochRate(this, tag >>> 24);
-      const [oldSize, newSize] = [oldPages * PAGE_SIZE, pages * PAGE_SIZE];
-      (this.siteTable ??= new SiteTable(this)).recordResize(
-        (tag & TAG_SITE_MASK) - 1, sampleWeight(oldSize, rate), oldSize, sampleWeight(newSize, rate), newSize);
-    }
+    this.profiler.recordResize(this.i32[m + PM_SITE]!, oldPages * PAGE_SIZE, pages * PAGE_SIZE);
     freePageRange(this, head + pages, oldPages - pages);
   }
 
@@ -691,27 +681,15 @@ export class ShardAllocator extends ShardRegion {
     );
   }
 
+  /** HeapOwnershipError unless this thread owns the shard. */
+  private checkOwned(op: string): void {
+    if (!this.owned) throw new HeapOwnershipError(ownershipMessage(this, op), this.id);
+  }
+
   /** @internal The owner of `ptr` (-1 outside every region). */
   ownerOf(ptr: number): number {
     return ownerShardOf(this.geometry, ptr);
   }
-}
-
-/** A public allocation method: where a profiled stack capture starts. */
-type ApiEntry = (this: ShardAllocator, ...args: never[]) => number;
-
-/**
- * Remote frees per chain: snmalloc batches per destination the same way;
- * chains of 16+ halved the per-item cost of a bare list between two
- * threads (58 -> 28 ns) in the issue's measurements.
- */
-const CROSS_SHARD_BATCH = 32;
-
-/** Usable size of a live object (validated) in region `r`. */
-function objectSizeIn(r: ShardRegion, ptr: number): number {
-  const m = r.pageMeta(r.pageOf(ptr));
-  const pool1 = r.poolOfPage(r.pageOf(ptr)) + 1;
-  return pool1 !== 0 ? classSize[pool1 - 1]! : r.i32[m + PM_SPAN_PAGES]! * PAGE_SIZE;
 }
 
 function largestFreeSpanPages(r: ShardRegion): number {

@@ -4,10 +4,14 @@
  * (create), every other thread attaches to the same buffer (attach); the
  * buffer is the only state they share.
  */
-import { HeapFormatError } from "../errors.js";
+import { HeapFormatError, InvalidPointerError } from "../errors.js";
 import { parseInteger } from "../parse.js";
 import { parseSize } from "../units.js";
-import { checkRegion } from "./check.js";
+import { checkRegions } from "./check.js";
+import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
+import { claimRemoteFree, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
+import { formatDiagnostics } from "./diagnostics.js";
+import { adoptShard, takeShard } from "./ownership.js";
 import {
   HEAP_HEADER_BYTES,
   HEAP_MAGIC0,
@@ -21,6 +25,7 @@ import {
   H_SHARD_PAGES,
   H_VERSION,
   MAX_HEAP_BYTES,
+  MAX_SHARDS,
   PAGE_SIZE,
   S_DATA_OFFSET,
   S_DATA_PAGES,
@@ -33,18 +38,20 @@ import {
 } from "./layout.js";
 import { saveHeapImage } from "./heap-image-writer.js";
 import { initPageSpans } from "./page-spans.js";
-import { ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
-import { classSpanPages } from "./size-classes.js";
+import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
 import { initSiteTable } from "./site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 
-/** The smallest region: room for the largest pool span plus metadata. */
+const utf8 = new TextEncoder();
+
+/** The smallest region: metadata plus room for the largest pool's fallback span (a 128 KiB shard has 19 object pages). */
 export const MIN_SHARD_BYTES = 128 * 1024;
-export const MAX_SHARDS = 1024;
+export { MAX_SHARDS };
 
 export interface SharedHeapOptions {
   /** Number of shards (regions), 1 to 1024. */
@@ -58,6 +65,13 @@ export interface SharedHeapOptions {
 
 export class SharedHeap implements HeapGeometry {
   readonly buffer: SharedArrayBuffer;
+  /**
+   * The shared WebAssembly.Memory whose buffer this heap is, when it is one
+   * (SharedHeap.create makes one where the runtime can): pass it, rather
+   * than `buffer`, to another thread's SharedHeap.attach, and that thread's
+   * frees use WebAssembly atomics, ~2.5x cheaper than Atomics (atomics.ts).
+   */
+  readonly memory: WasmMemory | undefined;
   readonly shards: number;
   /** Bytes per shard region (a multiple of PAGE_SIZE). */
   readonly shardBytes: number;
@@ -65,12 +79,15 @@ export class SharedHeap implements HeapGeometry {
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
   private readonly allocators: (ShardAllocator | undefined)[];
+  /** A shard this thread owns, which sends this thread's frees of other shards' objects. */
+  private sender: ShardAllocator | undefined;
 
-  private constructor(buffer: SharedArrayBuffer, shards: number, shardBytes: number) {
+  private constructor(buffer: SharedArrayBuffer, memory: WasmMemory | undefined, shards: number, shardBytes: number) {
     this.buffer = buffer;
+    this.memory = memory;
     this.shards = shards;
     this.shardBytes = shardBytes;
-    this.views = new HeapViews(buffer);
+    this.views = new HeapViews(buffer, memory);
     this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes));
     this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
   }
@@ -87,7 +104,7 @@ export class SharedHeap implements HeapGeometry {
         `SharedHeap.create: ${shards} shards of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
       );
     }
-    const buffer = new SharedArrayBuffer(total);
+    const { buffer, memory } = allocateHeapMemory(total);
     const h = new Int32Array(buffer, 0, HEAP_HEADER_BYTES / 4);
     h[H_MAGIC0] = HEAP_MAGIC0;
     h[H_MAGIC1] = HEAP_MAGIC1;
@@ -96,29 +113,105 @@ export class SharedHeap implements HeapGeometry {
     h[H_SHARD_PAGES] = regionBytes / PAGE_SIZE;
     h[H_PAGE_SIZE] = PAGE_SIZE;
     h[H_HEADER_BYTES] = HEAP_HEADER_BYTES;
-    const heap = new SharedHeap(buffer, shards, regionBytes);
+    const heap = new SharedHeap(buffer, memory, shards, regionBytes);
     for (const r of heap.regions) initRegion(r, regionBytes);
     return heap;
   }
 
-  /** Attach to a heap another thread created. HeapFormatError if `buffer` is not one. */
-  static attach(buffer: SharedArrayBuffer): SharedHeap {
+  /**
+   * Attach to a heap another thread created, given its buffer or (better:
+   * its frees are cheaper) its WebAssembly.Memory (`heap.memory`).
+   * HeapFormatError if it is not a heap.
+   */
+  static attach(source: SharedArrayBuffer | WasmMemory): SharedHeap {
+    const memory = isWasmMemory(source) ? source : undefined;
+    const buffer: unknown = memory ? memory.buffer : source;
     if (!(buffer instanceof SharedArrayBuffer)) {
-      throw new HeapFormatError("SharedHeap.attach: expected a SharedArrayBuffer holding a shardheap heap");
+      throw new HeapFormatError("SharedHeap.attach: expected a SharedArrayBuffer (or shared WebAssembly.Memory) holding a shardheap heap");
+    }
+    if ((buffer as { growable?: boolean }).growable === true) {
+      // Regions sit at fixed offsets computed from the header: a buffer that
+      // can grow was not made by SharedHeap.create and would not stay a heap.
+      throw new HeapFormatError("SharedHeap.attach: the buffer is growable; a shardheap heap is a fixed-length SharedArrayBuffer");
     }
     const { shards, shardBytes } = readHeader(buffer);
-    return new SharedHeap(buffer, shards, shardBytes);
+    return new SharedHeap(buffer, memory, shards, shardBytes);
   }
 
-  /** The allocator of shard `id`. Allocate only on the thread that owns the shard. */
+  /** Bytes of the heap: its header and regions (its buffer may be longer, rounded up to whole WebAssembly pages). */
+  get byteLength(): number {
+    return HEAP_HEADER_BYTES + this.shards * this.shardBytes;
+  }
+
+  /**
+   * The allocator of shard `id`. The first thread to ask for a shard takes
+   * it (ownership.ts); on every other thread the allocator reads (stats,
+   * diagnostics, heapProfile, objectSize) and throws HeapOwnershipError on
+   * anything that would change the shard. Asking again after the owner gave
+   * the shard up takes it.
+   */
   shard(id: number): ShardAllocator {
     this.checkShardId(id, "shard");
+    const cached = this.allocators[id];
+    if (cached?.owned) return cached;
+    if (takeShard(this.regions[id]!)) return this.ownAllocator(id);
+    if (cached) return cached;
+    const view = new ShardAllocator(this.views, id, this, false);
+    this.allocators[id] = view;
+    return view;
+  }
+
+  /**
+   * @internal Make this thread shard `id`'s owner, whoever owned it: for a
+   * runtime that knows the previous owner stopped or died (Smp's shard
+   * threads, Smp.stop). Pushes the batches the previous owner left in the
+   * shard's outbox, so a thread that died holding remote frees loses none.
+   */
+  adoptShard(id: number): ShardAllocator {
+    this.checkShardId(id, "adoptShard");
+    adoptShard(this.regions[id]!);
+    flushOutbox(this.regions[id]!, this.regions);
+    return this.ownAllocator(id);
+  }
+
+  /**
+   * @internal Hand every claimed object that no chain holds to its owner's
+   * inbox: frees cut short by a thread terminated between its claim and its
+   * chain. Only while no thread uses the heap (Smp.stop calls it once its
+   * threads are gone). Returns how many it recovered.
+   */
+  recoverLostFrees(): number {
+    return recoverLostFrees(this.regions);
+  }
+
+  private ownAllocator(id: number): ShardAllocator {
     let a = this.allocators[id];
-    if (!a) {
-      a = new ShardAllocator(this.views, id, this);
+    if (!a?.owned) {
+      a = new ShardAllocator(this.views, id, this, true);
       this.allocators[id] = a;
     }
+    this.sender ??= a;
     return a;
+  }
+
+  /**
+   * Free `ptr` from any thread: locally when this thread owns its shard;
+   * otherwise as a cross-shard free (through a shard this thread owns, so
+   * it is batched and counted there, or pushed straight onto the owner's
+   * inbox). free(0) does nothing; anything that is not a live object, or
+   * an object another free claimed first: InvalidPointerError.
+   */
+  free(ptr: number): void {
+    if (ptr === 0) return;
+    const owner = liveObjectRegion(this, ptr, "free");
+    const local = this.allocators[owner.id];
+    if (local?.owned) return local.free(ptr);
+    if (this.sender) return this.sender.free(ptr);
+    if (!claimRemoteFree(owner, ptr)) {
+      liveObjectRegion(this, ptr, "free"); // throws why, as it is now
+      throw new InvalidPointerError(`free(${ptr}): already freed by another thread`, ptr);
+    }
+    pushInbox(owner, ptr);
   }
 
   /** The shard owning byte offset `ptr`; RangeError outside every region. */
@@ -128,12 +221,52 @@ export class SharedHeap implements HeapGeometry {
     return shard;
   }
 
-  /** A view of `length` bytes at `ptr` (no copy). RangeError outside the buffer. */
+  /**
+   * A raw view of `length` bytes at `ptr` (no copy), checked only against
+   * the heap's bounds: it may run past an object into its neighbours, over
+   * freed memory or metadata. For an object's own bytes, objectBytes checks
+   * the pointer and the length. RangeError outside the heap.
+   */
   bytes(ptr: number, length: number): Uint8Array {
-    if (!Number.isSafeInteger(ptr) || !Number.isSafeInteger(length) || ptr < HEAP_HEADER_BYTES || length < 0 || ptr + length > this.buffer.byteLength) {
+    if (!Number.isSafeInteger(ptr) || !Number.isSafeInteger(length) || ptr < HEAP_HEADER_BYTES || length < 0 || ptr + length > this.byteLength) {
       throw new RangeError(`bytes(${ptr}, ${length}): outside the heap's object space`);
     }
     return new Uint8Array(this.buffer, ptr, length);
+  }
+
+  /**
+   * A view of the live object at `ptr` (no copy), from any thread: its
+   * first `length` bytes, all of its usable size by default.
+   * InvalidPointerError unless `ptr` is a live object; RangeError for a
+   * length past its end. The view is the object's while it lives; after it
+   * is freed the same bytes are somebody else's.
+   */
+  objectBytes(ptr: number, length?: number): Uint8Array {
+    const size = objectSizeIn(liveObjectRegion(this, ptr, "objectBytes"), ptr);
+    if (length === undefined) return new Uint8Array(this.buffer, ptr, size);
+    if (!Number.isSafeInteger(length) || length < 0 || length > size) {
+      throw new RangeError(`objectBytes(${ptr}, ${String(length)}): the object holds ${size} bytes`);
+    }
+    return new Uint8Array(this.buffer, ptr, length);
+  }
+
+  /**
+   * Write `text` as UTF-8 at the start of the live object at `ptr`; returns
+   * the bytes written (Buffer.byteLength(text)). RangeError, with nothing
+   * written, when it does not fit the object.
+   */
+  writeString(ptr: number, text: string): number {
+    if (typeof text !== "string") throw new TypeError(`writeString(${ptr}): text must be a string, got ${typeof text}`);
+    const bytes = this.objectBytes(ptr);
+    const needed = Buffer.byteLength(text, "utf8");
+    if (needed > bytes.length) throw new RangeError(`writeString(${ptr}): ${needed} bytes of UTF-8 do not fit a ${bytes.length}-byte object`);
+    return utf8.encodeInto(text, bytes).written;
+  }
+
+  /** The UTF-8 text in the first `length` bytes of the live object at `ptr` (checked as objectBytes). */
+  readString(ptr: number, length: number): string {
+    const bytes = this.objectBytes(ptr, length);
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
   }
 
   /** One shard's statistics, or every shard's summed when `shard` is omitted. */
@@ -141,6 +274,13 @@ export class SharedHeap implements HeapGeometry {
     if (shard === undefined) return sumStats(this.regions.map(readStats));
     this.checkShardId(shard, "stats");
     return readStats(this.regions[shard]!);
+  }
+
+  /** One shard's diagnostics report (Seastar's shape), or every shard's one after another; from any thread. */
+  diagnostics(shard?: number): string {
+    if (shard !== undefined) this.checkShardId(shard, "diagnostics");
+    const regions = shard === undefined ? this.regions : [this.regions[shard]!];
+    return regions.map((r) => formatDiagnostics(r)).join("\n");
   }
 
   /** One shard's heap profile, or every shard's merged; read from the buffer, no shard involved. */
@@ -162,7 +302,7 @@ export class SharedHeap implements HeapGeometry {
     const errors: string[] = [];
     const hdr = checkHeader(this.buffer);
     if (hdr) errors.push(hdr);
-    for (const r of this.regions) errors.push(...checkRegion(r));
+    errors.push(...checkRegions(this.regions));
     return errors;
   }
 
@@ -205,9 +345,13 @@ function checkHeader(buffer: ArrayBufferLike): string | undefined {
   const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
   if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${shards} shards of ${shardBytes} bytes`;
   const expected = HEAP_HEADER_BYTES + shards * shardBytes;
-  if (buffer.byteLength !== expected) {
+  // A WebAssembly memory's buffer is whole 64 KiB pages: up to one page of padding.
+  if (buffer.byteLength < expected || buffer.byteLength >= expected + 65536) {
     return `shardheap heap size mismatch: header says ${shards} shards of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
   }
-  if (dataPagesFor(shardBytes) < Math.max(...classSpanPages)) return "corrupt shardheap header: shard too small";
+  // A pool takes its smaller fallback span when its preferred one does not
+  // fit, so the floor is the largest fallback span (8 pages), not the
+  // largest preferred span (32 pages, more than a 128 KiB shard holds).
+  if (dataPagesFor(shardBytes) < Math.max(...classFallbackSpanPages)) return `corrupt shardheap header: a shard of ${shardBytes} bytes is too small`;
   return undefined;
 }

@@ -5,7 +5,14 @@
  * and giving spans back to page-spans.ts once all their objects are free.
  *
  * Two levels of free objects, as in Seastar:
- *   - the pool's list (P_FREE_HEAD, P_FREE_COUNT): LIFO, what malloc pops;
+ *   - the pool's lists, both LIFO: the claimed list (P_CLAIMED_HEAD), where
+ *     free() puts what it frees with the object's pending bit still set
+ *     (cross-shard.ts, "Claims"), and the clean list (P_FREE_HEAD), objects
+ *     with the bit clear (new, or back from their spans). malloc pops the
+ *     claimed list first (what was freed last is in cache) and clears the
+ *     bit; P_FREE_COUNT counts both lists. Trimming sends objects back to
+ *     their spans clean: settleClaims clears a whole claimed list's bits,
+ *     one atomic and per bitmap word;
  *   - each span's own list (PM_FREELIST on the span head): where trimmed
  *     objects wait, so a span whose objects all come back can be released.
  * A span's PM_USED counts objects outside its own list (live, or cached in
@@ -25,6 +32,7 @@ import {
   PM_USED,
   POOL_STRIDE,
   P_CAPACITY,
+  P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
   P_MAX_FREE,
@@ -138,14 +146,57 @@ export function refillPool(r: ShardRegion, cls: number): boolean {
 }
 
 /**
- * Move objects from the pool's list back to their spans until at most
+ * Make the pool's claimed objects clean: clear their pending bits (which
+ * this shard holds, see cross-shard.ts) and move them onto the clean list.
+ * Returns how many moved. Cost: one pass over the list (objects freed
+ * lately, so in cache) and one Atomics.and per bitmap word it touches
+ * (a word covers 256 bytes: 4 objects of 64 bytes, 32 of 8).
+ */
+export function settleClaims(r: ShardRegion, cls: number): number {
+  const u32 = r.u32;
+  const pool = poolRecord(r, cls);
+  const first = u32[pool + P_CLAIMED_HEAD]!;
+  if (first === 0) return 0;
+  // Locals, not fields, in the loop: the atomics call inside it makes V8
+  // reload every field on every turn.
+  const dataStart = r.dataStart;
+  const bitmap = r.bitmap;
+  const atomics = r.atomics;
+  let word = -1;
+  let mask = 0;
+  let last = first;
+  let n = 0;
+  for (let obj = first; obj !== 0; obj = u32[obj >>> 2]!) {
+    const rel = obj - dataStart;
+    const pending = bitmap + ((rel >>> 8) << 1) + 1;
+    if (pending !== word) {
+      if (mask !== 0) atomics.and(word << 2, ~mask);
+      word = pending;
+      mask = 0;
+    }
+    mask |= 1 << ((rel >>> 3) & 31);
+    last = obj;
+    n++;
+  }
+  atomics.and(word << 2, ~mask);
+  u32[last >>> 2] = u32[pool + P_FREE_HEAD]!;
+  u32[pool + P_FREE_HEAD] = first;
+  u32[pool + P_CLAIMED_HEAD] = 0;
+  return n;
+}
+
+/**
+ * Move objects from the pool's lists back to their spans until at most
  * `target` remain, releasing every span whose objects are all back.
+ * Claimed objects are settled first, so every object in a span's own
+ * freelist has its pending bit clear.
  * Cost: a few metadata reads per object, one page-span free per span released.
  */
 export function trimPool(r: ShardRegion, cls: number, target: number): void {
   const i32 = r.i32;
   const u32 = r.u32;
   const pool = poolRecord(r, cls);
+  settleClaims(r, cls);
   let head = u32[pool + P_FREE_HEAD]!;
   let count = i32[pool + P_FREE_COUNT]!;
   while (count > target && head !== 0) {
@@ -185,8 +236,13 @@ function releaseSpan(r: ShardRegion, cls: number, pool: number, span: number): v
 
 /** Objects in use from the pool (live, or freed remotely and not yet drained). */
 export function poolObjectsInUse(r: ShardRegion, cls: number): number {
+  return r.i32[poolRecord(r, cls) + P_CAPACITY]! - poolObjectsCached(r, cls) - r.i32[poolRecord(r, cls) + P_SPAN_FREE]!;
+}
+
+/** Free objects the pool holds in its lists (clean and claimed), ready for malloc. */
+export function poolObjectsCached(r: ShardRegion, cls: number): number {
   const pool = poolRecord(r, cls);
-  return r.i32[pool + P_CAPACITY]! - r.i32[pool + P_FREE_COUNT]! - r.i32[pool + P_SPAN_FREE]!;
+  return r.i32[pool + P_FREE_COUNT]!;
 }
 
 /** Bytes of the pool's spans, used or not. */

@@ -6,12 +6,15 @@
  * encoded (value-codec.ts), errors as records (error-codec.ts), so nothing
  * a task returns or throws can fail inside postMessage.
  */
+import type { WasmMemory } from "../memory/atomics.js";
 import type { ErrorRecord, ThrownRecord } from "./error-codec.js";
 import type { EncodedValue } from "./value-codec.js";
 
 /** workerData of every shard thread. */
 export interface ShardBootData {
   readonly buffer: SharedArrayBuffer;
+  /** The heap's shared WebAssembly.Memory, when it is one (SharedHeap.memory). */
+  readonly memory: WasmMemory | undefined;
   readonly shard: number;
   /** Heap profiling at start: 0 off, 1 every allocation, N bytes per sample. */
   readonly heapprofRate: number;

@@ -26,8 +26,15 @@ import { importUserModule } from "./user-module.js";
 import { decodeValue, encodeValue, transferablesOf } from "./value-codec.js";
 
 const boot = workerData as ShardBootData;
-const heap = SharedHeap.attach(boot.buffer);
-const memory = heap.shard(boot.shard);
+// The heap's WebAssembly.Memory when it has one: frees then claim with
+// WebAssembly atomics, not Atomics (memory/atomics.ts).
+const heap = SharedHeap.attach(boot.memory ?? boot.buffer);
+// The shard is this thread's: adopt it (a replaced thread's batches are pushed on the way).
+const memory = heap.adoptShard(boot.shard);
+// A task that ends the thread with process.exit() still hands its batched
+// remote frees over ('exit' listeners run in a worker; terminate() runs
+// none, and then the next owner pushes the batches it finds in the outbox).
+process.once("exit", () => memory.flushCrossShardFrees());
 // Frees of other shards' objects travel in chains (flushed within the turn).
 memory.batchCrossShardFrees(true);
 // set_heap_profiling_enabled at start, as smp::configure does (--heapprof).
@@ -78,7 +85,7 @@ async function answer(request: ShardRequest): Promise<unknown> {
     case "stop": {
       doorbell.stop();
       idleTrim.stop();
-      // LEAD: the shard's last flush of batched remote frees and drain of its
+      // The shard's last flush of batched remote frees and drain of its
       // inbox; whatever other shards push after this, Smp.stop drains from
       // the main thread once the threads are gone.
       memory.flushCrossShardFrees();

@@ -78,6 +78,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     const pools = Array.from({ length: options.shards }, (_, shard) => {
       const workerData: ShardBootData = {
         buffer: heap.buffer,
+        memory: heap.memory,
         shard,
         heapprofRate: options.heapprofRate,
         module: options.module,
@@ -245,10 +246,16 @@ export class Smp extends EventEmitter<SmpEvents> {
       this.report(new ShardError(s, `shard ${s} did not ${what} within stop()'s ${timeout} ms timeout: terminating it; whatever it was doing was cut off`));
     }
     await this.terminateThreads();
-    // LEAD: the shard threads are gone, so this thread is now the only
-    // writer of every region and may recover on their behalf (remote frees
-    // pushed after a shard's last drain, batches of a terminated shard).
-    for (let shard = 0; shard < this.shards; shard++) this.heap.shard(shard).drainCrossShardFrees();
+    // The shard threads are gone, so this thread takes every shard over and
+    // recovers on their behalf: adopting a shard pushes the remote-free
+    // batches its thread left in its outbox (a terminated or crashed shard
+    // dies holding some), then every inbox is drained (frees pushed after a
+    // shard's last drain, and those batches).
+    // A shard terminated at its timeout may have died between claiming an
+    // object and chaining it: no thread runs now, so those are found too.
+    const adopted = [...Array(this.shards).keys()].map((shard) => this.heap.adoptShard(shard));
+    this.heap.recoverLostFrees();
+    for (const shard of adopted) shard.drainCrossShardFrees();
   }
 
   private async terminateThreads(): Promise<void> {

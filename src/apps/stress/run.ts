@@ -13,6 +13,7 @@ import { formatTree } from "../../report/tree.js";
 import { renderProfile } from "../../report/render.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
+import type { HistoryOptions } from "../../runtime/memory-history.js";
 import { Smp } from "../../smp/smp.js";
 import { formatCount, formatSize } from "../../units.js";
 import type { SliceArg, SliceResult } from "./workload.js";
@@ -35,6 +36,10 @@ export interface StressOptions {
   adminPort?: number;
   /** Let the admin API serve the heap image. */
   adminHeapImage?: boolean;
+  /** The admin dashboard's memory history (sample interval, window). */
+  adminDashboard?: HistoryOptions;
+  /** Bytes per second per shard leaked at a fourth allocation site (never freed); 0 or absent: none. */
+  leakRate?: number;
 }
 
 export interface StressSummary {
@@ -58,11 +63,14 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   const profiling = o.heapprofRate === 0 ? "off" : o.heapprofRate === 1 ? "every allocation" : `sampled every ${formatSize(o.heapprofRate)}`;
   say(
     `shardheap stress: ${o.shards} shards x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
-      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard; reports in ${outDir}`,
+      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
   );
   const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
-  const admin = o.adminPort === undefined ? undefined : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
+  const admin =
+    o.adminPort === undefined
+      ? undefined
+      : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false, ...(o.adminDashboard ? { dashboard: o.adminDashboard } : {}) });
   if (admin) say(`admin: ${admin.url}`);
   let stop = false;
   void o.interrupted?.then(() => {
@@ -79,7 +87,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   const crossSent = (): number => shards.reduce((n, s) => n + smp.stats(s).crossShardFrees, 0);
   const slice = async (ms: number): Promise<void> => {
     const results = await Promise.all(
-      shards.map((s) => smp.submitTo<SliceResult>(s, "runSlice", { ms, crossShard: o.crossShard, incoming: incoming[s]!, liveBytes } satisfies SliceArg)),
+      shards.map((s) => smp.submitTo<SliceResult>(s, "runSlice", { ms, crossShard: o.crossShard, incoming: incoming[s]!, liveBytes, leakRate: o.leakRate ?? 0 } satisfies SliceArg)),
     );
     incoming = shards.map(() => []);
     results.forEach((r, s) => {
