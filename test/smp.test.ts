@@ -148,14 +148,27 @@ describe("Smp errors", () => {
     expect((error as ShardError).message).toMatch(/shard \d failed to start: .*refuses to load/);
   });
 
+  it("a crash in a task's timer is one 'error' event, with the real message, and the shard comes back", async () => {
+    const smp = await startSmp({ shards: 2 });
+    const errors: ShardError[] = [];
+    smp.on("error", (e) => errors.push(e));
+    expect(await smp.submitTo(1, "throwInTimer", "boom in a timer")).toBe("scheduled");
+    await waitFor(() => errors.length > 0, "the 'error' event");
+    // The replacement thread answers: anything else piscina had to say about
+    // the crash was said before (it reports a crash in one call).
+    expect(await smp.submitTo<{ id: number }>(1, "whoAmI")).toMatchObject({ id: 1 });
+    expect(errors.map((e) => [e.shard, e.message])).toEqual([[1, "shard 1 failed: boom in a timer"]]);
+  });
+
   it("a crashed shard rejects its pending call, fires 'error', and the others keep working", async () => {
     const smp = await startSmp({ shards: 2 });
     const errors: ShardError[] = [];
     smp.on("error", (e) => errors.push(e));
     await expect(smp.submitTo(1, "crash")).rejects.toThrow(ShardError);
     await waitFor(() => errors.length > 0, "the 'error' event");
-    expect(errors[0]!.shard).toBe(1);
     expect(await smp.submitTo<{ id: number }>(0, "whoAmI")).toMatchObject({ id: 0 });
+    expect(await smp.submitTo<{ id: number }>(1, "whoAmI")).toMatchObject({ id: 1 }); // replaced
+    expect(errors.map((e) => [e.shard, e.message])).toEqual([[1, "shard 1 failed: its worker thread exited"]]);
     await smp.stop();
   });
 });

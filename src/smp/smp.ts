@@ -47,6 +47,8 @@ export class Smp extends EventEmitter<SmpEvents> {
   private stopped = false;
   /** While start() runs, failures are its to report, not the 'error' event's. */
   private starting = true;
+  /** Shards whose thread has gone and whose 'error' (the cause) may follow: threadGone. */
+  private readonly exitsToReport = new Set<number>();
   /** Shards whose worker died or never started: stop() does not wait for them. */
   private readonly failed = new Set<number>();
 
@@ -59,7 +61,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.inFlight = pools.map(() => new Set());
     pools.forEach((pool, shard) => {
       pool.on("error", (e: unknown) => this.shardFailed(shard, e));
-      pool.on("workerDestroy", () => this.shardFailed(shard, new Error("its worker thread exited")));
+      pool.on("workerDestroy", () => this.threadGone(shard));
       // piscina replaces a worker that died after starting: the shard lives
       // on in a fresh thread (same region and allocations, fresh module state).
       pool.on("workerCreate", () => this.failed.delete(shard));
@@ -302,7 +304,21 @@ export class Smp extends EventEmitter<SmpEvents> {
     throw rebuildThrown(shard, request, reply.thrown);
   }
 
+  /**
+   * piscina announces a thread that died of an uncaught error twice:
+   * 'workerDestroy' and then, in the same call, 'error' with the error.
+   * The exit is reported a microtask later, and only when no 'error' came
+   * with it, so one crash is one 'error' event with the real message.
+   */
+  private threadGone(shard: number): void {
+    this.exitsToReport.add(shard);
+    queueMicrotask(() => {
+      if (this.exitsToReport.delete(shard)) this.shardFailed(shard, new Error("its worker thread exited"));
+    });
+  }
+
   private shardFailed(shard: number, e: unknown): void {
+    this.exitsToReport.delete(shard);
     if (this.stopping || this.terminating) return;
     this.failed.add(shard);
     if (this.starting) return;
