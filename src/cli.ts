@@ -15,7 +15,7 @@ import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type Re
 import { diffProfiles } from "./report/diff.js";
 import { readProfileFile } from "./report/profile-file.js";
 import { SourceMapCache, mapProfileToSources } from "./report/source-map.js";
-import { parseSize } from "./units.js";
+import { parseSize, plural } from "./units.js";
 import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
@@ -29,8 +29,9 @@ const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RA
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
-heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile and
-heap.img into --out (default: a new shardheap-stress-* directory here).
+heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile (not
+with --heapprof=0) and heap.img into --out (default: a new
+shardheap-stress-* directory here).
 Ctrl-C ends it early and still writes the report.
   --smp N            shards (default: this machine's cores)
   --memory SIZE      memory per shard (default 64MiB)
@@ -128,7 +129,7 @@ async function report(argv: readonly string[]): Promise<void> {
     throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
   const profile = await mapProfileToSources(heap.heapProfile(a.shard));
-  const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
+  const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
   await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title }));
 }
 

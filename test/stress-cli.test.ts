@@ -3,7 +3,7 @@
  * wait on a child is bounded, and a child still running when its test
  * ends is killed (helpers.ts spawnCli).
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
@@ -38,11 +38,28 @@ describe("shardheap stress", () => {
     const r = runCli(["stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--out", out]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard/m);
-    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+$/m);
-    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free$/m);
+    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+  failed mallocs: \S+$/m);
+    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free +failed mallocs$/m);
     expect(r.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
     expect(r.stdout).toMatch(/allocate(SessionState|RequestBuffer|CacheEntry) \(.*workload\.ts:\d+:\d+\)/);
     checkReport(out, true);
+  });
+
+  it("shows failed allocations per shard; with --heapprof=0 writes heap.img and no profile files, and says so", () => {
+    const out = join(tempDir("shardheap-stress-"), "out");
+    // 256 KiB shards: the workload's cache entries (32 to 256 KiB) often cannot fit.
+    const r = runCli(["stress", "--duration", "1.2", "--smp", "1", "--memory", "256K", "--heapprof=0", "--out", out]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off,/m);
+    const failedNow = /failed mallocs: (\S+)$/m.exec(r.stdout);
+    expect(failedNow, r.stdout).not.toBeNull();
+    const row = /^ +0 +(?:\S+ +){6}(\S+)$/m.exec(r.stdout);
+    expect(row, r.stdout).not.toBeNull();
+    expect(Number(row![1]!.replace(/k$/, "000"))).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/Heap profiler was off \(--heapprof to turn it on\): no heapprof\.\* files, only heap\.img/);
+    expect(readdirSync(out)).toEqual(["heap.img"]);
+    expect(r.stdout).toMatch(/^wrote heap\.img in /m);
+    expect(runCli(["report", join(out, "heap.img")]).stdout).toBe("All (0, #0)\n");
   });
 
   it("Ctrl-C stops cleanly and still writes the report", async () => {
