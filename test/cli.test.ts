@@ -59,6 +59,11 @@ describe("shardheap report", () => {
     expect(run("--help").status).toBe(0);
   });
 
+  it("--version prints the package's version", () => {
+    const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+    for (const flag of ["--version", "-v"]) expect(run(flag)).toEqual({ status: 0, stdout: `${version}\n`, stderr: "" });
+  });
+
   it("exit codes and messages come from the error table", () => {
     const usage = run("report", image, "--bogus");
     expect(usage.status).toBe(ERROR_TABLE.ERR_SHARDHEAP_USAGE.exitCode);

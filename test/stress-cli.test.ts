@@ -100,6 +100,7 @@ describe("shardheap stress", () => {
       ["--heapprof=2GiB"], // was refused inside the shard
       ["--admin-port", "70000"],
       ["--admin-heap-image=maybe"],
+      ["--admin-heap-image"], // without --admin-port it would do nothing
     ]) {
       const r = runCli(["stress", ...args], { timeoutMs: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
