@@ -79,6 +79,19 @@ describe("admin API", () => {
     expect(Buffer.from(image.bytes.subarray(0, 8)).toString("latin1")).toBe("SHARDIMG");
   });
 
+  it("diagnostics name the top allocation sites in their sources, as the tree does; the allocator's own report stays raw", async () => {
+    // The stress workload: compiled TypeScript with a source map in dist/.
+    const smp = await startSmp({ shards: 1, heapprof: true, module: new URL("../dist/apps/stress/workload.js", import.meta.url) });
+    const admin = await serveAdmin(smp);
+    onTestFinished(() => admin.close());
+    await smp.submitTo(0, "runSlice", { ms: 20, crossShard: 0, incoming: [], liveBytes: 1 << 20 });
+    const text = await (await fetch(`${admin.url}/v1/memory/diagnostics?shard=0`)).text();
+    expect(text).toMatch(/^Top allocation sites \(heap profiler, every allocation\):$/m);
+    expect(text).toMatch(/^ +\S+ +\S+  allocate\w+ \(file:\/\/\/.*\/src\/apps\/stress\/workload\.ts:\d+:\d+\)$/m);
+    expect(text).not.toMatch(/workload\.js/);
+    expect(smp.heap.diagnostics(0)).toMatch(/allocate\w+ \(file:\/\/\/.*\/dist\/apps\/stress\/workload\.js:\d+:\d+\)$/m);
+  });
+
   it("answers errors with the right codes and JSON", async () => {
     const { call } = await serve();
     const cases: Array<[string, RequestInit, number]> = [
