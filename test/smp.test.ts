@@ -20,7 +20,9 @@ describe("Smp", () => {
   });
 
   it("cross-shard frees: patterns intact, nothing handed out twice, counters balance, memory back after stop", async () => {
-    const smp = await startSmp({ shards: 3 });
+    // heap.check() below runs while the shards are up: no idle trim may run
+    // under it (a check during a trim reads half-moved lists; seen in CI).
+    const smp = await startSmp({ shards: 3, idleTrimMs: 0 });
     const initial = [0, 1, 2].map((s) => smp.stats(s).freeMemory);
     const rounds = 4;
     const sent = [0, 0, 0];
@@ -101,7 +103,7 @@ describe("Smp errors", () => {
   });
 
   it("shardheap errors keep their class across the thread boundary", async () => {
-    const smp = await startSmp({ shards: 2, memoryPerShard: "1MiB" });
+    const smp = await startSmp({ shards: 2, memoryPerShard: "1MiB", idleTrimMs: 0 }); // check() below, shards up
     const e1 = await smp.submitTo(0, "badFree", 12345).catch((e: unknown) => e);
     expect(e1).toBeInstanceOf(InvalidPointerError);
     const e2 = await smp.submitTo(1, "exhaust").catch((e: unknown) => e);
