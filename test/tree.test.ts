@@ -1,6 +1,7 @@
 /** Golden tests of the seed's text tree and of collapsed stacks, on hand-built profiles. */
 import { describe, expect, it } from "vitest";
 import { formatTree } from "../src/report/tree.js";
+import { toFlamegraphSvg } from "../src/report/flamegraph.js";
 import { roundPreservingSum, toCollapsed } from "../src/report/collapsed.js";
 import { profileOf as profile, siteOf as site } from "./helpers.js";
 
@@ -12,6 +13,15 @@ const seed = profile([
   site(["small_object"], 100, 3),
   site(["freed_long_ago"], 0, 0),
 ]);
+
+describe("what is not there", () => {
+  it("sites of less than a byte (float residue from a hand-built or foreign profile) are not drawn, in the tree or the SVG", () => {
+    const residue = profile([site(["leaf", "main"], 1.6e-10, 1e-12), site(["other"], 0.2e-10, 0)]);
+    expect(formatTree(residue)).toBe("All (0, #0)\n");
+    expect(toFlamegraphSvg(residue).match(/<g class="frame"/g)).toHaveLength(1); // the root only, not "0 bytes, 88.89%"
+    expect(toCollapsed(residue)).toBe("");
+  });
+});
 
 describe("formatTree", () => {
   it("prints the seed's format: branches, stems, sizes descending, equal chains collapsed", () => {
