@@ -6,6 +6,7 @@
  * values (with the usage), a file that is not a heap image or cannot be
  * read (one line on stderr); 1 anything else (unexpected: with its stack).
  */
+import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { InvalidValueError, UNEXPECTED_ERROR_ROW, UsageError, errorRow } from "./errors.js";
 import { MAX_SHARDS } from "./memory/shared-heap.js";
@@ -15,7 +16,7 @@ import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type Re
 import { diffProfiles } from "./report/diff.js";
 import { readProfileFile } from "./report/profile-file.js";
 import { SourceMapCache, mapProfileToSources } from "./report/source-map.js";
-import { parseSize } from "./units.js";
+import { parseSize, plural } from "./units.js";
 import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
@@ -29,8 +30,9 @@ const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RA
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
-heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile and
-heap.img into --out (default: a new shardheap-stress-* directory here).
+heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile (not
+with --heapprof=0) and heap.img into --out (default: a new
+shardheap-stress-* directory here).
 Ctrl-C ends it early and still writes the report.
   --smp N            shards (default: this machine's cores)
   --memory SIZE      memory per shard (default 64MiB)
@@ -54,13 +56,14 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --min BYTES   tree: drop branches with fewer live bytes (64K, 1MiB accepted)
   --shard N     one shard (default: all shards merged)
   -o OUT        write to OUT instead of standard output
-  --help        this text
 
 diff renders NEXT minus BASE, each a heap image or a pprof file written by
 shardheap (--shard: heap images only), per allocation site: the tree with
 signed sizes (+1.5M +1572864), collapsed stacks with signed bytes, a
 differential flamegraph (widths from NEXT, red grew, blue shrank), pprof
 with signed values (as go tool pprof -diff_base BASE NEXT), json.
+
+shardheap --help prints this text, shardheap --version the version.
 `;
 
 interface ReportArgs {
@@ -128,7 +131,7 @@ async function report(argv: readonly string[]): Promise<void> {
     throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
   const profile = await mapProfileToSources(heap.heapProfile(a.shard));
-  const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
+  const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
   await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title }));
 }
 
@@ -191,6 +194,8 @@ async function stress(argv: readonly string[]): Promise<void> {
     }
     i++;
   }
+  // Alone it would do nothing, silently: the image is served by the admin API.
+  if (adminHeapImage && adminPort === undefined) throw new UsageError("--admin-heap-image needs --admin-port P (it lets the admin API serve the heap image)");
   const options = fillSmpOptions({
     ...(flags.smp === undefined ? {} : { shards: flags.smp }),
     ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
@@ -222,12 +227,21 @@ async function stress(argv: readonly string[]): Promise<void> {
   }
 }
 
+/** The version in the package.json beside dist/ (it ships with the package). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+}
+
 async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
     if (command === undefined) throw new UsageError("a command is needed");
     if (command === "--help" || command === "-h" || rest.includes("--help")) {
       process.stdout.write(USAGE);
+      return 0;
+    }
+    if (command === "--version" || command === "-v") {
+      process.stdout.write(`${packageVersion()}\n`);
       return 0;
     }
     if (command === "report") {

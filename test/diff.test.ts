@@ -7,36 +7,21 @@
  * -top -diff_base BASE NEXT` (the test says that it skipped otherwise).
  */
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ERROR_TABLE } from "../src/errors.js";
-import { HeapFormatError, SharedHeap, type AllocationSite, type HeapProfile } from "../src/index.js";
+import { HeapFormatError, SharedHeap, type HeapProfile } from "../src/index.js";
 import { toCollapsed } from "../src/report/collapsed.js";
 import { diffProfiles, isProfileDiff, mergeProfiles } from "../src/report/diff.js";
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";
 import { toPprof } from "../src/report/pprof.js";
 import { fromPprof } from "../src/report/pprof-read.js";
 import { formatTree } from "../src/report/tree.js";
+import { profileOf as profile, runCli, siteOf as site, tempDir } from "./helpers.js";
 
-const site = (names: string[], size: number, count: number, alloc = { count, size }): AllocationSite => ({
-  frames: names.map((functionName) => ({ functionName, url: "", line: 0, column: 0 })),
-  size,
-  count,
-  allocCount: alloc.count,
-  allocSize: alloc.size,
-});
-const profile = (sites: AllocationSite[], sampleRate = 1): HeapProfile => ({
-  shard: 0,
-  sampleRate,
-  sites,
-  totalSize: sites.reduce((n, s) => n + s.size, 0),
-  totalCount: sites.reduce((n, s) => n + s.count, 0),
-});
 
 const base = profile([
   site(["makeBuffer", "handle", "main"], 3000, 3),
@@ -124,7 +109,7 @@ describe("renderers on a diff", () => {
     let seed = 7;
     const random = (): number => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
     const sampled = (n: number): HeapProfile =>
-      profile([...Array(n).keys()].map((i) => site([`f${i % 17}`, `g${i % 5}`], random() * 100_000, random() * 50)), 4096);
+      profile([...Array(n).keys()].map((i) => site([`f${i % 17}`, `g${i % 5}`], random() * 100_000, random() * 50)), { sampleRate: 4096 });
     for (let round = 0; round < 20; round++) {
       const [b, n] = [sampled(30 + round), sampled(25 + round * 2)];
       const sum = toCollapsed(diffProfiles(b, n))
@@ -179,14 +164,9 @@ describe("renderers on a diff", () => {
   });
 });
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
-
 describe("shardheap diff", () => {
   let dir: string;
-  const run = (...args: string[]): { status: number | null; stdout: string; stderr: string } => {
-    const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", cwd: dir, env: { ...process.env, SHARDHEAP_LOG: "silent" } });
-    return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-  };
+  const run = (...args: string[]) => runCli(args, { cwd: dir });
   let baseSize = 0;
   let nextSize = 0;
 
@@ -199,7 +179,7 @@ describe("shardheap diff", () => {
 
   beforeAll(async () => {
     process.env.SHARDHEAP_LOG = "silent";
-    dir = mkdtempSync(join(tmpdir(), "shardheap-diff-"));
+    dir = tempDir("shardheap-diff-");
     const heap = SharedHeap.create({ shards: 2, shardBytes: 4 << 20 });
     heap.shard(1).setHeapProfilingEnabled(true);
     const kept = keepObjects(heap, 30, 1000);

@@ -16,8 +16,7 @@
  * differential palette. `mergeProfiles` adds profiles up by site (the admin
  * server keeps one baseline per shard and merges them for "all").
  */
-import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import { sitesByFrames, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
 
 export interface DiffSite extends AllocationSite {
   /** The site's live bytes in the next profile (0 when it is only in base). */
@@ -45,28 +44,12 @@ export function isProfileDiff(p: HeapProfile): p is ProfileDiff {
 }
 
 /** A site's identity: its frames, every field, leaf first. */
-export function siteKey(frames: readonly Frame[]): string {
-  return frames.map((f) => `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`).join("\x01");
-}
 
 const side = (p: HeapProfile): ProfileSide => ({ shard: p.shard, sampleRate: p.sampleRate, totalSize: p.totalSize, totalCount: p.totalCount });
 
 /** Sites of `p` added up by frames (a hand-built or merged profile may list one stack twice). */
 function sitesByKey(p: HeapProfile): Map<string, AllocationSite> {
-  const byKey = new Map<string, AllocationSite>();
-  for (const s of p.sites) {
-    const key = siteKey(s.frames);
-    const seen = byKey.get(key);
-    if (seen) {
-      seen.count += s.count;
-      seen.size += s.size;
-      seen.allocCount += s.allocCount;
-      seen.allocSize += s.allocSize;
-    } else {
-      byKey.set(key, { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize });
-    }
-  }
-  return byKey;
+  return sitesByFrames(p.sites);
 }
 
 export function diffProfiles(base: HeapProfile, next: HeapProfile): ProfileDiff {

@@ -188,7 +188,8 @@ export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): stri
   const total = root.value;
   const emit = (n: FlameNode, depth: number, x: number): void => {
     const w = total > 0 ? (n.value / total) * usable : depth === 0 ? usable : 0;
-    if (w < MIN_WIDTH_PX && depth > 0) return;
+    // No frame for what prints as 0 bytes, however wide its share of a near-zero total.
+    if (depth > 0 && (w < MIN_WIDTH_PX || Math.round(n.value) <= 0)) return;
     const y = height - PAD_BOTTOM - (depth + 1) * FRAME_HEIGHT;
     const share = total > 0 ? ((100 * n.value) / total).toFixed(2) : "100.00";
     const info = `${n.name} (${formatBytes(n.value)}, ${share}%${diff ? `; ${formatChange(n.delta)}` : ""})`;

@@ -48,7 +48,7 @@ interface TreeStyle {
 }
 
 const LIVE: TreeStyle = {
-  keeps: (size) => size > 0, // no live bytes: history only, not in the tree
+  keeps: (size) => Math.round(size) > 0, // no live bytes (or less than one, printed as 0): history only, not in the tree
   shown: (size, min) => size >= min,
   label: (size, count) => `${size}, #${count}`,
 };

@@ -19,7 +19,7 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { timingSafeEqual } from "node:crypto";
 import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
-import { formatDiagnostics } from "../memory/diagnostics.js";
+import { formatMappedDiagnostics } from "../report/mapped-diagnostics.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
@@ -256,7 +256,8 @@ async function handle(smp: Smp, o: AdminOptions, parts: Parts, req: IncomingMess
     case "GET /v1/memory/diagnostics": {
       const shard = shardParam(q, smp) as number | undefined;
       const shards = shard === undefined ? [...Array(smp.shards).keys()] : [shard];
-      send(res, 200, shards.map((s) => formatDiagnostics(smp.heap.regions[s]!)).join("\n"), "text/plain; charset=utf-8");
+      const reports = await Promise.all(shards.map((s) => formatMappedDiagnostics(smp.heap.regions[s]!, sourceMaps)));
+      send(res, 200, reports.join("\n"), "text/plain; charset=utf-8");
       return;
     }
     case "GET /v1/heap/image": {

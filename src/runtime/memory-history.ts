@@ -13,7 +13,7 @@
  */
 import { InvalidValueError } from "../errors.js";
 import type { Frame } from "../memory/stack-capture.js";
-import { siteKey } from "../report/diff.js";
+import { siteKey } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
 import { rankGrowingSites, type GrowingSite, type SiteSeries } from "./growing-sites.js";
 

@@ -49,8 +49,6 @@ import { MainSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
 
 const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url));
-/** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
-const IDLE_TRIM_MS = 200;
 /** How often a restarting shard's acknowledgements are checked. */
 const REVIVAL_POLL_MS = 2;
 
@@ -89,6 +87,8 @@ export class Smp extends EventEmitter<SmpEvents> {
   private stopped = false;
   /** While start() runs, failures are its to report, not the 'error' event's. */
   private starting = true;
+  /** Shards whose thread has gone and whose 'error' (the cause) may follow: threadGone. */
+  private readonly exitsToReport = new Set<number>();
   /** Shards whose worker died or never started: stop() does not wait for them. */
   private readonly failed = new Set<number>();
 
@@ -107,7 +107,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.endpoint.start();
     pools.forEach((pool, shard) => {
       pool.on("error", (e: unknown) => this.shardFailed(shard, e));
-      pool.on("workerDestroy", () => this.shardFailed(shard, new Error("its worker thread exited")));
+      pool.on("workerDestroy", () => this.threadGone(shard));
       // piscina replaces a worker that died after starting: the shard lives
       // on in a fresh thread (same region and allocations, fresh module state).
       pool.on("workerCreate", () => {
@@ -137,7 +137,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         ringBytes: options.queueBytes,
         heapprofRate: options.heapprofRate,
         module: options.module,
-        idleTrimMs: IDLE_TRIM_MS,
+        idleTrimMs: options.idleTrimMs,
       };
       return new Piscina({
         filename: WORKER_FILE,
@@ -367,7 +367,21 @@ export class Smp extends EventEmitter<SmpEvents> {
     throw new ShardError(shard, `shard ${shard}: ${describeRequest(request)} threw ${thrown.kind === "value" ? String(thrown.value) : thrown.description}`);
   }
 
+  /**
+   * piscina announces a thread that died of an uncaught error twice:
+   * 'workerDestroy' and then, in the same call, 'error' with the error.
+   * The exit is reported a microtask later, and only when no 'error' came
+   * with it, so one crash is one 'error' event with the real message.
+   */
+  private threadGone(shard: number): void {
+    this.exitsToReport.add(shard);
+    queueMicrotask(() => {
+      if (this.exitsToReport.delete(shard)) this.shardFailed(shard, new Error("its worker thread exited"));
+    });
+  }
+
   private shardFailed(shard: number, e: unknown): void {
+    this.exitsToReport.delete(shard);
     if (this.stopping || this.terminating) return;
     this.failed.add(shard);
     this.markDown(shard);

@@ -161,13 +161,3 @@ export function freeHandedOver(ptrs: Uint32Array, shard: ShardContext): number {
   for (const ptr of ptrs) shard.memory.free(ptr);
   return ptrs.length;
 }
-
-/** Free what is left, so the run ends with the live set it started with (none). */
-export function releaseAll(_arg: unknown, shard: ShardContext): number {
-  const n = live.ptrs.length;
-  for (const ptr of live.ptrs) shard.memory.free(ptr);
-  live.ptrs = [];
-  live.sizes = [];
-  live.bytes = 0;
-  return n;
-}
