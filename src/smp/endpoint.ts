@@ -31,10 +31,13 @@
  * which keeps the event loop free for timers and sockets.
  *
  * Peers that die (Smp notices, marks them DOWN and bumps MEMBERSHIP): on
- * its next turn the endpoint rejects every call pending on the peer with
- * ShardError, forgets what it held for it, acknowledges (ACK), and ignores
- * the peer's rings until the main thread has emptied them and marked the
- * peer UP again. Answers to requests of a dead incarnation are dropped.
+ * its next turn the endpoint takes the answers the peer published before
+ * it died, rejects every other call pending on it with ShardError, forgets
+ * what it held for it, acknowledges (ACK), and leaves the peer's rings
+ * alone until the main thread has emptied them and marked the peer UP
+ * again (its new thread). Calls made meanwhile wait in the overflow queue
+ * and go to the new thread; if it cannot start (GONE) they reject.
+ * Answers to requests of a dead incarnation are dropped.
  */
 import type { MessagePort } from "node:worker_threads";
 import { ShardError } from "../errors.js";
@@ -51,6 +54,7 @@ import {
   ringWord,
   SLEEPING,
   STATE,
+  STATE_GONE,
   STATE_UP,
   type QueueGeometry,
 } from "./queue-layout.js";
@@ -176,6 +180,8 @@ class Incoming {
 interface PeerState {
   epoch: number;
   up: boolean;
+  /** Its thread died and no new one could start: calls to it reject. */
+  gone: boolean;
 }
 
 /** A request that arrived before the module had loaded. */
@@ -260,7 +266,7 @@ export class Endpoint {
       from === this.self && from === this.shards ? undefined : new Incoming(from, new RingReader(this.i32, ringWord(this.g, from, this.self), ringData(this.g, from, this.self), this.g.ringBytes)),
     );
     this.pendingTo = new Array<number>(E).fill(0);
-    this.peers = Array.from({ length: E }, () => ({ epoch: 0, up: true }));
+    this.peers = Array.from({ length: E }, () => ({ epoch: 0, up: true, gone: false }));
     this.readMembership(true);
     if (this.host) {
       this.deferred = [];
@@ -323,7 +329,8 @@ export class Endpoint {
    */
   call(peer: number, task: string, arg: unknown, via: CallName): Promise<unknown> {
     if (this.stopped) return Promise.reject(new ShardError(peer, `${callName(via, peer, task)}: the runtime has stopped`));
-    if (!this.peers[peer]!.up) return Promise.reject(downError(peer, callName(via, peer, task)));
+    // A peer that is down takes calls all the same: they wait for its new thread.
+    if (this.peers[peer]!.gone) return Promise.reject(downError(peer, callName(via, peer, task)));
     const out = this.out[peer]!;
     // A burst of calls names one task: compare with the last before the Map.
     let taskId = task === out.lastTask ? out.lastTaskId : out.taskIds.get(task);
@@ -386,7 +393,9 @@ export class Endpoint {
   private emitWith(w: WireWriter, out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
     // Fast paths: encode in place, in the ring when nothing waits before
     // this record, else at the tail of the overflow queue.
-    const queued = out.overflow.length !== 0;
+    // Nothing goes into the ring of a peer that is down (the main thread
+    // empties it before the peer's new thread starts): queue behind.
+    const queued = out.overflow.length !== 0 || !this.peers[out.peer]!.up;
     let target: WireBytes | undefined;
     let at = 0;
     let limit = 0;
@@ -465,7 +474,7 @@ export class Endpoint {
 
   /** A complete record (header included) into the ring, or behind the others waiting. */
   private enqueue(out: Outgoing, record: Uint8Array): void {
-    if (out.overflow.length === 0) {
+    if (out.overflow.length === 0 && this.peers[out.peer]!.up) {
       const at = out.ring.reserve(record.length);
       if (at >= 0) {
         this.bytes.u8.set(record, at);
@@ -482,7 +491,7 @@ export class Endpoint {
   /** `out` has just started keeping records back: retry at every turn, and ask the consumer to wake us for room. */
   private startedOverflow(out: Outgoing): void {
     this.overflowing.push(out);
-    if (out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
+    if (this.peers[out.peer]!.up && out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
   }
 
   private committed(out: Outgoing): void {
@@ -520,6 +529,10 @@ export class Endpoint {
     let moved = 0;
     const still: Outgoing[] = [];
     for (const out of this.overflowing) {
+      if (!this.peers[out.peer]!.up) {
+        still.push(out); // waits for the peer's new thread
+        continue;
+      }
       moved += out.overflow.moveInto(out.ring, this.i32, this.bytes.u8, () => this.committed(out));
       const next = out.overflow.nextLength();
       if (next > 0) {
@@ -625,7 +638,7 @@ export class Endpoint {
     }
     for (const out of this.overflowing) {
       const next = out.overflow.nextLength();
-      if (next > 0 && out.ring.wantSpace(next)) return true;
+      if (next > 0 && this.peers[out.peer]!.up && out.ring.wantSpace(next)) return true;
     }
     return false;
   }
@@ -872,11 +885,13 @@ export class Endpoint {
     for (let p = 0; p < this.g.endpoints; p++) {
       const w = endpointWord(this.g, p);
       const epoch = Atomics.load(this.i32, w + EPOCH);
-      const up = Atomics.load(this.i32, w + STATE) === STATE_UP;
+      const stateWord = Atomics.load(this.i32, w + STATE);
+      const up = stateWord === STATE_UP;
       const state = this.peers[p]!;
       if (initial) {
         state.epoch = epoch;
         state.up = up;
+        state.gone = stateWord === STATE_GONE;
         Atomics.store(this.i32, ackWord(this.g, this.self, p), epoch);
         continue;
       }
@@ -891,6 +906,11 @@ export class Endpoint {
         this.forget(p);
         Atomics.store(this.i32, ackWord(this.g, this.self, p), epoch);
         acked = true;
+      }
+      if (stateWord === STATE_GONE && !state.gone) {
+        // Its new thread could not start: what waited for it rejects.
+        state.gone = true;
+        this.forget(p);
       }
       if (!state.up && up) {
         this.out[p]?.ring.reset();
@@ -964,5 +984,5 @@ export function callName(via: CallName, peer: number, task: string): string {
 }
 
 export function downError(peer: number, call: string): ShardError {
-  return new ShardError(peer, `${call}: shard ${peer} is down (its thread died; calls to it fail until it has restarted)`);
+  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`);
 }

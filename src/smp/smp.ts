@@ -42,6 +42,7 @@ import {
   resetRingsOf,
   STATE,
   STATE_DOWN,
+  STATE_GONE,
   STATE_UP,
   type QueueGeometry,
 } from "./queue-layout.js";
@@ -448,6 +449,9 @@ export class Smp extends EventEmitter<SmpEvents> {
         },
         (e: unknown) => {
           if (this.stopping) return;
+          // Calls waiting for the new thread reject; later ones at once.
+          Atomics.store(this.queues, endpointWord(this.geometry, shard) + STATE, STATE_GONE);
+          this.announceMembership();
           this.report(new ShardError(shard, `shard ${shard} could not restart: ${errorMessage(e)}`, { cause: e }));
         },
       );
