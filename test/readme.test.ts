@@ -19,6 +19,15 @@ const fileName = (block: string): string | undefined => /^\/\/ ([\w-]+\.mjs): /.
 const run = promisify(execFile);
 
 describe("README", () => {
+  it("starts with exactly two set-up commands: install and run the main job, run the tests", () => {
+    const first = /```sh\n([\s\S]*?)```/.exec(readme);
+    expect(readme.indexOf("```")).toBe(first?.index);
+    const commands = first![1]!.split("\n").map((l) => l.replace(/#.*/, "").trim()).filter((l) => l !== "");
+    expect(commands).toEqual(["npm ci && npx shardheap stress", "npm test"]);
+    const scripts = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
+    expect(scripts.test).toBeDefined();
+  });
+
   it("has JavaScript blocks, programs among them", () => {
     expect(blocks.filter((b) => fileName(b) === undefined).length).toBeGreaterThanOrEqual(3);
   });
