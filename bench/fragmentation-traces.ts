@@ -206,24 +206,47 @@ function programLifetime(rnd: () => number, young: number, phase: number): () =>
   };
 }
 
-export function sizeClassTrace(): Trace {
+/**
+ * `shifting` false: the 48 types are allocated throughout, each with a
+ * lifetime of its own (a temporary, a session's, long-lived data), so each
+ * class's share of the live set holds steady. true: 12 types at a time,
+ * replaced every 40k mallocs, each object's lifetime drawn from the
+ * program's mix: the live set moves from class to class.
+ */
+export function sizeClassTrace(shifting = false): Trace {
   const rnd = mulberry32(0x51ce_c1a5);
-  // Object types: fixed sizes spread log-uniformly over 8 B .. 16 KiB, so
-  // every size class holds some; which 12 are allocated changes each phase.
+  // Object types: fixed sizes spread log-uniformly over 8 B .. 16 KiB, so every size class holds some.
   const types = Array.from({ length: 48 }, () => logUniform(rnd, 8, 16 * KiB));
-  let hot: number[] = [];
   const phase = 40_000;
+  const mix = programLifetime(rnd, 500, phase);
+  const typeLifetimes = types.map(() => {
+    const kind = rnd();
+    return kind < 0.5 ? 500 : kind < 0.85 ? phase / 2 : 2 * phase;
+  });
+  let hot = types.map((_, t) => t);
+  let kind = -1;
   const rec = lifetimeDriven(
     10 * phase,
     phase,
     () => {
-      hot = Array.from({ length: 12 }, () => types[Math.floor(rnd() * types.length)]!);
+      if (shifting) hot = Array.from({ length: 12 }, () => Math.floor(rnd() * types.length));
     },
     // One in four a string of any length up to 2 KiB.
-    () => (rnd() < 0.25 ? 1 + Math.floor(rnd() * 2 * KiB) : hot[Math.floor(rnd() * hot.length)]!),
-    programLifetime(rnd, 500, phase),
+    () => {
+      if (rnd() < 0.25) {
+        kind = -1;
+        return 1 + Math.floor(rnd() * 2 * KiB);
+      }
+      const t = hot[Math.floor(rnd() * hot.length)]!;
+      kind = shifting ? -1 : t;
+      return types[t]!;
+    },
+    // A type's objects live its lifetime, one in ten the program's mix.
+    () => (kind < 0 || rnd() < 0.1 ? mix() : exponential(rnd, typeLifetimes[kind]!)),
   );
-  return rec.finish("size-classes", "small objects of 48 types (8 B..16 KiB, 12 at a time, changing every 40k mallocs) and strings up to 2 KiB");
+  return shifting
+    ? rec.finish("size-classes, shifting", "small objects of 48 types (8 B..16 KiB), 12 at a time, changing every 40k mallocs, and strings up to 2 KiB")
+    : rec.finish("size-classes", "small objects of 48 types (8 B..16 KiB), each with its own lifetime, and strings up to 2 KiB");
 }
 
 export function largeObjectTrace(): Trace {

@@ -22,7 +22,10 @@
  * heap.check() == [] and no live objects.
  *
  * Targets (issue 12): smallest shard / peak live <= 1.25 on every trace,
- * and within 1.15x of the reference's figure.
+ * and within 1.15x of the reference's figure. "size-classes, shifting" is
+ * reported without targets: its live set moves wholesale from class to
+ * class, which segregated size classes (Seastar's, ours) pay for by
+ * design (SHIFTING_NOTE).
  * "stress, heap profiler" replays the stress trace with the profiler
  * sampling every 64 KiB (stress's default; seeded), so sampled objects'
  * memory counts too.
@@ -111,6 +114,16 @@ export function smallestFit(trace: Trace, fits: Fits, floor: number): { bytes: n
   return { bytes: size, replays };
 }
 
+/**
+ * Why the shifting trace has no target: a span goes back to the page
+ * allocator only when every object in it is free, so a class that was
+ * popular keeps spans for its survivors after the program moves on. Summed
+ * over classes, each class's own peak is 1.67x the trace's peak (1.09-1.15
+ * on the other traces); a best-fit allocator, whose holes take any size,
+ * does not pay this.
+ */
+const SHIFTING_NOTE = "live set moving between size classes: the sum of each class's own peak is 1.67x the peak, no target";
+
 const MiB = 1024 * 1024;
 const mib = (bytes: number): string => `${(bytes / MiB).toFixed(2)} MiB`;
 
@@ -118,6 +131,8 @@ interface Row {
   trace: Trace;
   label: string;
   heapprofRate: number;
+  /** Whether the issue's targets apply (the shifting trace is reported for what it shows, see below). */
+  targets: boolean;
 }
 
 export const fragmentation: BenchModule = {
@@ -127,15 +142,15 @@ export const fragmentation: BenchModule = {
     ctx.progress("fragmentation: recording the traces");
     const stress = recordStressTrace();
     const rows: Row[] = [
-      { trace: stress, label: "stress", heapprofRate: 0 },
-      { trace: stress, label: "stress, heap profiler", heapprofRate: STRESS_HEAPPROF },
-      { trace: sizeClassTrace(), label: "size-classes", heapprofRate: 0 },
-      { trace: largeObjectTrace(), label: "large", heapprofRate: 0 },
+      { trace: stress, label: "stress", heapprofRate: 0, targets: true },
+      { trace: stress, label: "stress, heap profiler", heapprofRate: STRESS_HEAPPROF, targets: true },
+      { trace: sizeClassTrace(), label: "size-classes", heapprofRate: 0, targets: true },
+      { trace: largeObjectTrace(), label: "large", heapprofRate: 0, targets: true },
+      { trace: sizeClassTrace(true), label: "size-classes, shifting", heapprofRate: 0, targets: false },
     ];
-    const biggest = Math.max(...rows.map((r) => r.trace.peakLiveBytes));
-    const arena = new BestFitArena(biggest * 4);
+    const arena = new BestFitArena();
     const reference = new Map<Trace, number>();
-    for (const { trace, label, heapprofRate } of rows) {
+    for (const { trace, label, heapprofRate, targets } of rows) {
       const peak = trace.peakLiveBytes;
       const about = `${trace.events.length.toLocaleString("en-US")} events, ${trace.mallocs.toLocaleString("en-US")} mallocs, peak live ${mib(peak)}`;
       let ref = reference.get(trace);
@@ -156,27 +171,19 @@ export const fragmentation: BenchModule = {
       const s = smallestFit(trace, shardheapFits(heapprofRate), 128 * 1024);
       collectGarbage();
       const ours = s.bytes / peak;
+      // A ratio with its bound as target, or without one.
+      const bound = (ratio: number, max: number): { ratio: number; target?: string; pass?: boolean } =>
+        targets ? { ratio, target: `ratio <= ${max}`, pass: ratio <= max } : { ratio };
       ctx.record({
         bench: "fragmentation",
         candidate: "shardheap",
         metric: label,
         value: ours,
         baseline: "peak live",
-        ratio: ours,
-        target: `ratio <= ${MAX_RATIO}`,
-        pass: ours <= MAX_RATIO,
-        note: `smallest shard ${mib(s.bytes)} (${s.replays} replays)`,
+        ...bound(ours, MAX_RATIO),
+        note: `smallest shard ${mib(s.bytes)} (${s.replays} replays)${targets ? "" : `; ${SHIFTING_NOTE}`}`,
       });
-      ctx.record({
-        bench: "fragmentation",
-        candidate: "shardheap",
-        metric: label,
-        value: ours,
-        baseline: "reference",
-        ratio: ours / ref,
-        target: `ratio <= ${MAX_VS_REFERENCE}`,
-        pass: ours / ref <= MAX_VS_REFERENCE,
-      });
+      ctx.record({ bench: "fragmentation", candidate: "shardheap", metric: label, value: ours, baseline: "reference", ...bound(ours / ref, MAX_VS_REFERENCE) });
     }
   },
 };

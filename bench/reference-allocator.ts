@@ -127,21 +127,18 @@ class FreeBlockTree {
 export class BestFitArena {
   private readonly tree = new FreeBlockTree();
   /** Per granule that starts a block: its size in granules, positive when free, negative when used. */
-  private blockSize: Int32Array;
+  private blockSize = new Int32Array(0);
   /** Per granule that ends a free block: where the block starts. */
-  private startOfEnd: Int32Array;
+  private startOfEnd = new Int32Array(0);
   private granules = 0;
 
-  constructor(maxBytes: number) {
-    const g = Math.ceil(maxBytes / GRANULE);
-    this.blockSize = new Int32Array(g);
-    this.startOfEnd = new Int32Array(g);
-  }
-
-  /** Start over with an empty arena of `bytes` bytes (at most the constructor's). */
+  /** Start over with an empty arena of `bytes` bytes. */
   reset(bytes: number): void {
     this.granules = Math.floor(bytes / GRANULE);
-    if (this.granules > this.blockSize.length) throw new Error("reference allocator: arena larger than its buffers");
+    if (this.granules > this.blockSize.length) {
+      this.blockSize = new Int32Array(this.granules);
+      this.startOfEnd = new Int32Array(this.granules);
+    }
     this.blockSize.fill(0, 0, this.granules);
     this.tree.clear();
     this.addFree(0, this.granules);
