@@ -45,6 +45,10 @@ class TraceRecorder {
   private peak = 0;
   private readonly freed = new Set<number>();
 
+  get mallocCount(): number {
+    return this.objects;
+  }
+
   malloc(size: number): number {
     const id = this.objects++;
     if (id === this.sizes.length) this.sizes = grow(this.sizes);
@@ -92,8 +96,8 @@ const KiB = 1024;
 const STRESS_SHARD_BYTES = 64 * MiB;
 const STRESS_LIVE_RATIO = 0.4;
 const STRESS_CROSS_SHARD = 0.25;
-/** Slices recorded: each runs until it has handed 4096 frees to other shards (~32k operations). */
-const STRESS_SLICES = 12;
+/** Mallocs recorded (whole slices: each runs until it has handed MAX_OUTGOING frees to other shards). */
+const STRESS_MALLOCS = 200_000;
 
 /**
  * The stress workload, recorded. Its module keeps the live set between
@@ -110,7 +114,7 @@ export function recordStressTrace(): Trace {
   let incoming: number[] = [];
   // A slice ends by time or when it has MAX_OUTGOING frees for other
   // shards; an endless time budget makes the second the rule (deterministic).
-  for (let s = 0; s < STRESS_SLICES; s++) {
+  while (rec.mallocCount < STRESS_MALLOCS) {
     incoming = runSlice({ ms: 1e9, crossShard: STRESS_CROSS_SHARD, incoming, liveBytes }, shard).outgoing;
   }
   for (const ptr of incoming) memory.free(ptr);

@@ -18,7 +18,7 @@ import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
-                        [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
+                        [--cross-shard RATIO] [--live RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
 
@@ -33,6 +33,7 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
+  --live R           live set each shard keeps, as a share of its memory, 0..1 (default 0.4)
   --out DIR          where the report files go
   --admin-port P     serve the admin HTTP API on 127.0.0.1:P while it runs (0: any
                      free port; the URL is printed first as "admin: http://...")
@@ -119,6 +120,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   const flags: RuntimeFlags = {};
   let duration = 10;
   let crossShard = 0.25;
+  let liveRatio: number | undefined;
   let outDir: string | undefined;
   let adminPort: number | undefined;
   let adminHeapImage = false;
@@ -143,6 +145,9 @@ async function stress(argv: readonly string[]): Promise<void> {
         break;
       case "--cross-shard":
         crossShard = parseDecimal(value(), "--cross-shard", 0, 1);
+        break;
+      case "--live":
+        liveRatio = parseDecimal(value(), "--live", 0, 1);
         break;
       case "--out":
         outDir = value();
@@ -179,6 +184,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       heapprofRate: options.heapprofRate,
       durationSeconds: duration,
       crossShard,
+      ...(liveRatio === undefined ? {} : { liveRatio }),
       interrupted,
       ...(outDir === undefined ? {} : { outDir }),
       ...(adminPort === undefined ? {} : { adminPort, adminHeapImage }),

@@ -35,11 +35,16 @@ function checkReport(out: string, withSites: boolean): void {
 describe("shardheap stress", () => {
   it("runs, shows progress, prints statistics and the tree, writes every report file", () => {
     const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
-    const r = spawnSync(process.execPath, [cli, "stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--out", out], { encoding: "utf8", env, timeout: 60_000 });
+    const r = spawnSync(process.execPath, [cli, "stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--live", "0.3", "--out", out], { encoding: "utf8", env, timeout: 60_000 });
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard/m);
+    expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard, live set 30% of each shard/m);
     expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+$/m);
-    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free$/m);
+    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free +largest free span +failed$/m);
+    // Per shard: free memory, its largest piece (no larger than all of it), failed allocations.
+    const rows = [...r.stdout.matchAll(/^ +([01]) +\S+ +\S+ +\S+ +\S+ +\S+ +(\S+) +(\S+) +(\d+)$/gm)];
+    expect(rows.map((m) => m[1])).toEqual(["0", "1"]);
+    const bytes = (text: string): number => Number(text.slice(0, -1)) * 1024 ** "BKMGT".indexOf(text.slice(-1));
+    for (const m of rows) expect(bytes(m[3]!)).toBeLessThanOrEqual(bytes(m[2]!));
     expect(r.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
     expect(r.stdout).toMatch(/allocate(SessionState|RequestBuffer|CacheEntry) \(.*workload\.ts:\d+:\d+\)/);
     checkReport(out, true);
@@ -93,6 +98,9 @@ describe("shardheap stress", () => {
       ["--duration", "1e1"],
       ["--cross-shard", "2"],
       ["--cross-shard="],
+      ["--live", "1.5"],
+      ["--live=-0.1"],
+      ["--live"],
       ["--smp", "x"],
       ["--memory", "12XB"],
       ["--memory=64K"],

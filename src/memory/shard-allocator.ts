@@ -258,7 +258,9 @@ export class ShardAllocator extends ShardRegion {
     if (owner.id === this.id) {
       const pool1 = this.poolOfPage(this.pageOf(ptr)) + 1;
       if (pool1 !== 0) {
-        if (size <= MAX_SMALL_SIZE && classOf[(size + 7) >>> 3] === pool1 - 1) return ptr;
+        // A sampled object's pool is its class's sampled pool: it stays too.
+        const cls = pool1 - 1 >= SAMPLED_POOL_BASE ? pool1 - 1 - SAMPLED_POOL_BASE : pool1 - 1;
+        if (size <= MAX_SMALL_SIZE && classOf[(size + 7) >>> 3] === cls) return ptr;
       } else if (size > MAX_SMALL_SIZE) {
         const pages = Math.ceil(size / PAGE_SIZE);
         const oldPages = oldSize / PAGE_SIZE;
@@ -383,6 +385,15 @@ export class ShardAllocator extends ShardRegion {
 
   stats(): MemoryStats {
     return readStats(this);
+  }
+
+  /**
+   * Bytes in this shard's longest free page span: the largest page-span
+   * object it could allocate now without reclaiming. Next to freeMemory,
+   * how fragmented the free memory is. From any thread.
+   */
+  largestFreeSpan(): number {
+    return largestFreeSpanPages(this) * PAGE_SIZE;
   }
 
   /** Seastar-style report: used/free/total, small pools, page spans. */
