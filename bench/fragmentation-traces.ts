@@ -7,8 +7,8 @@
  *   stress       the `shardheap stress` workload itself (src/apps/stress/
  *                workload.ts, its default live set: 40% of a 64 MiB shard),
  *                recorded by running its slices against a recorder; the
- *                frees it hands to other shards happen at the start of its
- *                next slice, as the driver delivers them
+ *                frees it hands to other shards happen as its slice ends,
+ *                when the other shard takes them (submitTo)
  *   size-classes small objects only, of 48 types whose sizes spread over
  *                every size class, plus variable-length strings; which
  *                types are allocated shifts every phase, so memory has to
@@ -19,7 +19,7 @@
  * The synthetic two give each object a lifetime when it is made
  * (lifetimeDriven); stress frees random live objects, as its workload does.
  */
-import { releaseAll, runSlice } from "../src/apps/stress/workload.js";
+import { runSlice } from "../src/apps/stress/workload.js";
 import type { ShardContext } from "../src/smp/current-shard.js";
 import { mulberry32 } from "./timing.js";
 
@@ -104,22 +104,24 @@ const STRESS_MALLOCS = 200_000;
  * slices, so this runs once per process (the trace is cached).
  */
 let stressTrace: Trace | undefined;
-export function recordStressTrace(): Trace {
+export async function recordStressTrace(): Promise<Trace> {
   if (stressTrace) return stressTrace;
   const rec = new TraceRecorder();
   // Pointers handed to the workload are id + 1 (0 is null).
   const memory = { malloc: (size: number) => rec.malloc(size) + 1, free: (ptr: number) => rec.free(ptr - 1) };
-  const shard = { id: 0, shards: 2, memory } as unknown as ShardContext;
+  // The other shard frees what it is handed at once, as freeHandedOver does.
+  const submitTo = async (_shard: number, _fn: string, ptrs: Uint32Array): Promise<number> => {
+    for (const ptr of ptrs) memory.free(ptr);
+    return ptrs.length;
+  };
+  const shard = { id: 0, shards: 2, memory, submitTo } as unknown as ShardContext;
   const liveBytes = Math.floor(STRESS_SHARD_BYTES * STRESS_LIVE_RATIO);
-  let incoming: number[] = [];
   // A slice ends by time or when it has MAX_OUTGOING frees for other
   // shards; an endless time budget makes the second the rule (deterministic).
   while (rec.mallocCount < STRESS_MALLOCS) {
-    incoming = runSlice({ ms: 1e9, crossShard: STRESS_CROSS_SHARD, incoming, liveBytes }, shard).outgoing;
+    await runSlice({ ms: 1e9, crossShard: STRESS_CROSS_SHARD, liveBytes }, shard);
   }
-  for (const ptr of incoming) memory.free(ptr);
-  releaseAll(undefined, shard);
-  stressTrace = rec.finish("stress", `shardheap stress's workload, live set ${formatMiB(liveBytes)} (40% of 64 MiB), 25% of frees one slice late`);
+  stressTrace = rec.finish("stress", `shardheap stress's workload, live set ${formatMiB(liveBytes)} (40% of 64 MiB), 25% of frees at the slice's end`);
   return stressTrace;
 }
 

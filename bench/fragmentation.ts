@@ -138,9 +138,9 @@ interface Row {
 export const fragmentation: BenchModule = {
   name: "fragmentation",
   title: "smallest shard that replays a trace without a failed allocation / the trace's peak live bytes (Johnstone & Wilson)",
-  run(ctx: BenchContext) {
+  async run(ctx: BenchContext) {
     ctx.progress("fragmentation: recording the traces");
-    const stress = recordStressTrace();
+    const stress = await recordStressTrace();
     const rows: Row[] = [
       { trace: stress, label: "stress", heapprofRate: 0, targets: true },
       { trace: stress, label: "stress, heap profiler", heapprofRate: STRESS_HEAPPROF, targets: true },

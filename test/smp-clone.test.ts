@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HeapError, HeapOwnershipError, InvalidPointerError, ShardError, Smp } from "../dist/index.js";
 import { decodeError, encodeThrown, MAX_DEPTH, MAX_ERRORS, type ErrorRecord } from "../dist/smp/error-codec.js";
-import { decodeValue, encodeValue } from "../dist/smp/value-codec.js";
+import { OUT_OF_ROOM, SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "../dist/smp/wire-codec.js";
 
 const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
@@ -150,8 +150,27 @@ describe("values", () => {
   });
 
   it("the codecs on their own: encoding never throws for errors and stays bounded", () => {
-    expect(decodeValue(encodeValue({ a: [1, "b"] }))).toEqual({ a: [1, "b"] });
-    expect(() => encodeValue(() => 1)).toThrow(expect.objectContaining({ name: "DataCloneError" }));
+    const writer = new WireWriter();
+    const roundTrip = (v: unknown): unknown => {
+      writer.intoScratch(0);
+      writer.writeValue(v);
+      return new WireReader(writer.target).readValue();
+    };
+    expect(roundTrip({ a: [1, "b"] })).toEqual({ a: [1, "b"] });
+    expect(() => roundTrip(() => 1)).toThrow(expect.objectContaining({ name: "DataCloneError" }));
+    const thrownBy = (f: () => void): unknown => {
+      try {
+        f();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    // Shared memory cannot be bytes: the caller sends it by postMessage.
+    expect(thrownBy(() => roundTrip({ view: new Uint8Array(new SharedArrayBuffer(8)) }))).toBe(SHARED_MEMORY);
+    // A fixed target that is too small says so (the caller encodes elsewhere).
+    writer.into(new WireBytes(new ArrayBuffer(16)), 0, 16);
+    expect(thrownBy(() => writer.writeValue("a string longer than sixteen bytes"))).toBe(OUT_OF_ROOM);
     // An AggregateError of AggregateErrors: the record count stays bounded.
     let wide: Error = new Error("leaf");
     for (let level = 0; level < 4; level++) wide = new AggregateError(Array.from({ length: 20 }, () => wide), `level ${level}`);
@@ -166,5 +185,44 @@ describe("values", () => {
     const back = decodeError((encodeThrown(hostile) as { error: ErrorRecord }).error) as Error & { droppedFields: string[] };
     expect(back.message).toBe("hostile");
     expect(back.droppedFields).toEqual(["trap: reading it threw Error: no"]);
+  });
+
+  it("object shapes: keys sent once per channel, objects rebuilt exactly, a shape of a record never sent is forgotten", () => {
+    const table = new ShapeTable();
+    const writer = new WireWriter();
+    const reader = new WireReader(new WireBytes(new ArrayBuffer(8)));
+    reader.shapes = new ShapeCache();
+    const send = (v: unknown): number => {
+      writer.useShapes(table);
+      writer.intoScratch(0);
+      writer.writeValue(v);
+      writer.keepShapes();
+      reader.from(writer.target, 0);
+      expect(reader.readValue()).toEqual(v);
+      return writer.pos;
+    };
+    const point = (i: number) => ({ x: i, y: -i, label: `p${i}` });
+    const first = send(point(1));
+    const again = send(point(2)); // the shape's id instead of its keys
+    expect(again).toBeLessThan(first);
+    for (let i = 3; i < 10; i++) send(point(i)); // compiled builder from the second use on
+    expect(send({ y: 1, x: 2, label: "other order" })).toBeGreaterThan(again); // another key order: another shape
+    const odd = JSON.parse('{"__proto__": 1, "a": 2}') as unknown;
+    send(odd);
+    send(odd); // never compiled: a literal would set the prototype
+    reader.from(writer.target, 0);
+    const back = reader.readValue() as object;
+    expect(Object.keys(back)).toEqual(["__proto__", "a"]);
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    send({ nested: [point(1), { deep: point(2) }] });
+    // Encoded but not sent (no keepShapes): its new shape is dropped, so the next record defines it again.
+    const before = table.size;
+    writer.useShapes(table);
+    writer.intoScratch(0);
+    writer.writeValue({ brandNew: 1 });
+    writer.useShapes(table);
+    expect(table.size).toBe(before);
+    send({ brandNew: 2 });
+    expect(table.size).toBe(before + 1);
   });
 });

@@ -5,7 +5,7 @@
  * Only the slow paths come here; the fast paths test the same bits inline.
  */
 import { InvalidPointerError } from "../errors.js";
-import { GRANULE, HEAP_HEADER_BYTES, PAGE_POOL, PM_HEAD, PM_STATE } from "./layout.js";
+import { GRANULE, HEAP_HEADER_BYTES, PAGE_POOL, PAGE_SIZE, PM_HEAD, PM_SPAN_PAGES, PM_STATE } from "./layout.js";
 import type { ShardRegion } from "./region.js";
 import { classSize, poolStride } from "./size-classes.js";
 
@@ -53,6 +53,13 @@ export function liveObjectRegion(g: HeapGeometry, ptr: unknown, op: string): Sha
   }
   if (r.isPendingFree(ptr)) fail("already freed (its cross-shard free is pending)");
   return r;
+}
+
+/** Usable size of a live object (validated) in region `r`. */
+export function objectSizeIn(r: ShardRegion, ptr: number): number {
+  const m = r.pageMeta(r.pageOf(ptr));
+  const pool1 = r.poolOfPage(r.pageOf(ptr)) + 1;
+  return pool1 !== 0 ? classSize[pool1 - 1]! : r.i32[m + PM_SPAN_PAGES]! * PAGE_SIZE;
 }
 
 /** A size argument: a non-negative safe integer, or TypeError / RangeError. */

@@ -36,7 +36,7 @@ import * as layout from "./layout.js";
 import { ownershipMessage } from "./ownership.js";
 import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
 
-import { checkAlignment, checkSize, liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
 import { refillPool, sampledTagIndex, trimPool } from "./small-pool.js";
@@ -700,12 +700,5 @@ export class ShardAllocator extends ShardRegion {
   ownerOf(ptr: number): number {
     return ownerShardOf(this.geometry, ptr);
   }
-}
-
-/** Usable size of a live object (validated) in region `r`. */
-function objectSizeIn(r: ShardRegion, ptr: number): number {
-  const m = r.pageMeta(r.pageOf(ptr));
-  const pool1 = r.poolOfPage(r.pageOf(ptr)) + 1;
-  return pool1 !== 0 ? classSize[pool1 - 1]! : r.i32[m + PM_SPAN_PAGES]! * PAGE_SIZE;
 }
 

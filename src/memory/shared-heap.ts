@@ -6,7 +6,7 @@
  */
 import { HeapFormatError, InvalidPointerError } from "../errors.js";
 import { parseInteger } from "../parse.js";
-import { parseSize } from "../units.js";
+import { parseSize, plural } from "../units.js";
 import { checkRegions } from "./check.js";
 import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
 import { claimRemoteFree, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
@@ -38,7 +38,7 @@ import {
 } from "./layout.js";
 import { saveHeapImage } from "./heap-image-writer.js";
 import { initPageSpans, largestFreeSpanPages } from "./page-spans.js";
-import { liveObjectRegion, ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
 import { classFallbackSpanPages } from "./size-classes.js";
@@ -46,6 +46,8 @@ import { initPools } from "./small-pool.js";
 import { initSiteTable } from "./site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
+
+const utf8 = new TextEncoder();
 
 /** The smallest region: metadata plus room for the largest pool's fallback span (a 128 KiB shard has 19 object pages). */
 export const MIN_SHARD_BYTES = 128 * 1024;
@@ -99,7 +101,7 @@ export class SharedHeap implements HeapGeometry {
     const total = HEAP_HEADER_BYTES + shards * regionBytes;
     if (total > MAX_HEAP_BYTES) {
       throw new RangeError(
-        `SharedHeap.create: ${shards} shards of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
+        `SharedHeap.create: ${plural(shards, "shard")} of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
       );
     }
     const { buffer, memory } = allocateHeapMemory(total);
@@ -219,12 +221,52 @@ export class SharedHeap implements HeapGeometry {
     return shard;
   }
 
-  /** A view of `length` bytes at `ptr` (no copy). RangeError outside the buffer. */
+  /**
+   * A raw view of `length` bytes at `ptr` (no copy), checked only against
+   * the heap's bounds: it may run past an object into its neighbours, over
+   * freed memory or metadata. For an object's own bytes, objectBytes checks
+   * the pointer and the length. RangeError outside the heap.
+   */
   bytes(ptr: number, length: number): Uint8Array {
     if (!Number.isSafeInteger(ptr) || !Number.isSafeInteger(length) || ptr < HEAP_HEADER_BYTES || length < 0 || ptr + length > this.byteLength) {
       throw new RangeError(`bytes(${ptr}, ${length}): outside the heap's object space`);
     }
     return new Uint8Array(this.buffer, ptr, length);
+  }
+
+  /**
+   * A view of the live object at `ptr` (no copy), from any thread: its
+   * first `length` bytes, all of its usable size by default.
+   * InvalidPointerError unless `ptr` is a live object; RangeError for a
+   * length past its end. The view is the object's while it lives; after it
+   * is freed the same bytes are somebody else's.
+   */
+  objectBytes(ptr: number, length?: number): Uint8Array {
+    const size = objectSizeIn(liveObjectRegion(this, ptr, "objectBytes"), ptr);
+    if (length === undefined) return new Uint8Array(this.buffer, ptr, size);
+    if (!Number.isSafeInteger(length) || length < 0 || length > size) {
+      throw new RangeError(`objectBytes(${ptr}, ${String(length)}): the object holds ${size} bytes`);
+    }
+    return new Uint8Array(this.buffer, ptr, length);
+  }
+
+  /**
+   * Write `text` as UTF-8 at the start of the live object at `ptr`; returns
+   * the bytes written (Buffer.byteLength(text)). RangeError, with nothing
+   * written, when it does not fit the object.
+   */
+  writeString(ptr: number, text: string): number {
+    if (typeof text !== "string") throw new TypeError(`writeString(${ptr}): text must be a string, got ${typeof text}`);
+    const bytes = this.objectBytes(ptr);
+    const needed = Buffer.byteLength(text, "utf8");
+    if (needed > bytes.length) throw new RangeError(`writeString(${ptr}): ${needed} bytes of UTF-8 do not fit a ${bytes.length}-byte object`);
+    return utf8.encodeInto(text, bytes).written;
+  }
+
+  /** The UTF-8 text in the first `length` bytes of the live object at `ptr` (checked as objectBytes). */
+  readString(ptr: number, length: number): string {
+    const bytes = this.objectBytes(ptr, length);
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
   }
 
   /** One shard's statistics, or every shard's summed when `shard` is omitted. */
@@ -307,11 +349,11 @@ function checkHeader(buffer: ArrayBufferLike): string | undefined {
   if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
   const shards = h[H_SHARDS]!;
   const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
-  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${shards} shards of ${shardBytes} bytes`;
+  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes`;
   const expected = HEAP_HEADER_BYTES + shards * shardBytes;
   // A WebAssembly memory's buffer is whole 64 KiB pages: up to one page of padding.
   if (buffer.byteLength < expected || buffer.byteLength >= expected + 65536) {
-    return `shardheap heap size mismatch: header says ${shards} shards of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
+    return `shardheap heap size mismatch: header says ${plural(shards, "shard")} of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
   }
   // A pool takes its smaller fallback span when its preferred one does not
   // fit, so the floor is the largest fallback span (8 pages), not the

@@ -6,23 +6,26 @@
  *   2. apply the start-up profiling setting (set_heap_profiling_enabled;
  *      recorded by the profiler, see FilledSmpOptions.heapprofRate);
  *   3. publish `currentShard`, start watching the doorbell;
- *   4. on the "init" request, import the user's module.
- * The default export answers every request; piscina runs with atomics
- * "disabled" so this thread's event loop keeps turning between requests
- * (the doorbell, timers and sockets inside a shard depend on it). Every
- * answer is encoded here (value-codec.ts, error-codec.ts): a result or an
- * error that cannot be cloned becomes an answer, never a failed postMessage
- * (which piscina rethrows in the thread, killing the shard).
+ *   4. on the "init" request, join the messaging buffer (endpoint.ts: from
+ *      then on tasks arrive through its rings, from the main thread and
+ *      from every shard) and import the user's module.
+ * The default export answers piscina's control requests (protocol.ts);
+ * piscina runs with atomics "disabled" so this thread's event loop keeps
+ * turning between requests (the rings' doorbell, timers and sockets inside
+ * a shard depend on it).
  */
 import { workerData } from "node:worker_threads";
-import { Piscina } from "piscina";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
-import { encodeError, encodeThrown } from "./error-codec.js";
+import { Endpoint, type TaskFunction } from "./endpoint.js";
+import { encodeThrown } from "./error-codec.js";
 import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
-import { decodeValue, encodeValue, transferablesOf } from "./value-codec.js";
+import { queueGeometry } from "./queue-layout.js";
+import { ShardSideLinks } from "./side-links.js";
+import { invokeOnAllVia, submitVia } from "./submit.js";
+import { importUserModule } from "./user-module.js";
 
 const boot = workerData as ShardBootData;
 // The heap's WebAssembly.Memory when it has one: frees then claim with
@@ -38,12 +41,34 @@ process.once("exit", () => memory.flushCrossShardFrees());
 memory.batchCrossShardFrees(true);
 // set_heap_profiling_enabled at start, as smp::configure does (--heapprof).
 if (boot.heapprofRate > 0) memory.setHeapProfilingSampleRate(boot.heapprofRate);
-const context: ShardContext = Object.freeze({ id: boot.shard, memory, heap });
+/** This thread's end of the messaging buffer, from the "init" request on. */
+let endpoint: Endpoint | undefined;
+const context: ShardContext = Object.freeze({
+  id: boot.shard,
+  shards: boot.shards,
+  memory,
+  heap,
+  submitTo<T>(shard: number, task: string, arg?: unknown): Promise<T> {
+    return submitVia<T>(joined(), shard, task, arg);
+  },
+  invokeOnAll<T>(task: string, arg?: unknown): Promise<T[]> {
+    return invokeOnAllVia<T>(joined(), task, arg);
+  },
+});
 setCurrentShard(context);
 
+function joined(): Endpoint {
+  // The module loads after the endpoint exists, so only code run before
+  // "init" (none of the user's) could get here without one.
+  if (endpoint === undefined) throw new Error(`shard ${boot.shard}: not started yet`);
+  return endpoint;
+}
+
 let userModule: Promise<Record<string, unknown>> | undefined;
+/** The module's exports once loaded (tasks are looked up here). */
+let exports: Record<string, unknown> = {};
 function loadUserModule(): Promise<Record<string, unknown>> {
-  userModule ??= boot.module === undefined ? Promise.resolve({}) : (import(boot.module) as Promise<Record<string, unknown>>);
+  userModule ??= (boot.module === undefined ? Promise.resolve({}) : importUserModule(boot.module)).then((m) => (exports = m));
   return userModule;
 }
 
@@ -52,36 +77,58 @@ function loadUserModule(): Promise<Record<string, unknown>> {
 const doorbell = watchDoorbell(memory.i32, memory.doorbell, () => memory.drainCrossShardFrees());
 const idleTrim = idleTrimmer(memory, boot.idleTrimMs);
 
-/** piscina's handler: answers every request with a ShardReply (wrapped for transfer when it carries bytes). */
-export default async function handle(request: ShardRequest): Promise<unknown> {
+/** piscina's handler: answers every request with a ShardReply. */
+export default async function handle(request: ShardRequest): Promise<ShardReply> {
   idleTrim.busy();
   try {
-    return sendable(await answer(request));
+    return { ok: true, value: await answer(request) };
   } catch (e) {
-    return { ok: false, thrown: encodeThrown(e) } satisfies ShardReply;
+    return { ok: false, thrown: encodeThrown(e) };
   } finally {
     idleTrim.idle();
   }
 }
 
-/** What the request computes (before encoding). */
-async function answer(request: ShardRequest): Promise<unknown> {
+/** What the request computes. */
+async function answer(request: ShardRequest): Promise<number> {
   switch (request.kind) {
-    case "init":
-      await loadUserModule();
-      return boot.shard;
-    case "task": {
-      const mod = await loadUserModule();
-      const fn = mod[request.task];
-      if (typeof fn !== "function") {
-        throw new TypeError(`shard ${boot.shard}: the module exports no function named ${JSON.stringify(request.task)}`);
+    case "init": {
+      const links = new ShardSideLinks(request.control, boot.shard, request.epoch);
+      // The endpoint exists before the module's code runs (the module may
+      // call other shards as it loads); requests wait until it has loaded.
+      let loaded!: () => void;
+      const ready = new Promise<void>((resolve) => (loaded = resolve));
+      endpoint = new Endpoint({
+        buffer: boot.queues,
+        geometry: queueGeometry(boot.shards + 1, boot.ringBytes),
+        self: boot.shard,
+        shards: boot.shards,
+        links,
+        host: {
+          lookup: (name) => {
+            const fn = exports[name];
+            return typeof fn === "function" ? (fn as TaskFunction) : undefined;
+          },
+          context,
+          ready,
+          busy: () => idleTrim.busy(),
+          idle: () => idleTrim.idle(),
+        },
+      });
+      links.listen(endpoint);
+      endpoint.start();
+      try {
+        await loadUserModule();
+      } finally {
+        loaded();
       }
-      return await (fn as (arg: unknown, shard: ShardContext) => unknown)(decodeValue(request.arg), context);
+      return boot.shard;
     }
     case "heapprof":
       memory.setHeapProfilingSampleRate(request.rate);
       return memory.heapProfilingSampleRate();
     case "stop": {
+      endpoint?.stop();
       doorbell.stop();
       idleTrim.stop();
       // The shard's last flush of batched remote frees and drain of its
@@ -98,26 +145,8 @@ async function answer(request: ShardRequest): Promise<unknown> {
       return drained;
     }
     default:
-      throw new TypeError(`shard ${boot.shard}: unknown request ${JSON.stringify(request)}`);
+      throw new TypeError(`shard ${boot.shard}: unknown request ${JSON.stringify((request as { kind?: unknown }).kind)}`);
   }
-}
-
-/**
- * The reply for a result (a large encoding handed over rather than
- * copied). A result that cannot be cloned becomes an answer naming the
- * DataCloneError, and this thread carries on.
- */
-function sendable(result: unknown): unknown {
-  let reply: ShardReply;
-  try {
-    reply = { ok: true, value: encodeValue(result) };
-  } catch (e) {
-    return { ok: false, unsendable: encodeError(e instanceof Error ? e : new Error(String(e))) } satisfies ShardReply;
-  }
-  const transfer = transferablesOf(reply.value);
-  if (transfer.length === 0) return reply;
-  const movable = { [Piscina.transferableSymbol]: transfer, [Piscina.valueSymbol]: reply };
-  return Piscina.move(movable as unknown as Parameters<typeof Piscina.move>[0]);
 }
 
 /** Block this thread for good (until terminate()). */

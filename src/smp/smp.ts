@@ -1,26 +1,57 @@
 /**
  * Smp: shards on worker threads, the main side (Seastar's smp). One
- * single-thread piscina pool per shard, so `submitTo(shard, ...)` always
- * lands on the thread that owns that shard's region; the worker side is
- * shard-worker.ts. Pools run with atomics "disabled": the default "sync"
- * mode parks an idle worker in Atomics.wait, which would stop the shard's
- * event loop (and with it the doorbell, timers and sockets) between tasks.
+ * single-thread piscina pool per shard, so each shard's region has one
+ * thread; the worker side is shard-worker.ts. Pools run with atomics
+ * "disabled": the default "sync" mode parks an idle worker in Atomics.wait,
+ * which would stop the shard's event loop (and with it the doorbells,
+ * timers and sockets) between requests.
+ *
+ * Tasks do not go through piscina: submitTo and invokeOnAll travel through
+ * the messaging buffer (queue-layout.ts), this thread being one more
+ * endpoint (endpoint.ts) beside the shards, who call each other the same
+ * way. Piscina keeps the lifecycle: starting the threads, replacing one
+ * that dies, terminating them, and three control requests (init, heapprof,
+ * stop: protocol.ts).
+ *
+ * A shard that dies: every call pending on it (from here or from another
+ * shard) rejects with ShardError and calls to it fail at once; piscina
+ * starts a fresh thread for it, and once every endpoint has acknowledged
+ * the death (queue-layout ACK), this thread empties the shard's rings and
+ * brings it back (same region and allocations, fresh module state).
  */
 import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
+import type { TransferListItem } from "node:worker_threads";
 import { Piscina } from "piscina";
 import { ShardError } from "../errors.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
 import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
-import { decodeError, type ThrownRecord } from "./error-codec.js";
+import { decodeError } from "./error-codec.js";
+import { Endpoint, wakeEndpoint } from "./endpoint.js";
+import { errorMessage } from "./call-errors.js";
 import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
-import { decodeValue, encodeValue, transferablesOf, type EncodedValue } from "./value-codec.js";
+import {
+  ackWord,
+  createQueueBuffer,
+  endpointWord,
+  EPOCH,
+  MEMBERSHIP,
+  queueGeometry,
+  resetRingsOf,
+  STATE,
+  STATE_DOWN,
+  STATE_GONE,
+  STATE_UP,
+  type QueueGeometry,
+} from "./queue-layout.js";
+import { MainSideLinks } from "./side-links.js";
+import { invokeOnAllVia, submitVia } from "./submit.js";
 
 const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url));
-/** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
-const IDLE_TRIM_MS = 200;
+/** How often a restarting shard's acknowledgements are checked. */
+const REVIVAL_POLL_MS = 2;
 
 export interface SmpEvents {
   /**
@@ -41,30 +72,48 @@ export class Smp extends EventEmitter<SmpEvents> {
   readonly shards: number;
   readonly options: Readonly<FilledSmpOptions>;
   private readonly pools: Piscina[];
-  /** Per shard, the requests sent and not yet answered: stop() lets them finish. */
+  /** Per shard, the control requests sent and not yet answered: stop() lets them finish. */
   private readonly inFlight: Array<Set<Promise<unknown>>>;
+  /** This thread's end of the messaging buffer. */
+  private readonly endpoint: Endpoint;
+  private readonly links: MainSideLinks;
+  private readonly geometry: QueueGeometry;
+  private readonly queues: Int32Array;
+  /** Shards marked down in the messaging buffer, waiting for a fresh thread. */
+  private readonly down = new Set<number>();
+  private revivalTimer: NodeJS.Timeout | undefined;
   private stopping: Promise<void> | undefined;
   /** Set before any thread is terminated, so its exit is not reported as a failure. */
   private terminating = false;
   private stopped = false;
   /** While start() runs, failures are its to report, not the 'error' event's. */
   private starting = true;
+  /** Shards whose thread has gone and whose 'error' (the cause) may follow: threadGone. */
+  private readonly exitsToReport = new Set<number>();
   /** Shards whose worker died or never started: stop() does not wait for them. */
   private readonly failed = new Set<number>();
 
-  private constructor(options: FilledSmpOptions, heap: SharedHeap, pools: Piscina[]) {
+  private constructor(options: FilledSmpOptions, heap: SharedHeap, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
     super();
     this.options = Object.freeze(options);
     this.heap = heap;
     this.shards = options.shards;
     this.pools = pools;
     this.inFlight = pools.map(() => new Set());
+    this.geometry = geometry;
+    this.queues = new Int32Array(queues);
+    this.links = new MainSideLinks(options.shards);
+    this.endpoint = new Endpoint({ buffer: queues, geometry, self: options.shards, shards: options.shards, links: this.links, keepAlive: true });
+    this.links.attach(this.endpoint);
+    this.endpoint.start();
     pools.forEach((pool, shard) => {
       pool.on("error", (e: unknown) => this.shardFailed(shard, e));
-      pool.on("workerDestroy", () => this.shardFailed(shard, new Error("its worker thread exited")));
+      pool.on("workerDestroy", () => this.threadGone(shard));
       // piscina replaces a worker that died after starting: the shard lives
       // on in a fresh thread (same region and allocations, fresh module state).
-      pool.on("workerCreate", () => this.failed.delete(shard));
+      pool.on("workerCreate", () => {
+        if (this.down.has(shard)) this.scheduleRevival();
+      });
     });
   }
 
@@ -77,14 +126,19 @@ export class Smp extends EventEmitter<SmpEvents> {
   static async start(o: SmpOptions = {}): Promise<Smp> {
     const options = fillSmpOptions(o);
     const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard });
+    const geometry = queueGeometry(options.shards + 1, options.queueBytes);
+    const queues = createQueueBuffer(geometry);
     const pools = Array.from({ length: options.shards }, (_, shard) => {
       const workerData: ShardBootData = {
         buffer: heap.buffer,
         memory: heap.memory,
         shard,
+        shards: options.shards,
+        queues,
+        ringBytes: options.queueBytes,
         heapprofRate: options.heapprofRate,
         module: options.module,
-        idleTrimMs: IDLE_TRIM_MS,
+        idleTrimMs: options.idleTrimMs,
       };
       return new Piscina({
         filename: WORKER_FILE,
@@ -96,13 +150,13 @@ export class Smp extends EventEmitter<SmpEvents> {
         workerData,
       });
     });
-    const smp = new Smp(options, heap, pools);
+    const smp = new Smp(options, heap, pools, geometry, queues);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
     // 'error' and leaves the request pending), or by never answering (a
     // top-level await that never settles): watch for all three.
     const loadedShards = new Set<number>();
-    const inits = pools.map((_, shard) => smp.request(shard, { kind: "init" }).then(() => void loadedShards.add(shard)));
+    const inits = pools.map((_, shard) => smp.init(shard).then(() => void loadedShards.add(shard)));
     let timer: NodeJS.Timeout | undefined;
     const failure = new Promise<never>((_, reject) => {
       const fail = (shard: number, cause: unknown): void => {
@@ -145,26 +199,26 @@ export class Smp extends EventEmitter<SmpEvents> {
    * its result; rejects with the task's error, every own field kept
    * (shardheap's own classes and the built-in ones rebuilt, so `instanceof`
    * works; any other class arrives as a ShardError with the original name),
-   * or with a ShardError naming the task when its result cannot be cloned.
-   * After stop() it rejects with a ShardError and starts nothing.
+   * or with a ShardError naming the task when its result cannot be cloned
+   * or the shard dies first. An unknown shard is a RangeError, an argument
+   * that cannot be cloned a TypeError, both before anything is sent. After
+   * stop() it rejects with a ShardError and starts nothing.
    */
-  async submitTo<T = unknown>(shard: number, task: string, arg?: unknown): Promise<T> {
-    if (!Number.isInteger(shard) || shard < 0 || shard >= this.shards) {
-      throw new RangeError(`submitTo: shard must be an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
-    }
-    const call = (): string => `submitTo(${shard}, ${JSON.stringify(task)})`;
-    this.checkTask(call, task, shard);
-    const encoded = encodeArg(call, arg);
-    return (await this.request(shard, { kind: "task", task, arg: encoded }, transferablesOf(encoded))) as T;
+  submitTo<T = unknown>(shard: number, task: string, arg?: unknown): Promise<T> {
+    if (this.stopping) return this.refuse(shard, () => `submitTo(${String(shard)}, ${JSON.stringify(task)})`, task);
+    return submitVia<T>(this.endpoint, shard, task, arg);
   }
 
   /** Run `task` on every shard at once; resolves with the results in shard order, or rejects with the first error. */
-  async invokeOnAll<T = unknown>(task: string, arg?: unknown): Promise<T[]> {
-    const call = (): string => `invokeOnAll(${JSON.stringify(task)})`;
-    this.checkTask(call, task, 0);
-    // One encoding for every shard: its bytes are shared, not handed over.
-    const encoded = encodeArg(call, arg);
-    return (await Promise.all(this.pools.map((_, shard) => this.request(shard, { kind: "task", task, arg: encoded })))) as T[];
+  invokeOnAll<T = unknown>(task: string, arg?: unknown): Promise<T[]> {
+    if (this.stopping) return this.refuse(0, () => `invokeOnAll(${JSON.stringify(task)})`, task);
+    return invokeOnAllVia<T>(this.endpoint, task, arg);
+  }
+
+  /** A call made once stop() has begun: its task name is still checked first. */
+  private refuse(shard: number, call: () => string, task: unknown): Promise<never> {
+    if (typeof task !== "string" || task.length === 0) return Promise.reject(new TypeError(`${call()}: task must be a function name`));
+    return Promise.reject(this.stoppedError(shard, call()));
   }
 
   /**
@@ -229,11 +283,14 @@ export class Smp extends EventEmitter<SmpEvents> {
   private async quiesceAndTerminate(timeout: number): Promise<void> {
     const deadline = (): number | undefined => (timeout === Infinity ? undefined : performance.now() + timeout);
     const shards = [...Array(this.shards).keys()];
+    clearTimeout(this.revivalTimer);
     // 1. Every call already made finishes (a task that yields would
     // otherwise be terminated between two allocations, or inside one).
     const callsDone = deadline();
     const finished = await Promise.all(
-      shards.map((s) => (this.failed.has(s) ? false : settlesBy(Promise.allSettled([...this.inFlight[s]!]), callsDone))),
+      shards.map((s) =>
+        this.failed.has(s) ? false : settlesBy(Promise.allSettled([...this.inFlight[s]!, this.endpoint.settledOn(s)]), callsDone),
+      ),
     );
     // 2. Only once no task runs anywhere (no more remote frees are coming
     // from tasks), each shard flushes, drains and parks. A fresh timeout: a
@@ -244,7 +301,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     );
     for (const s of shards) {
       if (quiesced[s] || this.failed.has(s)) continue;
-      const what = finished[s] ? "flush and drain" : `finish its ${this.inFlight[s]!.size} running call(s)`;
+      const what = finished[s] ? "flush and drain" : `finish its ${this.inFlight[s]!.size + this.endpoint.pendingOn(s)} running call(s)`;
       this.report(new ShardError(s, `shard ${s} did not ${what} within stop()'s ${timeout} ms timeout: terminating it; whatever it was doing was cut off`));
     }
     await this.terminateThreads();
@@ -262,22 +319,27 @@ export class Smp extends EventEmitter<SmpEvents> {
 
   private async terminateThreads(): Promise<void> {
     this.terminating = true;
+    clearTimeout(this.revivalTimer);
     await Promise.allSettled(this.pools.map((pool) => pool.destroy()));
     this.stopped = true;
+    // Whatever was still pending (a shard cut off by the stop timeout) ends here.
+    this.endpoint.stop((shard, task) => new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} was cut off: the runtime has stopped`));
+    this.links.closeControls();
   }
 
-  /** Reject a call before it reaches a shard: a bad task name, or the runtime stopping. */
-  private checkTask(call: () => string, task: unknown, shard: number): void {
-    if (typeof task !== "string" || task.length === 0) throw new TypeError(`${call()}: task must be a function name`);
-    if (this.stopping) throw this.stoppedError(shard, call());
+  /** Join shard `shard`'s (fresh) thread to the messaging buffer and load its module. */
+  private init(shard: number): Promise<unknown> {
+    const control = this.links.openControl(shard);
+    const epoch = Atomics.load(this.queues, endpointWord(this.geometry, shard) + EPOCH);
+    return this.request(shard, { kind: "init", epoch, control }, [control]);
   }
 
   private stoppedError(shard: number, call: string): ShardError {
     return new ShardError(shard, `${call}: the runtime ${this.stopped ? "has stopped" : "is stopping"}`);
   }
 
-  /** Send one request to a shard and decode its answer; tracked so stop() can wait for it. */
-  private request(shard: number, request: ShardRequest, transferList: ArrayBuffer[] = []): Promise<unknown> {
+  /** Send one control request to a shard and decode its answer; tracked so stop() can wait for it. */
+  private request(shard: number, request: ShardRequest, transferList: TransferListItem[] = []): Promise<unknown> {
     // Past this point a stopped pool would start a fresh thread (piscina
     // replaces destroyed workers): only stop's own request may pass.
     if (this.stopping && request.kind !== "stop") return Promise.reject(this.stoppedError(shard, describeRequest(request)));
@@ -289,41 +351,118 @@ export class Smp extends EventEmitter<SmpEvents> {
     return answer;
   }
 
-  private async send(shard: number, request: ShardRequest, transferList: ArrayBuffer[]): Promise<unknown> {
+  private async send(shard: number, request: ShardRequest, transferList: TransferListItem[]): Promise<unknown> {
     let reply: ShardReply;
     try {
       reply = (await this.pools[shard]!.run(request, { transferList })) as ShardReply;
     } catch (e) {
       throw new ShardError(shard, `shard ${shard}: ${errorMessage(e)}`, { cause: e });
     }
-    if (reply.ok) return decodeValue(reply.value);
-    if ("unsendable" in reply) {
-      const cause = decodeError(reply.unsendable);
-      throw new ShardError(shard, `shard ${shard}: ${describeRequest(request)} returned a value that cannot be sent between threads: ${cause.message}`, { cause });
+    if (reply.ok) return reply.value;
+    const thrown = reply.thrown;
+    if (thrown.kind === "error") {
+      const error = decodeError(thrown.error, ShardError);
+      if (!("shard" in error)) Object.defineProperty(error, "shard", { value: shard, enumerable: true, writable: true, configurable: true });
+      throw error;
     }
-    throw rebuildThrown(shard, request, reply.thrown);
+    throw new ShardError(shard, `shard ${shard}: ${describeRequest(request)} threw ${thrown.kind === "value" ? String(thrown.value) : thrown.description}`);
+  }
+
+  /**
+   * piscina announces a thread that died of an uncaught error twice:
+   * 'workerDestroy' and then, in the same call, 'error' with the error.
+   * The exit is reported a microtask later, and only when no 'error' came
+   * with it, so one crash is one 'error' event with the real message.
+   */
+  private threadGone(shard: number): void {
+    this.exitsToReport.add(shard);
+    queueMicrotask(() => {
+      if (this.exitsToReport.delete(shard)) this.shardFailed(shard, new Error("its worker thread exited"));
+    });
   }
 
   private shardFailed(shard: number, e: unknown): void {
+    this.exitsToReport.delete(shard);
     if (this.stopping || this.terminating) return;
     this.failed.add(shard);
+    this.markDown(shard);
     if (this.starting) return;
     this.report(new ShardError(shard, `shard ${shard} failed: ${errorMessage(e)}`, { cause: e }));
+  }
+
+  /**
+   * Tell every endpoint that `shard`'s thread is gone: a new EPOCH, STATE
+   * DOWN, MEMBERSHIP bumped, every sleeping endpoint rung. Each one then
+   * rejects its calls pending on the shard and acknowledges.
+   */
+  private markDown(shard: number): void {
+    if (this.down.has(shard)) return;
+    this.down.add(shard);
+    const w = endpointWord(this.geometry, shard);
+    Atomics.store(this.queues, w + STATE, STATE_DOWN);
+    Atomics.add(this.queues, w + EPOCH, 1);
+    this.announceMembership();
+  }
+
+  private announceMembership(): void {
+    Atomics.add(this.queues, MEMBERSHIP, 1);
+    for (let e = 0; e < this.geometry.endpoints; e++) wakeEndpoint(this.queues, this.geometry, e);
+    this.endpoint.poke();
+  }
+
+  private scheduleRevival(): void {
+    if (this.revivalTimer !== undefined || this.stopping) return;
+    this.revivalTimer = setTimeout(() => {
+      this.revivalTimer = undefined;
+      this.revive();
+    }, REVIVAL_POLL_MS);
+  }
+
+  /**
+   * Bring back the shards that are down and have a fresh thread, once
+   * every other live endpoint has acknowledged their death (so none still
+   * reads or writes their rings): empty their rings, init the new thread,
+   * then mark them UP.
+   */
+  private revive(): void {
+    if (this.stopping) return;
+    let waiting = false;
+    for (const shard of [...this.down]) {
+      const epoch = Atomics.load(this.queues, endpointWord(this.geometry, shard) + EPOCH);
+      let acked = true;
+      for (let e = 0; e < this.geometry.endpoints && acked; e++) {
+        if (e === shard || this.down.has(e)) continue;
+        acked = Atomics.load(this.queues, ackWord(this.geometry, e, shard)) === epoch;
+      }
+      if (!acked) {
+        waiting = true;
+        continue;
+      }
+      this.down.delete(shard);
+      resetRingsOf(this.geometry, this.queues, shard);
+      this.init(shard).then(
+        () => {
+          if (this.stopping) return;
+          this.failed.delete(shard);
+          Atomics.store(this.queues, endpointWord(this.geometry, shard) + STATE, STATE_UP);
+          this.announceMembership();
+        },
+        (e: unknown) => {
+          if (this.stopping) return;
+          // Calls waiting for the new thread reject; later ones at once.
+          Atomics.store(this.queues, endpointWord(this.geometry, shard) + STATE, STATE_GONE);
+          this.announceMembership();
+          this.report(new ShardError(shard, `shard ${shard} could not restart: ${errorMessage(e)}`, { cause: e }));
+        },
+      );
+    }
+    if (waiting) this.scheduleRevival();
   }
 
   /** An 'error' event, or a process warning when nobody listens (an unheard 'error' event would throw and take the process down). */
   private report(error: ShardError): void {
     if (this.listenerCount("error") > 0) this.emit("error", error);
     else process.emitWarning(error.message, { code: "SHARDHEAP_SHARD_FAILED" });
-  }
-}
-
-/** `arg` encoded for a shard; a TypeError naming the call when it cannot be cloned. */
-function encodeArg(call: () => string, arg: unknown): EncodedValue {
-  try {
-    return encodeValue(arg);
-  } catch (e) {
-    throw new TypeError(`${call()}: arg cannot be sent to another thread: ${errorMessage(e)}`, { cause: e });
   }
 }
 
@@ -345,42 +484,13 @@ async function settlesBy(p: Promise<unknown>, deadline: number | undefined): Pro
   }
 }
 
-function errorMessage(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
 function describeRequest(request: ShardRequest): string {
   switch (request.kind) {
-    case "task":
-      return `task ${JSON.stringify(request.task)}`;
     case "init":
       return "loading the module";
     case "heapprof":
       return "setHeapProfiling";
     case "stop":
       return "stop";
-  }
-}
-
-/**
- * What a shard's request threw, on this side: the error rebuilt with every
- * field (error-codec.ts; classes this side does not know become ShardError
- * with the original name), with a `shard` field unless it has its own, and
- * its stack followed by where the call came from. A thrown non-error value
- * arrives as itself, as it would from a local async function.
- */
-function rebuildThrown(shard: number, request: ShardRequest, thrown: ThrownRecord): unknown {
-  switch (thrown.kind) {
-    case "value":
-      return thrown.value;
-    case "uncloneable":
-      return new ShardError(shard, `shard ${shard}: ${describeRequest(request)} threw a value that cannot be sent between threads (${thrown.description}): ${thrown.why}`);
-    case "error": {
-      const error = decodeError(thrown.error, ShardError);
-      if (!("shard" in error)) Object.defineProperty(error, "shard", { value: shard, enumerable: true, writable: true, configurable: true });
-      const here = (new Error().stack ?? "").split("\n").slice(1).join("\n");
-      error.stack = `${error.stack}\n    at <shard ${shard}>\n${here}`;
-      return error;
-    }
   }
 }

@@ -3,8 +3,9 @@
  * from several distinct call paths with a realistic mix of sizes (small
  * objects, buffers, a few large spans), a bounded live set, local frees,
  * and a share of frees handed to other shards (cross-shard frees). Each
- * slice runs for a few milliseconds and returns the pointers it wants
- * other shards to free; the driver (run.ts) routes them.
+ * slice runs for a few milliseconds, then hands the pointers it wants
+ * other shards to free straight to them, one submitTo per shard (as
+ * Seastar's shards do: the main thread only starts the slices).
  */
 import type { ShardContext } from "../../smp/current-shard.js";
 
@@ -13,17 +14,16 @@ export interface SliceArg {
   ms: number;
   /** Share of frees handed to other shards, 0..1. */
   crossShard: number;
-  /** Pointers of other shards' objects to free here (cross-shard frees). */
-  incoming: number[];
   /** The live set's bound, in bytes. */
   liveBytes: number;
+  /** Bytes per second this shard allocates at allocateLeakedRecord and never frees (stress --leak); 0 none. */
+  leakRate?: number;
 }
 
 export interface SliceResult {
   ops: number;
-  /** Pointers of this shard's objects for another shard to free. */
-  outgoing: number[];
-  freedIncoming: number;
+  /** This shard's objects handed to other shards to free. */
+  handedOver: number;
   liveObjects: number;
   failedAllocations: number;
 }
@@ -63,6 +63,28 @@ function allocateCacheEntry(shard: ShardContext): void {
   remember(shard.memory.malloc(size), size);
 }
 
+// The fourth site, with --leak: records nobody frees, for the dashboard to find.
+const LEAK_RECORD_BYTES = 1024;
+const leak = { due: 0, lastAt: 0, full: false };
+function allocateLeakedRecord(shard: ShardContext): void {
+  shard.memory.malloc(LEAK_RECORD_BYTES);
+}
+/** Leak what the rate owes since the last call (RATE bytes per second of wall time, in whole records). */
+function leakWhatIsDue(shard: ShardContext, rate: number): void {
+  const now = performance.now();
+  if (leak.lastAt > 0 && !leak.full) leak.due += (rate * (now - leak.lastAt)) / 1000;
+  leak.lastAt = now;
+  for (; leak.due >= LEAK_RECORD_BYTES; leak.due -= LEAK_RECORD_BYTES) {
+    try {
+      allocateLeakedRecord(shard);
+    } catch (e) {
+      if ((e as Error).name !== "OutOfMemoryError") throw e;
+      leak.full = true; // the leak has filled the shard: stop leaking, keep the workload going
+      leak.due = 0;
+    }
+  }
+}
+
 function allocateOne(shard: ShardContext): void {
   const r = random();
   if (r < 0.8) allocateSessionState(shard);
@@ -72,14 +94,19 @@ function allocateOne(shard: ShardContext): void {
 
 /**
  * Bytes of this shard's objects handed to other shards to free in this
- * slice: they stay allocated here until the other shard frees them (at the
- * start of its next slice) and this one drains its inbox, so they count
- * against the live set's bound. A slice hands over up to MAX_OUTGOING
- * objects, ~13 MiB of this mix; uncounted, a live set "at 65%" of a 64 MiB
- * shard kept up to 55 MiB allocated, more than a shard of 60.6 MiB of pages
- * can hold once size classes round it up.
+ * slice: they stay allocated here until the slice ends (handOver), the
+ * other shard frees them and this one drains its inbox, so they count
+ * against the live set's bound. Uncounted, a live set "at 65%" of a 64 MiB
+ * shard kept up to 55 MiB allocated (a slice hands over up to MAX_OUTGOING
+ * objects, ~13 MiB of this mix), more than a shard of 60.6 MiB of pages
+ * can hold once size classes round it up. Counted without an end, they
+ * drained the live set instead: once a slice had handed over the bound's
+ * worth, it freed everything and idled (live objects 0 at the end of a
+ * run), so a slice also ends once IN_FLIGHT_SHARE of the bound is in
+ * flight, and the live set stays above the rest.
  */
 let handedOver = 0;
+const IN_FLIGHT_SHARE = 0.25;
 /** Size of the object takeRandom took last. */
 let takenBytes = 0;
 
@@ -99,16 +126,17 @@ function takeRandom(): number {
 /** Objects handed to other shards in one slice, at most: they stay allocated until freed there. */
 const MAX_OUTGOING = 4096;
 
-export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
+export async function runSlice(arg: SliceArg, shard: ShardContext): Promise<SliceResult> {
   seed ^= shard.id * 0x9e3779b1;
-  for (const ptr of arg.incoming) shard.memory.free(ptr);
+  if (arg.leakRate) leakWhatIsDue(shard, arg.leakRate);
   const outgoing: number[] = [];
   handedOver = 0;
   const end = performance.now() + arg.ms;
   let ops = 0;
   let failed = 0;
-  while (performance.now() < end && outgoing.length < MAX_OUTGOING) {
-    for (let k = 0; k < 256; k++) {
+  const inFlightBudget = arg.liveBytes * IN_FLIGHT_SHARE;
+  while (performance.now() < end && outgoing.length < MAX_OUTGOING && handedOver <= inFlightBudget) {
+    for (let k = 0; k < 256 && handedOver <= inFlightBudget; k++) {
       // Fill the live set towards its bound (three allocations for one free),
       // then hover around it: a steady live heap for the profile to show.
       const over = live.bytes + handedOver > arg.liveBytes;
@@ -120,7 +148,7 @@ export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
         } else {
           shard.memory.free(ptr);
         }
-      } else if (!over) {
+      } else {
         try {
           allocateOne(shard);
         } catch (e) {
@@ -129,22 +157,33 @@ export function runSlice(arg: SliceArg, shard: ShardContext): SliceResult {
           failed++;
           if (live.ptrs.length > 0) shard.memory.free(takeRandom());
         }
-      } else {
-        continue; // everything held is in flight to other shards: nothing to do until they free it
       }
       ops++;
     }
   }
-  return { ops, outgoing, freedIncoming: arg.incoming.length, liveObjects: live.ptrs.length, failedAllocations: failed };
+  await handOver(outgoing, shard);
+  return { ops, handedOver: outgoing.length, liveObjects: live.ptrs.length, failedAllocations: failed };
 }
 
-/** Free what is left, so the run ends with the live set it started with (none). */
-export function releaseAll(_arg: unknown, shard: ShardContext): number {
-  const n = live.ptrs.length;
-  for (const ptr of live.ptrs) shard.memory.free(ptr);
-  live.ptrs = [];
-  live.sizes = [];
-  live.bytes = 0;
-  handedOver = 0;
-  return n;
+/**
+ * Give `ptrs` to the other shards, round-robin, one call per shard; each
+ * frees them there (cross-shard frees back to this shard's inbox).
+ * Pointers travel as a Uint32Array (a heap is at most 4 GiB): one copy of
+ * the bytes, where an array of numbers is encoded number by number.
+ */
+async function handOver(ptrs: number[], shard: ShardContext): Promise<void> {
+  const others = shard.shards - 1;
+  if (ptrs.length === 0 || others === 0) return;
+  const counts = new Array<number>(others).fill(0);
+  for (let i = 0; i < ptrs.length; i++) counts[i % others]!++;
+  const batches = counts.map((n) => new Uint32Array(n));
+  const filled = new Array<number>(others).fill(0);
+  for (let i = 0; i < ptrs.length; i++) batches[i % others]![filled[i % others]!++] = ptrs[i]!;
+  await Promise.all(batches.map((batch, k) => shard.submitTo((shard.id + 1 + k) % shard.shards, "freeHandedOver", batch)));
+}
+
+/** Free pointers another shard handed over (its objects: cross-shard frees). */
+export function freeHandedOver(ptrs: Uint32Array, shard: ShardContext): number {
+  for (const ptr of ptrs) shard.memory.free(ptr);
+  return ptrs.length;
 }

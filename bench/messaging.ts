@@ -1,0 +1,217 @@
+/**
+ * "messaging": calls between threads (issue 11). shardheap's calls travel
+ * through SPSC rings in shared memory (src/smp/endpoint.ts); the baselines
+ * are what a Node program uses without it. Every candidate runs in this
+ * process and run, in interleaved rounds (forward, then reverse order);
+ * the median round is reported, ns per call. One call = the request, the
+ * task (an echo) and the answer back to a settled promise.
+ *
+ *   shard->shard      shard 0 makes N_FLOOD calls to shard 1, all in flight
+ *                     at once (Smp, two shards), with a number and with a
+ *                     4-field object as the argument (and result)
+ *   MessageChannel    the same between two raw worker threads joined by a
+ *                     MessageChannel: a promise per call, answers matched by
+ *                     id (bench/fixtures/message-channel-peer.mjs)
+ *                     target: shard->shard >= 3x faster (ratio <= 1/3)
+ *   main->shard       the main thread makes N_FLOOD calls to shard 0
+ *   piscina.run       piscina's own run() to a one-thread pool set up as Smp
+ *                     set up its pools before issue 11 (atomics disabled,
+ *                     64 tasks per worker); the old submitTo cost this plus
+ *                     its encoding, so this baseline is the kinder one
+ *                     target: main->shard >= 10x faster (ratio <= 1/10)
+ *   sequential        N_SEQ calls one after the other between two idle
+ *                     shards, vs the same over the MessageChannel
+ *                     target: no slower (ratio <= 1)
+ *   floor             a bare ring of integers between two raw threads with
+ *                     the same ring code and doorbell protocol, nothing else
+ *                     (bench/fixtures/bare-ring-peer.mjs); shard->shard's
+ *                     ratio to it is what the rest costs (no target)
+ *   promises          N_FLOOD promises made, resolved from the next
+ *                     immediate and awaited with Promise.all on one thread,
+ *                     no messaging: the part of every call above (and of
+ *                     the MessageChannel baseline) that the floor lacks
+ * The machine's load average is printed with the figures: on a shared
+ * 2-core machine every thread here competes with whatever else runs.
+ */
+import os from "node:os";
+import { fileURLToPath } from "node:url";
+import { MessageChannel, Worker } from "node:worker_threads";
+import { Piscina } from "piscina";
+import { Smp } from "../src/index.js";
+import { queueGeometry, createQueueBuffer } from "../src/smp/queue-layout.js";
+import { compare, type BenchModule, type BenchRecord } from "./report.js";
+import { DEFAULT_TIMING, median } from "./timing.js";
+
+const BENCH = "messaging";
+const N_FLOOD = 50_000;
+const N_SEQ = 2_000;
+const WARMUP_ROUNDS = 2;
+const RING_BYTES = 64 * 1024;
+const VALUES = {
+  number: 12345.5,
+  object: { id: 123, name: "alpha", score: 0.75, ok: true },
+} as const;
+type ValueKind = keyof typeof VALUES;
+
+const fixture = (name: string): URL => new URL(`../../bench/fixtures/${name}`, import.meta.url);
+
+/** A worker answering one request at a time on parentPort. */
+class Peer {
+  readonly worker: Worker;
+  constructor(url: URL, workerData: unknown) {
+    this.worker = new Worker(url, { workerData });
+  }
+  request(message: unknown): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onMessage = (m: { ns?: number; error?: string }): void => {
+        this.worker.off("error", reject);
+        if (m.error !== undefined || m.ns === undefined) reject(new Error(`messaging: ${m.error ?? "no answer"}`));
+        else resolve(m.ns);
+      };
+      this.worker.once("message", onMessage);
+      this.worker.once("error", reject);
+      this.worker.postMessage(message);
+    });
+  }
+}
+
+/** N_FLOOD promises, resolved from the next immediate, awaited with Promise.all: ns per promise. */
+async function promisesOnly(): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  const resolvers: Array<(v: number) => void> = [];
+  const all = new Array<Promise<number>>(N_FLOOD);
+  for (let i = 0; i < N_FLOOD; i++) all[i] = new Promise<number>((resolve) => resolvers.push(resolve));
+  setImmediate(() => {
+    for (const resolve of resolvers) resolve(12345.5);
+  });
+  await Promise.all(all);
+  return Number(process.hrtime.bigint() - t0) / N_FLOOD;
+}
+
+interface Candidate {
+  readonly name: string;
+  readonly metric: string;
+  /** One round: ns per call. */
+  round(): Promise<number>;
+}
+
+export const messaging: BenchModule = {
+  name: BENCH,
+  title: `calls between threads, ${N_FLOOD.toLocaleString("en-US")} in flight or one at a time: shared-memory rings vs MessageChannel and piscina`,
+  async run(ctx) {
+    const load = (): string => os.loadavg().map((l) => l.toFixed(2)).join(" ");
+    const loadBefore = load();
+    const smp = await Smp.start({ shards: 2, memoryPerShard: "1MiB", module: fixture("messaging-shard.mjs"), queueBytes: RING_BYTES });
+    const mcClient = new Peer(fixture("message-channel-peer.mjs"), { role: "client" });
+    const mcEcho = new Peer(fixture("message-channel-peer.mjs"), { role: "echo" });
+    const channel = new MessageChannel();
+    mcClient.worker.postMessage({ port: channel.port1 }, [channel.port1]);
+    mcEcho.worker.postMessage({ port: channel.port2 }, [channel.port2]);
+    const queues = createQueueBuffer(queueGeometry(2, RING_BYTES));
+    const bareClient = new Peer(fixture("bare-ring-peer.mjs"), { role: "client", queues, ringBytes: RING_BYTES });
+    const bareEcho = new Peer(fixture("bare-ring-peer.mjs"), { role: "echo", queues, ringBytes: RING_BYTES });
+    const pool = new Piscina({
+      filename: fileURLToPath(fixture("piscina-echo.mjs")),
+      minThreads: 1,
+      maxThreads: 1,
+      atomics: "disabled",
+      idleTimeout: Infinity,
+      concurrentTasksPerWorker: 64,
+    });
+    try {
+      const candidates: Candidate[] = [];
+      for (const kind of Object.keys(VALUES) as ValueKind[]) {
+        const value = VALUES[kind];
+        candidates.push(
+          {
+            name: `shard->shard`,
+            metric: kind,
+            round: async () => (await smp.submitTo<number>(0, "flood", { target: 1, n: N_FLOOD, value })) / N_FLOOD,
+          },
+          { name: "MessageChannel", metric: kind, round: async () => (await mcClient.request({ type: "flood", n: N_FLOOD, value })) / N_FLOOD },
+          {
+            name: "main->shard",
+            metric: kind,
+            round: async () => {
+              const t0 = process.hrtime.bigint();
+              const calls = new Array<Promise<unknown>>(N_FLOOD);
+              for (let i = 0; i < N_FLOOD; i++) calls[i] = smp.submitTo(0, "echo", value);
+              await Promise.all(calls);
+              return Number(process.hrtime.bigint() - t0) / N_FLOOD;
+            },
+          },
+          {
+            name: "piscina.run",
+            metric: kind,
+            round: async () => {
+              const t0 = process.hrtime.bigint();
+              const calls = new Array<Promise<unknown>>(N_FLOOD);
+              for (let i = 0; i < N_FLOOD; i++) calls[i] = pool.run(value);
+              await Promise.all(calls);
+              return Number(process.hrtime.bigint() - t0) / N_FLOOD;
+            },
+          },
+        );
+      }
+      candidates.push(
+        { name: "shard->shard", metric: "sequential", round: async () => (await smp.submitTo<number>(0, "pingPong", { target: 1, n: N_SEQ })) / N_SEQ },
+        { name: "MessageChannel", metric: "sequential", round: async () => (await mcClient.request({ type: "pingPong", n: N_SEQ })) / N_SEQ },
+        { name: "floor", metric: "integers", round: async () => (await bareClient.request({ n: N_FLOOD })) / N_FLOOD },
+        { name: "promises", metric: "one thread", round: promisesOnly },
+      );
+
+      const rounds = Math.max(3, ctx.timing.rounds ?? DEFAULT_TIMING.rounds);
+      ctx.progress(`${BENCH}: ${candidates.length} candidates, ${WARMUP_ROUNDS} warm-up + ${rounds} rounds each; load average ${loadBefore}`);
+      for (let w = 0; w < WARMUP_ROUNDS; w++) for (const c of candidates) await c.round();
+      const samples = new Map<Candidate, number[]>(candidates.map((c) => [c, []]));
+      for (let r = 0; r < rounds; r++) {
+        for (const c of r % 2 === 0 ? candidates : [...candidates].reverse()) samples.get(c)!.push(await c.round());
+      }
+      const loadAfter = load();
+
+      const find = (name: string, metric: string): { c: Candidate; ns: number } => {
+        const c = candidates.find((x) => x.name === name && x.metric === metric)!;
+        return { c, ns: median(samples.get(c)!) };
+      };
+      const floor = find("floor", "integers").ns;
+      const record = (name: string, metric: string, extra: Partial<BenchRecord> = {}): void => {
+        const { c, ns } = find(name, metric);
+        const xs = samples.get(c)!;
+        ctx.record({
+          bench: BENCH,
+          candidate: name,
+          metric,
+          nsPerOp: ns,
+          minNsPerOp: Math.min(...xs),
+          maxNsPerOp: Math.max(...xs),
+          opsPerRound: metric === "sequential" ? N_SEQ : N_FLOOD,
+          rounds,
+          ...extra,
+        });
+      };
+      for (const kind of Object.keys(VALUES) as ValueKind[]) {
+        const s2s = find("shard->shard", kind).ns;
+        const mc = find("MessageChannel", kind).ns;
+        record("shard->shard", kind, {
+          ...compare(s2s, "MessageChannel", mc, 1 / 3, "ratio <= 1/3 (>= 3x)"),
+          note: `${(s2s / floor).toFixed(2)}x the floor (bare ring of integers, ${floor.toFixed(0)} ns)`,
+        });
+        record("MessageChannel", kind);
+        const m2s = find("main->shard", kind).ns;
+        record("main->shard", kind, compare(m2s, "piscina.run", find("piscina.run", kind).ns, 1 / 10, "ratio <= 1/10 (>= 10x)"));
+        record("piscina.run", kind);
+      }
+      record("shard->shard", "sequential", compare(find("shard->shard", "sequential").ns, "MessageChannel", find("MessageChannel", "sequential").ns, 1, "ratio <= 1 (no slower)"));
+      record("MessageChannel", "sequential");
+      record("floor", "integers", {
+        note: `bare SPSC ring of integers with the same doorbell; load average before ${loadBefore}, after ${loadAfter} (${os.cpus().length} cores)`,
+      });
+      record("promises", "one thread", { note: "a promise per call made, resolved and awaited with Promise.all, no messaging: in every call's cost, not in the floor's" });
+    } finally {
+      await smp.stop();
+      await pool.destroy();
+      for (const p of [mcClient, mcEcho, bareClient, bareEcho]) await p.worker.terminate();
+      channel.port1.close();
+    }
+  },
+};
