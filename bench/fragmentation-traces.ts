@@ -66,6 +66,11 @@ class TraceRecorder {
     this.live -= this.sizes[id]!;
   }
 
+  /** Free every object still live, oldest first (the program's exit). */
+  freeAll(): void {
+    for (let id = 0; id < this.objects; id++) if (!this.freed.has(id)) this.free(id);
+  }
+
   private push(event: number): void {
     if (this.length === this.events.length) this.events = grow(this.events);
     this.events[this.length++] = event;
@@ -121,6 +126,7 @@ export async function recordStressTrace(): Promise<Trace> {
   while (rec.mallocCount < STRESS_MALLOCS) {
     await runSlice({ ms: 1e9, crossShard: STRESS_CROSS_SHARD, liveBytes }, shard);
   }
+  rec.freeAll();
   stressTrace = rec.finish("stress", `shardheap stress's workload, live set ${formatMiB(liveBytes)} (40% of 64 MiB), 25% of frees at the slice's end`);
   return stressTrace;
 }

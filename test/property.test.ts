@@ -35,15 +35,17 @@ const LARGEST_OBJECT = 2 * LARGEST_REQUEST;
 const MAX_ALIGN_LOG = 20;
 
 // ---------------------------------------------------------------------------
-// Size classes as DESIGN.md states them (Seastar: 2 fraction bits per power
-// of two, 8 B ... 16 KiB, rounded up to the 8-byte granule), derived here
-// independently of src/ so the test checks the implementation's table.
+// Size classes (Seastar's 2 fraction bits per power of two, a third from
+// 4 KiB up (issue 12), 8 B ... 16 KiB, rounded up to the 8-byte granule),
+// derived here independently of src/ so the test checks the implementation's table.
 
 const CLASS_SIZES: number[] = (() => {
   const out: number[] = [];
   for (let log = 3; log <= 14; log++) {
-    for (let frac = 0; frac < 4; frac++) {
-      const size = Math.ceil((((4 + frac) << log) >> 2) / 8) * 8;
+    // Two fraction bits per power of two, three from 4 KiB up.
+    const steps = log >= 12 ? 8 : 4;
+    for (let frac = 0; frac < steps; frac++) {
+      const size = Math.ceil((((steps + frac) << log) / steps) / 8) * 8;
       if (size <= MAX_SMALL_SIZE && out[out.length - 1] !== size) out.push(size);
     }
   }

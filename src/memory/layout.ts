@@ -99,7 +99,7 @@ export const H_HEADER_BYTES = 6;
 // section with its cache-line rule, and checkShardHeaderLayout() (run by the
 // test suite) fails when two overlap, one overflows SHARD_HEADER_BYTES, or a
 // section that must sit alone shares a 64-byte line.
-export const SHARD_HEADER_BYTES = 3 * PAGE_SIZE;
+export const SHARD_HEADER_BYTES = 4 * PAGE_SIZE;
 
 // Line 0 (bytes 0-63): written by the owner, rarely; read by every reader.
 export const S_ID = 0;
@@ -176,7 +176,7 @@ export const C_FAILED_ALLOCATIONS = 6;
 export const C_CROSS_SHARD_RECEIVED = 7;
 export const C_COUNT = 8;
 
-/** Small-pool records, one 64-byte cache line per pool, bytes 1024-6143. */
+/** Small-pool records, one 64-byte cache line per pool, bytes 1024-7167 (96 pools). */
 export const S_POOLS = 256; // byte 1024
 export const POOL_STRIDE = 16;
 /**
@@ -212,12 +212,6 @@ export const P_FREES_LO = 10;
 export const P_FREES_HI = 11;
 
 /**
- * Heads (page index, -1 = empty) of the free-span lists, bytes 6144-7295,
- * after the pool records (which end at byte 6143 with 80 pools).
- */
-export const S_SPAN_LISTS = 1536; // byte 6144
-
-/**
  * The outbox, bytes 8192-12287: for each destination shard, the head of a
  * chain of that shard's objects this shard has freed and not yet pushed
  * (cross-shard.ts, "batches"); 0 = none. Kept in the buffer, not in the
@@ -227,6 +221,13 @@ export const S_SPAN_LISTS = 1536; // byte 6144
 export const S_OUTBOX = 2048; // byte 8192
 /** Shards a heap may have: one outbox slot each. */
 export const MAX_SHARDS = 1024;
+
+/**
+ * Heads (page index, -1 = empty) of the free-span lists, bytes 12288-13439,
+ * after the outbox: the pool records of 48 size classes end at byte 7167,
+ * too near the outbox for the lists to fit between them.
+ */
+export const S_SPAN_LISTS = 3072; // byte 12288
 
 /** One section of the shard header: where it is and whether it must sit alone on its cache lines. */
 export interface HeaderSection {
@@ -246,8 +247,8 @@ export const SHARD_HEADER_SECTIONS: readonly HeaderSection[] = [
   { name: "profiler settings and owner (S_PROF_DEPTH..S_OWNER)", byte: S_PROF_DEPTH * 4, bytes: (S_OWNER - S_PROF_DEPTH + 1) * 4, alone: false },
   { name: "counters (C_BASE)", byte: C_BASE * 8, bytes: C_COUNT * 8, alone: false },
   { name: "pool records (S_POOLS)", byte: S_POOLS * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
-  { name: "free-span lists (S_SPAN_LISTS)", byte: S_SPAN_LISTS * 4, bytes: SPAN_LIST_COUNT * 4, alone: false },
   { name: "outbox (S_OUTBOX)", byte: S_OUTBOX * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
+  { name: "free-span lists (S_SPAN_LISTS)", byte: S_SPAN_LISTS * 4, bytes: SPAN_LIST_COUNT * 4, alone: false },
 ];
 
 /**

@@ -106,7 +106,7 @@ function allocateOne(shard: ShardContext): void {
  * flight, and the live set stays above the rest.
  */
 let handedOver = 0;
-const IN_FLIGHT_SHARE = 0.25;
+const IN_FLIGHT_SHARE = 0.5;
 /** Size of the object takeRandom took last. */
 let takenBytes = 0;
 
