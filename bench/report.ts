@@ -17,8 +17,10 @@ export interface BenchRecord {
   candidate: string;
   /** What nsPerOp measures when it is not the plain median time per operation (e.g. "ownCost"). */
   metric?: string;
-  /** Median ns per operation over the timed rounds. */
-  nsPerOp: number;
+  /** Median ns per operation over the timed rounds (absent for records that measure something else, see value). */
+  nsPerOp?: number;
+  /** A figure that is not a time (fragmentation: smallest shard / peak live bytes), shown in the value column. */
+  value?: number;
   /** The allocator's own cost: nsPerOp minus the memory floor's (churn). */
   ownNsPerOp?: number;
   minNsPerOp?: number;
@@ -102,7 +104,7 @@ function formatSpeedup(r: number | undefined): string {
   return `${text}x ${r <= 1 ? "faster" : "slower"}`;
 }
 
-const NUMERIC_COLUMNS = new Set(["L", "ns/op", "p50/p99 us", "min..max", "own ns/op", "base ns/op", "ratio", "speed"]);
+const NUMERIC_COLUMNS = new Set(["L", "ns/op", "value", "p50/p99 us", "min..max", "own ns/op", "base ns/op", "ratio", "speed"]);
 
 function formatUs(us: number | undefined): string {
   if (us === undefined || !Number.isFinite(us)) return "";
@@ -122,16 +124,22 @@ export function formatTable(records: readonly BenchRecord[]): string {
     r.baseline ?? "",
     formatNs(r.baselineNsPerOp),
     formatRatio(r.ratio),
-    formatSpeedup(r.ratio),
+    r.nsPerOp === undefined ? "" : formatSpeedup(r.ratio), // "faster" / "slower" only for times
     r.target ?? "",
     r.pass === undefined ? "" : r.pass ? "PASS" : "MISS",
   ]);
+  // Figures that are not times: a value column, only in tables that have some.
+  if (records.some((r) => r.value !== undefined)) {
+    header.splice(3, 0, "value");
+    rows.forEach((row, i) => row.splice(3, 0, formatRatio(records[i]!.value)));
+  }
   // Latency records: a p50/p99 column, only in tables that have some.
   if (records.some((r) => r.p99Us !== undefined)) {
-    header.splice(4, 0, "p50/p99 us");
+    const at = header.indexOf("ns/op") + 1;
+    header.splice(at, 0, "p50/p99 us");
     rows.forEach((row, i) => {
       const r = records[i]!;
-      row.splice(4, 0, r.p99Us === undefined ? "" : `${formatUs(r.medianUs)}/${formatUs(r.p99Us)}`);
+      row.splice(at, 0, r.p99Us === undefined ? "" : `${formatUs(r.medianUs)}/${formatUs(r.p99Us)}`);
     });
   }
   const numeric = new Set(header.flatMap((h, i) => (NUMERIC_COLUMNS.has(h) ? [i] : [])));

@@ -22,7 +22,8 @@ import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
-                        [--cross-shard RATIO] [--leak RATE] [--out DIR] [--admin-port P [--admin-heap-image]]
+                        [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
+                        [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
        shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
@@ -40,6 +41,7 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
+  --live R           live set each shard keeps, as a share of its memory, 0..1 (default 0.4)
   --leak RATE        also leak RATE bytes per second per shard at a fourth site,
                      allocateLeakedRecord (64K, 1MiB accepted): a leak to find
   --out DIR          where the report files go
@@ -151,6 +153,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   const flags: RuntimeFlags = {};
   let duration = 10;
   let crossShard = 0.25;
+  let liveRatio: number | undefined;
   let leakRate = 0;
   let outDir: string | undefined;
   let adminPort: number | undefined;
@@ -176,6 +179,9 @@ async function stress(argv: readonly string[]): Promise<void> {
         break;
       case "--cross-shard":
         crossShard = parseDecimal(value(), "--cross-shard", 0, 1);
+        break;
+      case "--live":
+        liveRatio = parseDecimal(value(), "--live", 0, 1);
         break;
       case "--leak":
         leakRate = parseSize(value(), "--leak");
@@ -217,6 +223,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       heapprofRate: options.heapprofRate,
       durationSeconds: duration,
       crossShard,
+      ...(liveRatio === undefined ? {} : { liveRatio }),
       leakRate,
       interrupted,
       ...(outDir === undefined ? {} : { outDir }),

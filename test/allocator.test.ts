@@ -8,6 +8,7 @@ import {
   SharedHeap,
 } from "../src/index.js";
 import { CLASS_COUNT, classOf, classSize } from "../src/memory/size-classes.js";
+import { formatSize } from "../src/units.js";
 import { POOL_STRIDE, P_FREES_LO, P_MALLOCS_LO } from "../src/memory/layout.js";
 import { newHeap } from "./helpers.js";
 
@@ -527,5 +528,23 @@ describe("diagnostics", () => {
     expect(d).toMatch(/^ {2}112 +4K +1 +\S+ +\S+ +\d+$/m);
     expect(d).toMatch(/^index  size  free  used spans$/m);
     a.free(p);
+  });
+
+  it("shows the largest free span, which largestFreeSpan() reports from any thread", () => {
+    const heap = newHeap();
+    const a = heap.shard(0);
+    const total = a.stats().totalMemory;
+    expect(a.largestFreeSpan()).toBe(total);
+    expect(a.diagnostics()).toMatch(new RegExp(`^Largest free span: ${formatSize(total).replace(".", "\\.")}$`, "m"));
+    // A large object in the middle splits the free memory in two; freeing it joins them again.
+    const left = a.malloc(total / 2 - 3 * PAGE_SIZE);
+    const middle = a.malloc(5 * PAGE_SIZE);
+    a.free(left);
+    expect(heap.largestFreeSpan(0)).toBeLessThan(a.stats().freeMemory);
+    expect(heap.largestFreeSpan(0)).toBeGreaterThanOrEqual(total / 2 - 3 * PAGE_SIZE);
+    a.free(middle);
+    expect(heap.largestFreeSpan(0)).toBe(total);
+    expect(SharedHeap.attach(heap.buffer).largestFreeSpan(0)).toBe(total);
+    expect(heap.check()).toEqual([]);
   });
 });

@@ -35,15 +35,17 @@ const LARGEST_OBJECT = 2 * LARGEST_REQUEST;
 const MAX_ALIGN_LOG = 20;
 
 // ---------------------------------------------------------------------------
-// Size classes as DESIGN.md states them (Seastar: 2 fraction bits per power
-// of two, 8 B ... 16 KiB, rounded up to the 8-byte granule), derived here
-// independently of src/ so the test checks the implementation's table.
+// Size classes (Seastar's 2 fraction bits per power of two, a third from
+// 4 KiB up (issue 12), 8 B ... 16 KiB, rounded up to the 8-byte granule),
+// derived here independently of src/ so the test checks the implementation's table.
 
 const CLASS_SIZES: number[] = (() => {
   const out: number[] = [];
   for (let log = 3; log <= 14; log++) {
-    for (let frac = 0; frac < 4; frac++) {
-      const size = Math.ceil((((4 + frac) << log) >> 2) / 8) * 8;
+    // Two fraction bits per power of two, three from 4 KiB up.
+    const steps = log >= 12 ? 8 : 4;
+    for (let frac = 0; frac < steps; frac++) {
+      const size = Math.ceil((((steps + frac) << log) / steps) / 8) * 8;
       if (size <= MAX_SMALL_SIZE && out[out.length - 1] !== size) out.push(size);
     }
   }
@@ -101,6 +103,7 @@ type Op =
   | { k: "crossFree"; pick: number; sized: boolean }
   | { k: "drain"; shard: number }
   | { k: "trim"; shard: number }
+  | { k: "profile"; shard: number; rate: number; seed: number }
   | { k: "burst"; shard: number; size: number; count: number; freeFraction: number; order: number; cross: boolean };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
@@ -135,6 +138,13 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ k: fc.constant("crossFree" as const), pick: pickArb, sized: fc.boolean() }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant("drain" as const), shard: shardArb }) },
   { weight: 1, arbitrary: fc.record({ k: fc.constant("trim" as const), shard: shardArb }) },
+  // The heap profiler on (every allocation, or sampled) or off: sampled
+  // objects live in pools of their own, tagged at their span's end or,
+  // from 2 KiB up, in their span's page record.
+  {
+    weight: 1,
+    arbitrary: fc.record({ k: fc.constant("profile" as const), shard: shardArb, rate: fc.constantFrom(0, 1, 1, 16384), seed: fc.nat() }),
+  },
   // Many objects of one class, then most of them freed (locally, or through
   // the other shard and drained): overflows the pool's free list so it
   // trims in a batch and releases spans.
@@ -221,6 +231,11 @@ interface Coverage {
   implicitDrains: number;
   bigAlignments: number;
   invalidCalls: number;
+  /** Small objects allocated while their shard's profiler recorded every allocation, below 2 KiB and from 2 KiB up. */
+  profiledSmall: number;
+  profiledAlone: number;
+  /** Trims that left a shard with page-span objects only, whose free spans the model then knows exactly. */
+  freeSpansChecked: number;
 }
 
 function newCoverage(): Coverage {
@@ -240,6 +255,9 @@ function newCoverage(): Coverage {
     implicitDrains: 0,
     bigAlignments: 0,
     invalidCalls: 0,
+    profiledSmall: 0,
+    profiledAlone: 0,
+    freeSpansChecked: 0,
   };
 }
 
@@ -262,6 +280,8 @@ class Harness {
   freed: number[] = [];
   private nextId = 1;
   private readonly initial: MemoryStats[];
+  /** Per shard: the profiler's rate (0 off, 1 every allocation). */
+  private readonly rate: number[] = Array.from({ length: SHARDS }, () => 0);
 
   constructor(
     shardBytes: number,
@@ -430,6 +450,10 @@ class Harness {
     expect(ptr).toBeGreaterThan(0);
     expect(ptr % align, `allocation aligned to ${align}`).toBe(0);
     expect(o.usable).toBeGreaterThanOrEqual(r.size);
+    if (!large && this.rate[s] === 1) {
+      if (o.usable >= 2048) this.cov.profiledAlone++;
+      else this.cov.profiledSmall++;
+    }
     if (large) expect(o.usable, `large object of ${r.size} B is whole pages`).toBe(pagesFor(r.size) * PAGE_SIZE);
     else if (r.kind === "malloc") expect(o.usable, `small object of ${r.size} B uses its size class`).toBe(classFor(r.size));
     else expect(o.usable).toBeLessThanOrEqual(MAX_SMALL_SIZE);
@@ -540,6 +564,42 @@ class Harness {
     expect(returned).toBe(this.heap.stats(s).freeMemory - before);
     this.markDrained(s); // trim drains the inbox first
     this.reconcile(s, false);
+    this.checkFreeSpans(s);
+  }
+
+  /**
+   * A trimmed shard whose objects are all page spans holds no pool span,
+   * so its free pages are exactly the gaps between those objects, each one
+   * free span (freed pages merge with their free neighbours at once): the
+   * largest free span is the largest gap.
+   */
+  private checkFreeSpans(s: number): void {
+    const mine = this.liveOn(s);
+    if (mine.some((o) => !o.large)) return;
+    const region = this.heap.regions[s]!;
+    const end = region.dataStart + region.dataBytes;
+    let largestGap = 0;
+    let at = region.dataStart;
+    for (const o of [...mine].sort((a, b) => a.ptr - b.ptr)) {
+      largestGap = Math.max(largestGap, o.ptr - at);
+      at = o.ptr + o.usable;
+    }
+    largestGap = Math.max(largestGap, end - at);
+    expect(this.heap.stats(s).freeMemory, `shard ${s}: free memory is all but its page-span objects`).toBe(
+      region.dataBytes - mine.reduce((n, o) => n + o.usable, 0),
+    );
+    expect(this.heap.largestFreeSpan(s), `shard ${s}: largest free span after trim, with ${mine.length} page-span objects`).toBe(largestGap);
+    this.cov.freeSpansChecked++;
+  }
+
+  /** Turn shard `s`'s profiler to `rate` through every view of the heap (each has its own sampler). */
+  profile(s: number, rate: number, seed: number): void {
+    for (const view of this.views) {
+      const a = view.shard(s);
+      a.setHeapProfilingSampleRate(rate);
+      a.seedHeapProfiler(seed);
+    }
+    this.rate[s] = rate;
   }
 
   // ------------------------------------------------------------ realloc
@@ -681,6 +741,9 @@ class Harness {
       case "trim":
         this.trim(op.shard);
         break;
+      case "profile":
+        this.profile(op.shard, op.rate, op.seed);
+        break;
       case "burst": {
         const made: Obj[] = [];
         for (let i = 0; i < op.count; i++) {
@@ -713,7 +776,8 @@ class Harness {
       expect(st.liveObjects, `shard ${s} liveObjects at the end`).toBe(0);
       expect(st.freeMemory, `shard ${s} freeMemory after free all + trim`).toBe(this.initial[s]!.freeMemory);
       expect(st.freeMemory).toBe(st.totalMemory);
-      // Nothing is left behind: the whole shard is one allocatable run again.
+      // Nothing is left behind: the whole shard is one free span, allocatable as one object.
+      expect(this.heap.largestFreeSpan(s)).toBe(st.totalMemory);
       const p = a.malloc(st.totalMemory);
       expect(a.objectSize(p)).toBe(st.totalMemory);
       a.free(p);
@@ -986,6 +1050,9 @@ describe("allocator properties", () => {
     expect(cov.implicitDrains).toBeGreaterThan(0);
     expect(cov.bigAlignments).toBeGreaterThan(0);
     expect(cov.spansReleasedOnFree).toBeGreaterThan(0);
+    expect(cov.profiledSmall).toBeGreaterThan(0);
+    expect(cov.profiledAlone).toBeGreaterThan(0);
+    expect(cov.freeSpansChecked).toBeGreaterThan(0);
   });
 
   it("invalid pointers and arguments throw and leave every byte of the heap unchanged", () => {

@@ -35,11 +35,16 @@ function checkReport(out: string, withSites: boolean): void {
 describe("shardheap stress", () => {
   it("runs, shows progress, prints statistics and the tree, writes every report file", () => {
     const out = join(tempDir("shardheap-stress-"), "out");
-    const r = runCli(["stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--out", out]);
+    const r = runCli(["stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--live", "0.3", "--out", out]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard/m);
+    expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard, live set 30% of each shard/m);
     expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+  failed mallocs: \S+$/m);
-    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free +failed mallocs$/m);
+    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free +largest free span +failed mallocs$/m);
+    // Per shard: free memory, its largest piece (no larger than all of it), failed allocations.
+    const rows = [...r.stdout.matchAll(/^ +([01]) +\S+ +\S+ +\S+ +\S+ +\S+ +(\S+) +(\S+) +(\S+)$/gm)];
+    expect(rows.map((m) => m[1])).toEqual(["0", "1"]);
+    const bytes = (text: string): number => Number(text.slice(0, -1)) * 1024 ** "BKMGT".indexOf(text.slice(-1));
+    for (const m of rows) expect(bytes(m[3]!)).toBeLessThanOrEqual(bytes(m[2]!));
     expect(r.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
     expect(r.stdout).toMatch(/allocate(SessionState|RequestBuffer|CacheEntry) \(.*workload\.ts:\d+:\d+\)/);
     checkReport(out, true);
@@ -53,7 +58,7 @@ describe("shardheap stress", () => {
     expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off,/m);
     const failedNow = /failed mallocs: (\S+)$/m.exec(r.stdout);
     expect(failedNow, r.stdout).not.toBeNull();
-    const row = /^ +0 +(?:\S+ +){6}(\S+)$/m.exec(r.stdout);
+    const row = /^ +0 +(?:\S+ +){7}(\S+)$/m.exec(r.stdout);
     expect(row, r.stdout).not.toBeNull();
     expect(Number(row![1]!.replace(/k$/, "000"))).toBeGreaterThan(0);
     expect(r.stdout).toMatch(/Heap profiler was off \(--heapprof to turn it on\): no heapprof\.\* files, only heap\.img/);
@@ -90,6 +95,9 @@ describe("shardheap stress", () => {
       ["--duration", "1e1"],
       ["--cross-shard", "2"],
       ["--cross-shard="],
+      ["--live", "1.5"],
+      ["--live=-0.1"],
+      ["--live"],
       ["--smp", "x"],
       ["--memory", "12XB"],
       ["--memory=64K"],

@@ -33,12 +33,15 @@ import {
   P_PAGES_IN_USE,
   P_SPAN_FREE,
   P_SPAN_LIST,
-  S_NONEMPTY_ORDERS,
-  S_SPAN_LISTS,
+  SPAN_BITMAP_WORDS,
+  SPAN_LIST_COUNT,
+  S_SPAN_BITMAP,
+  S_SPAN_SUMMARY,
 } from "./layout.js";
+import { spanListMinPages, spanListOf } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
-import { POOL_COUNT, SAMPLED_POOL_BASE, SITE_TAG_BYTES, classFallbackSpanPages, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
-import { poolRecord } from "./small-pool.js";
+import { POOL_COUNT, SAMPLED_POOL_BASE, classFallbackSpanPages, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
+import { poolRecord, sampledTagIndex } from "./small-pool.js";
 import { readStats } from "./stats.js";
 
 const MAX_REPORTS = 50;
@@ -81,6 +84,7 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
   let liveLarge = 0;
   const freeHeads = new Set<number>();
   const poolSpans: number[][] = Array.from({ length: POOL_COUNT }, () => []);
+  let previousFree = -1;
   for (let p = 0; p < r.dataPages; ) {
     const state = meta(p, PM_STATE);
     const len = meta(p, PM_SPAN_PAGES);
@@ -91,11 +95,8 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
     if (state === PAGE_FREE) {
       freePages += len;
       freeHeads.add(p);
-      if ((len & (len - 1)) !== 0 || p % len !== 0) fail(`free span at page ${p} of ${len} pages is not an aligned power of two`);
-      const buddy = p ^ len;
-      if (buddy + len <= r.dataPages && meta(buddy, PM_STATE) === PAGE_FREE && meta(buddy, PM_SPAN_PAGES) === len) {
-        fail(`free spans at pages ${p} and ${buddy} are unmerged buddies`);
-      }
+      if (previousFree >= 0) fail(`free spans at pages ${previousFree} and ${p} touch but were not merged`);
+      if (meta(p + len - 1, PM_HEAD) !== p) fail(`free span at page ${p}: its last page ${p + len - 1} names head ${meta(p + len - 1, PM_HEAD)}`);
       for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside free span ${p} is marked ${meta(q, PM_STATE)}`);
       if (anyBitsSet(r, r.pageAddress(p), len * PAGE_SIZE)) fail(`free span at page ${p} has live or pending bits set`);
     } else if (state === PAGE_LARGE) {
@@ -115,27 +116,35 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
       fail(`page ${p} has unknown state ${state}`);
       return errors;
     }
+    previousFree = state === PAGE_FREE ? p : -1;
     p += len;
   }
   if (freePages !== r.freePages()) fail(`free pages counter ${r.freePages()} but free spans hold ${freePages}`);
 
-  // 2. Free-span lists: each entry a free head of the list's size, links consistent.
+  // 2. Free-span lists: each entry a free head of the list's lengths,
+  // links consistent, the bitmap and its summary saying which are non-empty.
   let listed = 0;
-  const orders = i32[r.hdr + S_NONEMPTY_ORDERS]!;
-  for (let k = 0; k < 32; k++) {
+  for (let k = 0; k < SPAN_LIST_COUNT; k++) {
     let prev = -1;
     let n = 0;
-    for (let p = i32[r.hdr + S_SPAN_LISTS + k]!; p >= 0; p = meta(p, PM_NEXT)) {
+    for (let p = i32[r.spanLists + k]!; p >= 0; p = meta(p, PM_NEXT)) {
       if (p >= r.dataPages || ++n > r.dataPages) {
         fail(`free-span list ${k} is corrupt at page ${p}`);
         break;
       }
-      if (!freeHeads.has(p) || meta(p, PM_SPAN_PAGES) !== 1 << k) fail(`free-span list ${k} holds page ${p}, not a free span of ${1 << k} pages`);
+      if (!freeHeads.has(p) || spanListOf(meta(p, PM_SPAN_PAGES)) !== k) {
+        fail(`free-span list ${k} (spans of ${spanListMinPages(k)} pages or more) holds page ${p}, not a free span it lists`);
+      }
       if (meta(p, PM_PREV) !== prev) fail(`free-span list ${k}: page ${p} has back link ${meta(p, PM_PREV)}, expected ${prev}`);
       prev = p;
     }
     listed += n;
-    if ((n > 0) !== ((orders & (1 << k)) !== 0)) fail(`free-span list ${k}: non-empty flag disagrees with the list`);
+    const flagged = (i32[r.hdr + S_SPAN_BITMAP + (k >>> 5)]! & (1 << (k & 31))) !== 0;
+    if ((n > 0) !== flagged) fail(`free-span list ${k}: bitmap bit ${flagged ? "set" : "clear"} but the list has ${n} spans`);
+  }
+  for (let w = 0; w < SPAN_BITMAP_WORDS; w++) {
+    const summary = (i32[r.hdr + S_SPAN_SUMMARY]! & (1 << w)) !== 0;
+    if (summary !== (i32[r.hdr + S_SPAN_BITMAP + w] !== 0)) fail(`free-span bitmap word ${w}: summary bit disagrees with the word`);
   }
   if (listed !== freeHeads.size) fail(`${freeHeads.size} free spans but ${listed} listed`);
 
@@ -224,7 +233,7 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
         const start = r.pageAddress(p);
         for (let k = 0; k < perSpan; k++) {
           if (!r.isLive(start + k * size)) continue;
-          const tag = i32[(start + perSpan * size + SITE_TAG_BYTES * k) >>> 2]!;
+          const tag = i32[sampledTagIndex(r, start + k * size, cls)]!;
           if (!validTag(r, tag)) fail(`class ${size}: sampled object ${start + k * size} has a bad site tag ${tag}`);
         }
       }

@@ -14,7 +14,8 @@
  * mapped-diagnostics.ts) as `topSites`.
  */
 import { formatCount, formatSize } from "../units.js";
-import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_NEXT, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE, S_SPAN_LISTS } from "./layout.js";
+import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE } from "./layout.js";
+import { largestFreeSpanPages } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
 import { CLASS_COUNT, POOL_COUNT, classSize, classSpanPages } from "./size-classes.js";
 import { poolBytes, poolObjectsInUse } from "./small-pool.js";
@@ -34,6 +35,8 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
   out.push(`Dumping shardheap memory diagnostics (shard ${r.id})`);
   out.push(`Used memory:   ${formatSize(s.allocatedMemory)}`);
   out.push(`Free memory:   ${formatSize(s.freeMemory)}`);
+  // Fragmentation at a glance: the largest request a page span can meet now.
+  out.push(`Largest free span: ${formatSize(largestFreeSpanPages(r) * PAGE_SIZE)}`);
   out.push(`Total memory:  ${formatSize(s.totalMemory)}`);
   out.push(`Hard failures: ${r.counter(C_FAILED_ALLOCATIONS)}`);
   out.push("");
@@ -58,6 +61,7 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
   out.push("index  size  free  used spans");
   const spans = new Array<number>(32).fill(0);
   const usedPages = new Array<number>(32).fill(0);
+  const freePages = new Array<number>(32).fill(0);
   // Walk spans head to head; pool spans are counted once, at their head.
   for (let p = 0; p < r.dataPages; ) {
     const m = r.pageMeta(p);
@@ -70,16 +74,13 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
     const idx = len === 1 ? 0 : 32 - Math.clz32(len - 1);
     spans[idx]!++;
     if (state !== PAGE_FREE) usedPages[idx]! += len;
+    else freePages[idx]! += len;
     p += len;
   }
   for (let i = 0; i < 32; i++) {
-    let free = 0;
-    for (let p = r.i32[r.hdr + S_SPAN_LISTS + i]!, n = 0; p >= 0 && n < r.dataPages; p = r.i32[r.pageMeta(p) + PM_NEXT]!, n++) {
-      free += r.i32[r.pageMeta(p) + PM_SPAN_PAGES]!;
-    }
     if (2 ** i > r.dataPages && spans[i] === 0) break;
     out.push(
-      `${pad(i, 5)} ${pad(formatSize(2 ** i * PAGE_SIZE), 5)} ${pad(formatSize(free * PAGE_SIZE), 5)} ` +
+      `${pad(i, 5)} ${pad(formatSize(2 ** i * PAGE_SIZE), 5)} ${pad(formatSize(freePages[i]! * PAGE_SIZE), 5)} ` +
         `${pad(formatSize(usedPages[i]! * PAGE_SIZE), 5)} ${pad(formatCount(spans[i]!), 5)}`,
     );
   }

@@ -19,13 +19,17 @@
  * Seastar's object_cpu_id. Offsets are kept below 2^32 (the buffer is at
  * most 4 GiB) so that free-list links fit a Uint32 and `ptr >>> k` is exact.
  *
- * Pages are 4096 bytes. Runs of pages form spans; free spans are kept in
- * power-of-two lists and are naturally aligned (a buddy allocator): a free
- * span of 2^k pages starts at a page index that is a multiple of 2^k, and
- * when it is freed it merges with its buddy (index ^ 2^k) while the buddy is
- * a free span of the same size. Large objects (> 16 KiB) are page spans cut
- * to the exact page count; the cut-off tail goes back as aligned pieces.
- * Small objects come from small pools (see size-classes.ts, small-pool.ts).
+ * Pages are 4096 bytes. Runs of pages form spans, of any length: a free
+ * span sits in one of segregated free lists (exact page counts below 32,
+ * 16 lists per power of two above, a bitmap of the non-empty ones) and
+ * merges with free neighbours the moment it is freed, so a request is
+ * placed in the smallest free span that holds it, in O(1) (TLSF's scheme,
+ * page-spans.ts). Large objects (> 16 KiB) are page spans of the exact page
+ * count, carved from the high end of the span chosen; small-pool spans
+ * from the low end. Small objects come from small pools (see
+ * size-classes.ts, small-pool.ts). Power-of-two buddies, Seastar's scheme
+ * and ours before issue 12, needed 1.9x a trace's peak live bytes where
+ * this needs 1.25x (bench/fragmentation.ts).
  *
  * Liveness is exact, not probabilistic: a bitmap holds one "live" bit per
  * 8-byte granule, set only at the first granule of a live object, so a
@@ -52,8 +56,9 @@
  * Invariants (checked by check.ts):
  *   freePages + usedPages == dataPages
  *   mallocs - frees == number of live bits == liveObjects
- *   a free span: head FREE, size a power of two, aligned, in list log2(size),
- *     never beside a free buddy of the same size (it would have merged)
+ *   a free span: head FREE, its last page's PM_HEAD the head, in the list
+ *     of its length, never beside another free span (it would have merged);
+ *     a list's bitmap bit set exactly when the list is not empty
  *   a pool span: every page POOL with the same class and head;
  *     used + objects in its own freelist == capacity
  */
@@ -72,8 +77,11 @@ export const MAX_HEAP_BYTES = 2 ** 32;
 export const HEAP_HEADER_BYTES = PAGE_SIZE;
 export const HEAP_MAGIC0 = 0x44524853; // "SHRD" little-endian
 export const HEAP_MAGIC1 = 0x50414548; // "HEAP" little-endian
-/** 2: the owner word, the outbox and claimed lists (the races of issue 9). */
-export const HEAP_VERSION = 2;
+/**
+ * 2: the owner word, the outbox and claimed lists (the races of issue 9).
+ * 3: free spans of any page count in segregated lists (issue 12).
+ */
+export const HEAP_VERSION = 3;
 
 export const H_MAGIC0 = 0;
 export const H_MAGIC1 = 1;
@@ -91,7 +99,7 @@ export const H_HEADER_BYTES = 6;
 // section with its cache-line rule, and checkShardHeaderLayout() (run by the
 // test suite) fails when two overlap, one overflows SHARD_HEADER_BYTES, or a
 // section that must sit alone shares a 64-byte line.
-export const SHARD_HEADER_BYTES = 3 * PAGE_SIZE;
+export const SHARD_HEADER_BYTES = 4 * PAGE_SIZE;
 
 // Line 0 (bytes 0-63): written by the owner, rarely; read by every reader.
 export const S_ID = 0;
@@ -104,8 +112,6 @@ export const S_CLASS_MAP_OFFSET = 3;
 export const S_DATA_OFFSET = 4;
 /** Pages currently in free spans. */
 export const S_FREE_PAGES = 5;
-/** Bit k set when free-span list k is not empty. */
-export const S_NONEMPTY_ORDERS = 6;
 export const S_BITMAP_OFFSET = 7;
 /** Heap profiler (site-table.ts): where its section is, its capacities and fill. */
 export const S_PROF_OFFSET = 8;
@@ -128,9 +134,17 @@ export const S_PROF_RATE = 15;
 export const S_INBOX = 16;
 export const S_DOORBELL = 17;
 
-/** Lines 2-3: heads (page index, -1 = empty) of the free-span lists, one per order. */
-export const S_SPAN_LISTS = 32;
-export const MAX_ORDERS = 32;
+/**
+ * Line 2: which free-span lists (page-spans.ts) are not empty: bit i of
+ * word S_SPAN_BITMAP + (i >> 5) for list i, and bit w of S_SPAN_SUMMARY
+ * when bitmap word w is not 0, so the first non-empty list from any list
+ * on is two word reads away.
+ */
+export const S_SPAN_SUMMARY = 32;
+export const S_SPAN_BITMAP = 33;
+/** Free-span lists: exact page counts below 32, then 16 lists per power of two up to 2^20 pages. */
+export const SPAN_LIST_COUNT = 288;
+export const SPAN_BITMAP_WORDS = SPAN_LIST_COUNT / 32;
 
 // Line 4 (bytes 256-319): the owner's cold settings.
 /** Frames recorded per allocation site. */
@@ -162,7 +176,7 @@ export const C_FAILED_ALLOCATIONS = 6;
 export const C_CROSS_SHARD_RECEIVED = 7;
 export const C_COUNT = 8;
 
-/** Small-pool records, one 64-byte cache line per pool, bytes 1024-6143. */
+/** Small-pool records, one 64-byte cache line per pool, bytes 1024-7167 (96 pools). */
 export const S_POOLS = 256; // byte 1024
 export const POOL_STRIDE = 16;
 /**
@@ -208,6 +222,13 @@ export const S_OUTBOX = 2048; // byte 8192
 /** Shards a heap may have: one outbox slot each. */
 export const MAX_SHARDS = 1024;
 
+/**
+ * Heads (page index, -1 = empty) of the free-span lists, bytes 12288-13439,
+ * after the outbox: the pool records of 48 size classes end at byte 7167,
+ * too near the outbox for the lists to fit between them.
+ */
+export const S_SPAN_LISTS = 3072; // byte 12288
+
 /** One section of the shard header: where it is and whether it must sit alone on its cache lines. */
 export interface HeaderSection {
   readonly name: string;
@@ -222,11 +243,12 @@ export interface HeaderSection {
 export const SHARD_HEADER_SECTIONS: readonly HeaderSection[] = [
   { name: "config and page accounting (S_ID..S_PROF_RATE)", byte: 0, bytes: (S_PROF_RATE + 1) * 4, alone: false },
   { name: "inbox and doorbell (S_INBOX, S_DOORBELL)", byte: S_INBOX * 4, bytes: 8, alone: true },
-  { name: "free-span lists (S_SPAN_LISTS)", byte: S_SPAN_LISTS * 4, bytes: MAX_ORDERS * 4, alone: false },
+  { name: "free-span bitmap (S_SPAN_SUMMARY, S_SPAN_BITMAP)", byte: S_SPAN_SUMMARY * 4, bytes: (1 + SPAN_BITMAP_WORDS) * 4, alone: false },
   { name: "profiler settings and owner (S_PROF_DEPTH..S_OWNER)", byte: S_PROF_DEPTH * 4, bytes: (S_OWNER - S_PROF_DEPTH + 1) * 4, alone: false },
   { name: "counters (C_BASE)", byte: C_BASE * 8, bytes: C_COUNT * 8, alone: false },
   { name: "pool records (S_POOLS)", byte: S_POOLS * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
   { name: "outbox (S_OUTBOX)", byte: S_OUTBOX * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
+  { name: "free-span lists (S_SPAN_LISTS)", byte: S_SPAN_LISTS * 4, bytes: SPAN_LIST_COUNT * 4, alone: false },
 ];
 
 /**
@@ -264,13 +286,20 @@ export const PM_SPAN_PAGES = 1;
 /** List links (page indices, -1 = none): free-span lists, pool span lists. */
 export const PM_NEXT = 2;
 export const PM_PREV = 3;
-/** Head page of the pool span this page belongs to. */
+/**
+ * Head page of the pool span this page belongs to; on the last page of a
+ * free span, that span's head (the boundary tag a merge from the right reads).
+ */
 export const PM_HEAD = 4;
 /** Pool span head: the span's own free-object list (Uint32 pointer). */
 export const PM_FREELIST = 5;
 /** Pool span head: objects taken out of the span's own freelist. */
 export const PM_USED = 6;
-/** Heap-profiler site of a page-sized or large object (0 = not profiled). */
+/**
+ * Heap-profiler site of a page-span object (0 = not profiled), and on the
+ * head of a span of a sampled pool that keeps tags in page records
+ * (size-classes.ts), its object's.
+ */
 export const PM_SITE = 7;
 
 /**

@@ -8,16 +8,15 @@
  *
  * A sampled object's tag (layout.ts) names its site and the rate epoch it
  * was sampled in, so its free subtracts exactly the weight its allocation
- * added, whatever the rate is by then. Small sampled objects keep the tag
- * in an array at the end of their span; page spans in their page record.
+ * added, whatever the rate is by then. Where a small sampled object's tag
+ * sits: small-pool.ts sampledTagIndex; page spans keep it in their page record.
  */
 import { logInfo } from "../log.js";
-import { PM_HEAD, PM_SPAN_PAGES, PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "./layout.js";
+import { PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "./layout.js";
 import { checkSize } from "./pointers.js";
 import type { ShardRegion } from "./region.js";
 import { Sampler, sampleWeight } from "./sampler.js";
 import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
-import { SITE_TAG_BYTES, classSize, objectsPerSpan } from "./size-classes.js";
 import { captureRawCallSites } from "./stack-capture.js";
 
 /** A public allocation method: where a profiled stack capture starts. */
@@ -110,16 +109,6 @@ export class AllocationProfiler {
     const rate = epochRate(this.r, tag >>> 24);
     (this.siteTable ??= new SiteTable(this.r)).recordResize(
       (tag & TAG_SITE_MASK) - 1, sampleWeight(oldSize, rate), oldSize, sampleWeight(newSize, rate), newSize);
-  }
-
-  /** Where a sampled pool object's 4-byte site tag is: the tag array at the end of its span. */
-  tagAddress(obj: number, pool: number): number {
-    const r = this.r;
-    const head = r.i32[r.pageMeta(r.pageOf(obj)) + PM_HEAD]!;
-    const start = r.pageAddress(head);
-    const size = classSize[pool]!;
-    const objects = objectsPerSpan(pool, r.i32[r.pageMeta(head) + PM_SPAN_PAGES]!);
-    return start + objects * size + SITE_TAG_BYTES * ((obj - start) / size);
   }
 }
 

@@ -16,7 +16,6 @@
  */
 import {
   C_BASE,
-  MAX_ORDERS,
   PAGE_POOL,
   PM_FREELIST,
   PM_HEAD,
@@ -46,6 +45,7 @@ import {
   S_META_OFFSET,
   S_OWNER,
   S_SPAN_LISTS,
+  SPAN_LIST_COUNT,
   TAG_SITE_MASK,
   regionLayout,
 } from "./layout.js";
@@ -83,7 +83,7 @@ export function regionProblem(r: ShardRegion, shardBytes: number, regions: reado
   const isObject = (ptr: number): boolean => ptr === 0 || (r.contains(ptr) && ptr % 8 === 0);
   const freePages = r.headerSlot(S_FREE_PAGES);
   if (freePages < 0 || freePages > pages) return `${freePages} free pages, of ${pages}`;
-  for (let k = 0; k < MAX_ORDERS; k++) {
+  for (let k = 0; k < SPAN_LIST_COUNT; k++) {
     if (!isPage(r.headerSlot(S_SPAN_LISTS + k))) return `free-span list ${k} starts at page ${r.headerSlot(S_SPAN_LISTS + k)}, of ${pages}`;
   }
   if (!isObject(r.u32[r.inbox]!)) return `cross-shard inbox holds ${r.u32[r.inbox]}, not an object of the shard`;

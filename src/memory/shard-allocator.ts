@@ -30,7 +30,7 @@
 import { HeapOwnershipError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { formatSize } from "../units.js";
-import { allocatePageSpan, freePageRange } from "./page-spans.js";
+import { allocatePageSpan, freePageRange, largestFreeSpanPages } from "./page-spans.js";
 import { Outbox, chainNext, claimRemoteFree, pushInbox, takeInbox } from "./cross-shard.js";
 import * as layout from "./layout.js";
 import { ownershipMessage } from "./ownership.js";
@@ -39,7 +39,7 @@ import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
 import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
-import { refillPool, trimPool } from "./small-pool.js";
+import { refillPool, sampledTagIndex, trimPool } from "./small-pool.js";
 import { readStats, type MemoryStats } from "./stats.js";
 import { formatDiagnostics } from "./diagnostics.js";
 
@@ -73,7 +73,6 @@ const {
   P_MALLOCS_HI,
   P_MALLOCS_LO,
   P_MAX_FREE,
-  S_NONEMPTY_ORDERS,
 } = layout;
 const {
   CLASS_COUNT,
@@ -259,7 +258,9 @@ export class ShardAllocator extends ShardRegion {
     if (owner.id === this.id) {
       const pool1 = this.poolOfPage(this.pageOf(ptr)) + 1;
       if (pool1 !== 0) {
-        if (size <= MAX_SMALL_SIZE && classOf[(size + 7) >>> 3] === pool1 - 1) return ptr;
+        // A sampled object's pool is its class's sampled pool: it stays too.
+        const cls = pool1 - 1 >= SAMPLED_POOL_BASE ? pool1 - 1 - SAMPLED_POOL_BASE : pool1 - 1;
+        if (size <= MAX_SMALL_SIZE && classOf[(size + 7) >>> 3] === cls) return ptr;
       } else if (size > MAX_SMALL_SIZE) {
         const pages = Math.ceil(size / PAGE_SIZE);
         const oldPages = oldSize / PAGE_SIZE;
@@ -386,6 +387,15 @@ export class ShardAllocator extends ShardRegion {
     return readStats(this);
   }
 
+  /**
+   * Bytes in this shard's longest free page span: the largest page-span
+   * object it could allocate now without reclaiming. Next to freeMemory,
+   * how fragmented the free memory is. From any thread.
+   */
+  largestFreeSpan(): number {
+    return largestFreeSpanPages(this) * PAGE_SIZE;
+  }
+
   /** Seastar-style report: used/free/total, small pools, page spans. */
   diagnostics(): string {
     return formatDiagnostics(this);
@@ -479,7 +489,7 @@ export class ShardAllocator extends ShardRegion {
     this.sampleCountdown = this.profiler.nextInterval();
     const pool = SAMPLED_POOL_BASE + cls;
     const obj = this.mallocSmallSlow(pool);
-    const tag = this.profiler.tagAddress(obj, pool) >>> 2;
+    const tag = sampledTagIndex(this, obj, pool);
     this.i32[tag] = 0; // untagged until recorded: a failed capture must not leave a stale tag
     try {
       this.i32[tag] = this.profiler.recordSample(classSize[cls]!, this.outerEntry ?? ShardAllocator.prototype.malloc);
@@ -497,10 +507,10 @@ export class ShardAllocator extends ShardRegion {
     const alignPages = align > PAGE_SIZE ? align / PAGE_SIZE : 1;
     const span = pages + alignPages - 1;
     if (span > this.dataPages) throw this.outOfMemory(size);
-    let first = allocatePageSpan(this, span);
+    let first = allocatePageSpan(this, span, true);
     if (first < 0) {
       this.reclaim();
-      first = allocatePageSpan(this, span);
+      first = allocatePageSpan(this, span, true);
       if (first < 0) throw this.outOfMemory(size);
     }
     let head = first;
@@ -584,7 +594,7 @@ export class ShardAllocator extends ShardRegion {
     if (pool1 !== 0) {
       const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
       if (pool1 - 1 >= SAMPLED_POOL_BASE) {
-        this.profiler.unrecordSample(this.i32[this.profiler.tagAddress(ptr, pool1 - 1) >>> 2]!, classSize[pool1 - 1]!);
+        this.profiler.unrecordSample(this.i32[sampledTagIndex(this, ptr, pool1 - 1)]!, classSize[pool1 - 1]!);
       }
       if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
       this.u32[ptr >>> 2] = this.u32[pool + P_CLAIMED_HEAD]!;
@@ -692,7 +702,3 @@ export class ShardAllocator extends ShardRegion {
   }
 }
 
-function largestFreeSpanPages(r: ShardRegion): number {
-  const orders = r.headerSlot(S_NONEMPTY_ORDERS);
-  return orders === 0 ? 0 : 2 ** (31 - Math.clz32(orders));
-}

@@ -37,7 +37,7 @@ import {
   regionLayout,
 } from "./layout.js";
 import { saveHeapImage } from "./heap-image-writer.js";
-import { initPageSpans } from "./page-spans.js";
+import { initPageSpans, largestFreeSpanPages } from "./page-spans.js";
 import { liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
@@ -274,6 +274,12 @@ export class SharedHeap implements HeapGeometry {
     if (shard === undefined) return sumStats(this.regions.map(readStats));
     this.checkShardId(shard, "stats");
     return readStats(this.regions[shard]!);
+  }
+
+  /** Bytes in shard `shard`'s longest free page span (its free memory's largest piece); from any thread. */
+  largestFreeSpan(shard: number): number {
+    this.checkShardId(shard, "largestFreeSpan");
+    return largestFreeSpanPages(this.regions[shard]!) * PAGE_SIZE;
   }
 
   /** One shard's diagnostics report (Seastar's shape), or every shard's one after another; from any thread. */

@@ -27,6 +27,7 @@ import {
   PM_HEAD,
   PM_NEXT,
   PM_PREV,
+  PM_SITE,
   PM_SPAN_PAGES,
   PM_STATE,
   PM_USED,
@@ -42,7 +43,17 @@ import {
 } from "./layout.js";
 import { allocatePageSpan, freePageRange } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
-import { POOL_COUNT, classFallbackSpanPages, classMaxFree, classRefillGoal, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
+import {
+  POOL_COUNT,
+  SITE_TAG_BYTES,
+  classFallbackSpanPages,
+  classMaxFree,
+  classRefillGoal,
+  classSpanPages,
+  objectsPerSpan,
+  poolStride,
+  tagInPageRecord,
+} from "./size-classes.js";
 
 export function poolRecord(r: ShardRegion, cls: number): number {
   return r.pools + cls * POOL_STRIDE;
@@ -111,10 +122,10 @@ export function refillPool(r: ShardRegion, cls: number): boolean {
   }
   while (count < goal) {
     let spanPages = classSpanPages[cls]!;
-    let span = allocatePageSpan(r, spanPages);
+    let span = allocatePageSpan(r, spanPages, false);
     if (span < 0 && classFallbackSpanPages[cls]! < spanPages) {
       spanPages = classFallbackSpanPages[cls]!;
-      span = allocatePageSpan(r, spanPages);
+      span = allocatePageSpan(r, spanPages, false);
     }
     if (span < 0) break;
     const size = poolStride[cls]!;
@@ -231,7 +242,22 @@ function releaseSpan(r: ShardRegion, cls: number, pool: number, span: number): v
     i32[m + PM_HEAD] = 0;
   }
   i32[r.pageMeta(span) + PM_FREELIST] = 0;
+  i32[r.pageMeta(span) + PM_SITE] = 0;
   freePageRange(r, span, spanPages);
+}
+
+/**
+ * Int32 index of the site tag of object `obj` of sampled pool `pool`: in
+ * its span's head page record when the pool keeps tags there, else in the
+ * array after the span's objects (size-classes.ts).
+ */
+export function sampledTagIndex(r: ShardRegion, obj: number, pool: number): number {
+  const head = r.i32[r.pageMeta(r.pageOf(obj)) + PM_HEAD]!;
+  if (tagInPageRecord[pool] === 1) return r.pageMeta(head) + PM_SITE;
+  const start = r.pageAddress(head);
+  const size = poolStride[pool]!;
+  const objects = objectsPerSpan(pool, r.i32[r.pageMeta(head) + PM_SPAN_PAGES]!);
+  return (start + objects * size + SITE_TAG_BYTES * ((obj - start) / size)) >>> 2;
 }
 
 /** Objects in use from the pool (live, or freed remotely and not yet drained). */

@@ -27,6 +27,8 @@ export interface StressOptions {
   durationSeconds: number;
   /** Share of frees handed to another shard, 0..1. */
   crossShard: number;
+  /** The live set each shard's workload keeps, as a share of the shard (default 0.4). */
+  liveRatio?: number;
   /** Where the report files go; a fresh directory under the working directory when omitted. */
   outDir?: string;
   /** Where progress and the report are printed. */
@@ -53,17 +55,19 @@ export interface StressSummary {
 }
 
 const SLICE_MS = 50;
+export const DEFAULT_LIVE_RATIO = 0.4;
 const WORKLOAD = new URL("./workload.js", import.meta.url);
 
 export async function runStress(o: StressOptions): Promise<StressSummary> {
   const out = o.out ?? process.stdout;
   const say = (line: string): void => void out.write(`${line}\n`);
   const outDir = o.outDir ? resolve(o.outDir) : await mkdtemp(join(process.cwd(), "shardheap-stress-"));
+  const liveRatio = o.liveRatio ?? DEFAULT_LIVE_RATIO;
   await mkdir(outDir, { recursive: true });
   const profiling = o.heapprofRate === 0 ? "off" : o.heapprofRate === 1 ? "every allocation" : `sampled every ${formatSize(o.heapprofRate)}`;
   say(
     `shardheap stress: ${plural(o.shards, "shard")} x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
-      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
+      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard, live set ${Math.round(liveRatio * 100)}% of each shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
   );
   const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
@@ -77,7 +81,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
     stop = true;
   });
   const shards = [...Array(o.shards).keys()];
-  const liveBytes = Math.floor(o.memoryPerShard * 0.4);
+  const liveBytes = Math.floor(o.memoryPerShard * liveRatio);
   let ops = 0;
   const started = performance.now();
   let lastReport = started;
@@ -118,11 +122,14 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   const stats = shards.map((s) => smp.stats(s));
   say("");
   say(`${formatCount(ops)} operations in ${seconds.toFixed(1)} s (${formatCount(ops / seconds)}/s), ${formatCount(crossSent())} cross-shard frees`);
-  say("shard   mallocs     frees  cross-shard  live objects       used       free  failed mallocs");
+  // Failed allocations and how fragmented each shard's free memory ended
+  // (its largest free span against all of it).
+  say("shard   mallocs     frees  cross-shard  live objects       used       free  largest free span  failed mallocs");
   stats.forEach((st, s) =>
     say(
       `${String(s).padStart(5)} ${formatCount(st.mallocs).padStart(9)} ${formatCount(st.frees).padStart(9)} ${formatCount(st.crossShardFrees).padStart(12)} ` +
-        `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)} ${formatCount(st.failedAllocations).padStart(15)}`,
+        `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)} ` +
+        `${formatSize(smp.heap.largestFreeSpan(s)).padStart(17)} ${formatCount(st.failedAllocations).padStart(15)}`,
     ),
   );
   if (failedMallocs() > 0) say("(failed mallocs: OutOfMemoryError, the shard full or too fragmented for the size; the workload frees an object and goes on)");

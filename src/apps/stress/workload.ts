@@ -92,11 +92,30 @@ function allocateOne(shard: ShardContext): void {
   else allocateCacheEntry(shard);
 }
 
+/**
+ * Bytes of this shard's objects handed to other shards to free in this
+ * slice: they stay allocated here until the slice ends (handOver), the
+ * other shard frees them and this one drains its inbox, so they count
+ * against the live set's bound. Uncounted, a live set "at 65%" of a 64 MiB
+ * shard kept up to 55 MiB allocated (a slice hands over up to MAX_OUTGOING
+ * objects, ~13 MiB of this mix), more than a shard of 60.6 MiB of pages
+ * can hold once size classes round it up. Counted without an end, they
+ * drained the live set instead: once a slice had handed over the bound's
+ * worth, it freed everything and idled (live objects 0 at the end of a
+ * run), so a slice also ends once IN_FLIGHT_SHARE of the bound is in
+ * flight, and the live set stays above the rest.
+ */
+let handedOver = 0;
+const IN_FLIGHT_SHARE = 0.5;
+/** Size of the object takeRandom took last. */
+let takenBytes = 0;
+
 /** Remove a random live object; returns its pointer. */
 function takeRandom(): number {
   const i = Math.floor(random() * live.ptrs.length);
   const ptr = live.ptrs[i]!;
-  live.bytes -= live.sizes[i]!;
+  takenBytes = live.sizes[i]!;
+  live.bytes -= takenBytes;
   live.ptrs[i] = live.ptrs[live.ptrs.length - 1]!;
   live.sizes[i] = live.sizes[live.sizes.length - 1]!;
   live.ptrs.pop();
@@ -111,17 +130,24 @@ export async function runSlice(arg: SliceArg, shard: ShardContext): Promise<Slic
   seed ^= shard.id * 0x9e3779b1;
   if (arg.leakRate) leakWhatIsDue(shard, arg.leakRate);
   const outgoing: number[] = [];
+  handedOver = 0;
   const end = performance.now() + arg.ms;
   let ops = 0;
   let failed = 0;
-  while (performance.now() < end && outgoing.length < MAX_OUTGOING) {
-    for (let k = 0; k < 256; k++) {
+  const inFlightBudget = arg.liveBytes * IN_FLIGHT_SHARE;
+  while (performance.now() < end && outgoing.length < MAX_OUTGOING && handedOver <= inFlightBudget) {
+    for (let k = 0; k < 256 && handedOver <= inFlightBudget; k++) {
       // Fill the live set towards its bound (three allocations for one free),
       // then hover around it: a steady live heap for the profile to show.
-      if (live.bytes > arg.liveBytes || (live.ptrs.length > 0 && random() < 0.25)) {
+      const over = live.bytes + handedOver > arg.liveBytes;
+      if (live.ptrs.length > 0 && (over || random() < 0.25)) {
         const ptr = takeRandom();
-        if (random() < arg.crossShard) outgoing.push(ptr);
-        else shard.memory.free(ptr);
+        if (random() < arg.crossShard) {
+          outgoing.push(ptr);
+          handedOver += takenBytes;
+        } else {
+          shard.memory.free(ptr);
+        }
       } else {
         try {
           allocateOne(shard);
