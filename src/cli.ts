@@ -16,11 +16,13 @@ import { parseSize } from "./units.js";
 import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
+import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
                         [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
+${MEMCACHED_USAGE}
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
@@ -47,7 +49,8 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --shard N     one shard (default: all shards merged)
   -o OUT        write to OUT instead of standard output
   --help        this text
-`;
+
+${MEMCACHED_HELP}`;
 
 interface ReportArgs {
   file: string;
@@ -202,6 +205,10 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     if (command === "stress") {
       await stress(rest);
+      return 0;
+    }
+    if (command === "memcached") {
+      await memcachedCommand(rest);
       return 0;
     }
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);
