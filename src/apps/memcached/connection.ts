@@ -130,7 +130,10 @@ export class Connection implements ReaderSink {
     socket.setNoDelay(true);
     socket.on("data", (chunk: Buffer) => this.received(chunk));
     // The client finished sending: answer what it asked, then close (the server runs with allowHalfOpen).
-    socket.on("end", () => this.endAfter());
+    socket.on("end", () => {
+      this.endAfter();
+      this.flushOut();
+    });
     socket.on("error", () => {}); // a reset by the client; "close" follows
     socket.on("close", () => this.closedByEither());
     socket.on("drain", () => this.maybeResume());

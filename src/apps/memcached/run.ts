@@ -14,7 +14,7 @@ import { serveAdmin } from "../../runtime/admin.js";
 import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "../../runtime/flags.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT } from "./config.js";
-import { MIN_ITEM_SIZE, startMemcached, type MemcachedOptions } from "./server.js";
+import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
@@ -64,7 +64,7 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
         a.host = value();
         break;
       case "--max-item-size":
-        a.maxItemSize = parseSize(value(), "--max-item-size", { min: MIN_ITEM_SIZE });
+        a.maxItemSize = parseSize(value(), "--max-item-size", { min: MIN_ITEM_SIZE, max: MAX_ITEM_SIZE });
         break;
       case "--admin-port":
         a.adminPort = parseInteger(value(), "--admin-port", 0, 65535);

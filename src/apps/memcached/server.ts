@@ -12,8 +12,9 @@ import { listenMode, type ListenMode, type ListenSpec } from "./listener.js";
 import { createStatsBuffer } from "./stats.js";
 
 const SHARD_MODULE = new URL("./shard.js", import.meta.url);
-/** memcached's -I floor. */
+/** memcached's -I bounds. */
 export const MIN_ITEM_SIZE = 1024;
+export const MAX_ITEM_SIZE = 1024 * 1024 * 1024;
 
 export interface MemcachedOptions {
   /** Shards (worker threads); default: one per core. */
@@ -55,11 +56,9 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
   const port = o.port ?? DEFAULT_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidValueError("port", `port must be a whole number from 0 to 65535, got ${String(port)}`);
   const maxItemSize = o.maxItemSize ?? DEFAULT_MAX_ITEM_SIZE;
-  if (!Number.isSafeInteger(maxItemSize) || maxItemSize < MIN_ITEM_SIZE || maxItemSize > options.memoryPerShard) {
-    throw new InvalidValueError(
-      "maxItemSize",
-      `the item size limit must be a whole number of bytes from ${MIN_ITEM_SIZE} to the memory of a shard (${options.memoryPerShard}), got ${String(maxItemSize)}`,
-    );
+  // An item larger than a shard's memory is allowed here and refused when stored ("SERVER_ERROR out of memory storing object").
+  if (!Number.isSafeInteger(maxItemSize) || maxItemSize < MIN_ITEM_SIZE || maxItemSize > MAX_ITEM_SIZE) {
+    throw new InvalidValueError("maxItemSize", `the item size limit must be a whole number of bytes from ${MIN_ITEM_SIZE} to ${MAX_ITEM_SIZE}, got ${String(maxItemSize)}`);
   }
   const mode = o.listenMode ?? listenMode();
   const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });

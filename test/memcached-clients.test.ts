@@ -1,0 +1,119 @@
+/**
+ * `shardheap memcached` from the command line, checked by real memcached
+ * clients rather than ours: libmemcached's memccapable (every ASCII
+ * conformance test) and memcaslap (a load of gets and sets over several
+ * connections, every value verified). Debian installs them as
+ * libmemcached-tools (.ci/run does); the tests that need them say that
+ * they skipped when they are missing. Each server is a child process,
+ * stopped with Ctrl-C (SIGINT) at the end of its test, which also checks
+ * what it prints then.
+ */
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it } from "vitest";
+import { installed } from "./memcached-client.js";
+
+const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+const env = { ...process.env, SHARDHEAP_LOG: "silent" };
+const haveMemccapable = installed("memccapable", ["-h"]);
+const haveMemcaslap = installed("memcaslap", ["-V"]);
+
+interface Running {
+  child: ChildProcessWithoutNullStreams;
+  port: number;
+  output(): string;
+  /** Ctrl-C, then everything it printed and its exit code (bounded). */
+  interrupt(): Promise<{ code: number | null; stdout: string }>;
+}
+
+let children: ChildProcessWithoutNullStreams[] = [];
+afterEach(() => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  children = [];
+});
+
+async function startCli(args: string[]): Promise<Running> {
+  const child = spawn(process.execPath, [cli, "memcached", "--port", "0", ...args], { env });
+  children.push(child);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d));
+  child.stderr.on("data", (d: Buffer) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line within 30 s; stdout ${stdout} stderr ${stderr}`)), 30_000);
+    const poll = setInterval(() => {
+      const m = /^memcached: listening on 127\.0\.0\.1:(\d+) \(\d+ shards\)$/m.exec(stdout);
+      if (m || child.exitCode !== null) {
+        clearInterval(poll);
+        clearTimeout(timer);
+        if (m) resolve(Number(m[1]));
+        else reject(new Error(`exited ${child.exitCode}: ${stderr}`));
+      }
+    }, 20);
+  });
+  return {
+    child,
+    port,
+    output: () => stdout,
+    async interrupt() {
+      child.kill("SIGINT");
+      const code = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), 30_000))]);
+      return { code, stdout };
+    },
+  };
+}
+
+/** Run a client program to completion (bounded). */
+function runClient(program: string, args: string[], timeoutMs: number): { status: number | null; output: string } {
+  const r = spawnSync(program, args, { encoding: "utf8", timeout: timeoutMs });
+  return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+describe("shardheap memcached (the command) with real memcached clients", () => {
+  it.skipIf(!haveMemccapable)("memccapable -a: every ASCII test passes", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "16MiB"]);
+    const r = runClient("memccapable", ["-a", "-h", "127.0.0.1", "-p", String(server.port)], 120_000);
+    expect(r.output).toMatch(/All tests passed/);
+    expect(r.output).not.toMatch(/\[fail\]/);
+    expect(r.output.match(/^ascii .*\[pass\]$/gm)?.length).toBeGreaterThanOrEqual(27);
+    expect(r.status).toBe(0);
+    const { code } = await server.interrupt();
+    expect(code).toBe(0);
+  });
+
+  it.skipIf(!haveMemcaslap)("memcaslap: gets and sets on 16 connections, every value verified, no misses; Ctrl-C prints the stats and the profile tree", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "32MiB", "--heapprof=64KiB", "--admin-port", "0"]);
+    expect(server.output()).toMatch(/^admin: http:\/\/127\.0\.0\.1:\d+$/m);
+    const r = runClient("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-t", "2s", "-v", "1"], 60_000);
+    expect(r.status, r.output).toBe(0);
+    const figure = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(r.output)?.[1] ?? NaN);
+    expect(figure("cmd_get")).toBeGreaterThan(100);
+    expect(figure("cmd_set")).toBeGreaterThan(10);
+    expect(figure("get_misses")).toBe(0);
+    expect(figure("verify_misses")).toBe(0);
+    expect(figure("verify_failed")).toBe(0);
+    const { code, stdout } = await server.interrupt();
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^memcached: stopping$/m);
+    expect(stdout).toMatch(/^\d+k? connections, \S+ gets \(\S+ hits\), \S+ sets, 0 evictions; \S+ items, \S+ in them$/m);
+    expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
+    // The live heap is the items, allocated where connections stored them or where another shard's request copied them in.
+    expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
+    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+  });
+
+  it("bad flags: the usage and exit code 2", () => {
+    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"]]) {
+      const r = spawnSync(process.execPath, [cli, "memcached", ...args], { encoding: "utf8", env, timeout: 30_000 });
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr).toMatch(/shardheap memcached \[--smp N\]/);
+    }
+  });
+});
+
+if (!haveMemccapable || !haveMemcaslap) {
+  describe("real memcached clients", () => {
+    it.skip("skipped: libmemcached-tools (memccapable, memcaslap) is not installed (apt-get install libmemcached-tools)", () => {});
+  });
+}
