@@ -12,13 +12,14 @@ import os from "node:os";
 import { allocPair } from "./alloc-pair.js";
 import { churn } from "./churn.js";
 import { crossShard } from "./cross-shard.js";
+import { memcached } from "./memcached.js";
 import { messaging } from "./messaging.js";
 import { profiler } from "./profiler.js";
 import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, messaging];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, messaging, memcached];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there

@@ -116,13 +116,14 @@ describe("an item in the heap", () => {
       expect(size).toBeLessThanOrEqual(views.allocated(ptr));
       expect(views.key(ptr)).toBe(key);
       expect([views.flags(ptr), views.exptime(ptr), views.length(ptr), views.refs(ptr)]).toEqual([flags, 99, value.length, 1]);
-      expect(views.getView(ptr).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\n`);
+      expect(views.getView(ptr, false).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\n`);
+      expect(views.getView(ptr, true).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\nEND\r\n`);
       views.setCas(ptr, 2 ** 40 + 7);
       expect(views.cas(ptr)).toBe(2 ** 40 + 7);
-      expect(`${views.getsLineView(ptr).toString("latin1")} ${views.cas(ptr)}\r\n${views.getsValueView(ptr).toString("latin1")}`).toBe(
-        `VALUE ${key} ${flags} ${value.length} ${2 ** 40 + 7}\r\n${value}\r\n`,
+      expect(`${views.getsLineView(ptr).toString("latin1")} ${views.cas(ptr)}\r\n${views.getsValueView(ptr, true).toString("latin1")}`).toBe(
+        `VALUE ${key} ${flags} ${value.length} ${2 ** 40 + 7}\r\n${value}\r\nEND\r\n`,
       );
-      expect(views.getView(ptr).byteOffset).toBe(ptr + HEADER_BYTES); // a view of the heap, not a copy
+      expect(views.getView(ptr, true).byteOffset).toBe(ptr + HEADER_BYTES); // a view of the heap, not a copy
       views.acquire(ptr);
       expect(views.release(ptr)).toBe(false);
       expect(views.release(ptr)).toBe(true); // the last reference: its holder frees it

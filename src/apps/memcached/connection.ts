@@ -67,12 +67,6 @@ interface Pending {
   close: boolean;
 }
 
-/** References handed to the socket with a write, dropped once it completes (or the connection closes). */
-interface Held {
-  refs: number[];
-  done: boolean;
-}
-
 /** A storage command whose data is arriving. */
 interface Incoming {
   cmd: Extract<Command, { kind: "store" }>;
@@ -114,7 +108,17 @@ export class Connection implements ReaderSink {
   private out: Chunk[] = [];
   private outRefs: number[] = [];
   private endAfterOut = false;
-  private readonly held = new Set<Held>();
+  /**
+   * The references each write still in the socket holds, oldest first: the
+   * socket calls back its writes in order, so one shared callback drops the
+   * oldest (no closure per write, and Node merges the callbacks of writes
+   * that complete at once into one tick).
+   */
+  private writing: number[][] = [];
+  private readonly written = (): void => {
+    const refs = this.writing.shift();
+    if (refs !== undefined) this.releaseAll(refs);
+  };
   private incoming: Incoming | undefined;
   /** Unix seconds, read once per socket read. */
   private now = 0;
@@ -256,6 +260,7 @@ export class Connection implements ReaderSink {
   // ---- requests ----
 
   private get(keys: string[], withCas: boolean, touchTo: number | undefined): void {
+    if (keys.length === 1) return this.getOne(keys[0]!, withCas, touchTo);
     const { ctx } = this;
     const ptrs = new Array<number>(keys.length).fill(0);
     let waiting = 0;
@@ -263,18 +268,19 @@ export class Connection implements ReaderSink {
     const finish = (target: Pending | undefined): void => {
       const chunks: Chunk[] = [];
       const refs: number[] = [];
-      for (const ptr of ptrs) {
+      const last = ptrs.length - 1;
+      for (let i = 0; i <= last; i++) {
+        const ptr = ptrs[i]!;
         if (ptr === 0) continue;
         refs.push(ptr);
-        if (withCas) chunks.push(ctx.views.getsLineView(ptr), ` ${ctx.views.cas(ptr)}\r\n`, ctx.views.getsValueView(ptr));
-        else chunks.push(ctx.views.getView(ptr));
+        this.itemAnswer(ptr, withCas, i === last, chunks);
       }
       if (failed) {
         this.releaseAll(refs);
         this.deliver(target, [this.failure(failed)], []);
         return;
       }
-      chunks.push(END);
+      if (last < 0 || ptrs[last] === 0) chunks.push(END);
       this.deliver(target, chunks, refs);
     };
     let pending: Pending | undefined;
@@ -295,6 +301,42 @@ export class Connection implements ReaderSink {
       });
     }
     if (waiting === 0) finish(undefined);
+  }
+
+  /** A get of one key (the common case), without the multi-key bookkeeping. */
+  private getOne(key: string, withCas: boolean, touchTo: number | undefined): void {
+    const { ctx } = this;
+    const owner = keyOwner(key, ctx.shards);
+    if (owner === ctx.shard) {
+      const ptr = ctx.store.get(key, this.now, touchTo);
+      if (ptr === 0) this.answer(END);
+      else if (this.queue.length === 0) {
+        this.itemAnswer(ptr, withCas, true, this.out);
+        this.outRefs.push(ptr);
+      } else {
+        const chunks: Chunk[] = [];
+        this.itemAnswer(ptr, withCas, true, chunks);
+        this.queue.push({ chunks, refs: [ptr], ready: true, close: false });
+      }
+      return;
+    }
+    const pending = this.later();
+    ctx.remote.call(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
+      if (r instanceof Error) this.settle(pending, [this.failure(r)], []);
+      else if (r === 0) this.settle(pending, [END], []);
+      else {
+        const chunks: Chunk[] = [];
+        this.itemAnswer(r as number, withCas, true, chunks);
+        this.settle(pending, chunks, [r as number]);
+      }
+    });
+  }
+
+  /** An item's part of a get's answer: one view of it (get), or three parts with its cas (gets); `last` carries the END line. */
+  private itemAnswer(ptr: number, withCas: boolean, last: boolean, into: Chunk[]): void {
+    const v = this.ctx.views;
+    if (withCas) into.push(v.getsLineView(ptr), ` ${v.cas(ptr)}\r\n`, v.getsValueView(ptr, last));
+    else into.push(v.getView(ptr, last));
   }
 
   private beginStore(cmd: Extract<Command, { kind: "store" }>): number {
@@ -443,9 +485,8 @@ export class Connection implements ReaderSink {
         this.ctx.counters[STAT.bytes_written] += bytes;
         let done: (() => void) | undefined;
         if (refs.length > 0) {
-          const held: Held = { refs, done: false };
-          this.held.add(held);
-          done = () => this.releaseHeld(held);
+          this.writing.push(refs);
+          done = this.written;
         }
         if (out.length === 1) {
           socket.write(out[0]!, done);
@@ -478,13 +519,6 @@ export class Connection implements ReaderSink {
     this.socket.resume();
   }
 
-  private releaseHeld(held: Held): void {
-    if (held.done) return;
-    held.done = true;
-    this.held.delete(held);
-    this.releaseAll(held.refs);
-  }
-
   /** Drop one reference to each item; free those nobody holds any more (another shard's: a cross-shard free). */
   private releaseAll(refs: number[]): void {
     const { views, memory } = this.ctx;
@@ -501,7 +535,9 @@ export class Connection implements ReaderSink {
     this.incoming = undefined;
     if (inc !== undefined && inc.ptr !== 0) this.ctx.memory.free(inc.ptr);
     // What the socket will never write.
-    for (const held of [...this.held]) this.releaseHeld(held);
+    const writing = this.writing;
+    this.writing = [];
+    for (const refs of writing) this.releaseAll(refs);
     this.releaseAll(this.outRefs);
     this.outRefs = [];
     this.out = [];
