@@ -1,12 +1,16 @@
 /**
  * Requests for keys another shard owns: the connection's shard queues
- * each operation for the owner, and once per turn of its event loop
- * (setImmediate: every socket read of that turn has been parsed) sends
- * each owner ONE message, `applyOps`, carrying the turn's operations for
- * it as a flat array of numbers and strings (the messaging layer's plain
- * encoding, no objects per operation). The owner runs them in order on its
- * store and answers with one result per operation. (Seastar's memcached
- * sends one submit_to per request.)
+ * each operation for the owner, and once the current socket read has been
+ * parsed (a microtask) sends each owner ONE message, `applyOps`, carrying
+ * that read's operations for it (a pipelined batch of requests) as a flat
+ * array of numbers and strings (the messaging layer's plain encoding, no
+ * objects per operation). The owner runs them in order on its store and
+ * answers with one result per operation. (Seastar's memcached sends one
+ * submit_to per request.) Waiting instead for the end of the loop's turn
+ * (setImmediate) to gather every read of the turn into one message made
+ * ~10 operations a message under memcaslap -c 128 but cost more than it
+ * saved: the owner started later, so the two shards overlapped less
+ * (56 vs 43 us of server CPU per request, 15.6k vs 20k requests/s).
  *
  * Order: operations from one shard to one owner run in the order queued
  * (the queue keeps it, and calls from one sender to one shard start in
@@ -88,7 +92,7 @@ interface Outgoing {
   callbacks: Callback[];
 }
 
-/** The asking side: per owner, the operations queued this turn. */
+/** The asking side: per owner, the operations queued by this read. */
 export class RemoteOps {
   private readonly shard: ShardContext;
   private readonly outgoing: Array<Outgoing | undefined>;
@@ -107,7 +111,7 @@ export class RemoteOps {
     q.callbacks.push(done);
     if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(() => this.flush());
+      queueMicrotask(() => this.flush());
     }
   }
 
