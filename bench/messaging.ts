@@ -26,6 +26,10 @@
  *                     the same ring code and doorbell protocol, nothing else
  *                     (bench/fixtures/bare-ring-peer.mjs); shard->shard's
  *                     ratio to it is what the rest costs (no target)
+ *   promises          N_FLOOD promises made, resolved from the next
+ *                     immediate and awaited with Promise.all on one thread,
+ *                     no messaging: the part of every call above (and of
+ *                     the MessageChannel baseline) that the floor lacks
  * The machine's load average is printed with the figures: on a shared
  * 2-core machine every thread here competes with whatever else runs.
  */
@@ -69,6 +73,19 @@ class Peer {
       this.worker.postMessage(message);
     });
   }
+}
+
+/** N_FLOOD promises, resolved from the next immediate, awaited with Promise.all: ns per promise. */
+async function promisesOnly(): Promise<number> {
+  const t0 = process.hrtime.bigint();
+  const resolvers: Array<(v: number) => void> = [];
+  const all = new Array<Promise<number>>(N_FLOOD);
+  for (let i = 0; i < N_FLOOD; i++) all[i] = new Promise<number>((resolve) => resolvers.push(resolve));
+  setImmediate(() => {
+    for (const resolve of resolvers) resolve(12345.5);
+  });
+  await Promise.all(all);
+  return Number(process.hrtime.bigint() - t0) / N_FLOOD;
 }
 
 interface Candidate {
@@ -140,6 +157,7 @@ export const messaging: BenchModule = {
         { name: "shard->shard", metric: "sequential", round: async () => (await smp.submitTo<number>(0, "pingPong", { target: 1, n: N_SEQ })) / N_SEQ },
         { name: "MessageChannel", metric: "sequential", round: async () => (await mcClient.request({ type: "pingPong", n: N_SEQ })) / N_SEQ },
         { name: "floor", metric: "integers", round: async () => (await bareClient.request({ n: N_FLOOD })) / N_FLOOD },
+        { name: "promises", metric: "one thread", round: promisesOnly },
       );
 
       const rounds = Math.max(3, ctx.timing.rounds ?? DEFAULT_TIMING.rounds);
@@ -188,6 +206,7 @@ export const messaging: BenchModule = {
       record("floor", "integers", {
         note: `bare SPSC ring of integers with the same doorbell; load average before ${loadBefore}, after ${loadAfter} (${os.cpus().length} cores)`,
       });
+      record("promises", "one thread", { note: "a promise per call made, resolved and awaited with Promise.all, no messaging: in every call's cost, not in the floor's" });
     } finally {
       await smp.stop();
       await pool.destroy();

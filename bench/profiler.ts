@@ -114,7 +114,7 @@ function atDepth<T>(depth: number, fn: () => T): T {
 }
 
 // The bare-capture baseline: run -> captureOuter -> captureMiddle -> captureInner,
-// the shape of malloc -> mallocSampled -> recordSample -> (captureStack).
+// the shape of malloc -> mallocSampled -> recordSample -> (captureRawCallSites).
 const asCallSites = (_e: Error, sites: NodeJS.CallSite[]): NodeJS.CallSite[] => sites;
 
 function captureInner(): number {

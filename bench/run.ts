@@ -12,6 +12,7 @@ import os from "node:os";
 import { allocPair } from "./alloc-pair.js";
 import { churn } from "./churn.js";
 import { crossShard } from "./cross-shard.js";
+import { dashboard } from "./dashboard.js";
 import { memcached } from "./memcached.js";
 import { messaging } from "./messaging.js";
 import { profiler } from "./profiler.js";
@@ -19,7 +20,7 @@ import { formatRatio, formatTable, type BenchContext, type BenchModule, type Ben
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, messaging, memcached];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, dashboard, messaging, memcached];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there

@@ -1,33 +1,40 @@
 #!/usr/bin/env node
 /**
- * The `shardheap` command. `report` renders a saved heap image offline.
+ * The `shardheap` command. `report` renders a saved heap image offline;
+ * `diff` renders what grew between two heap images or pprof files.
  * Exit codes come from errors.ts's ERROR_TABLE: 0 done; 2 bad flags or
  * values (with the usage), a file that is not a heap image or cannot be
  * read (one line on stderr); 1 anything else (unexpected: with its stack).
  */
+import { readFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { InvalidValueError, UNEXPECTED_ERROR_ROW, UsageError, errorRow } from "./errors.js";
 import { MAX_SHARDS } from "./memory/shared-heap.js";
 import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
 import { readHeapImage } from "./memory/heap-image.js";
-import { REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
-import { mapProfileToSources } from "./report/source-map.js";
-import { parseSize } from "./units.js";
+import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
+import { diffProfiles } from "./report/diff.js";
+import { readProfileFile } from "./report/profile-file.js";
+import { SourceMapCache, mapProfileToSources } from "./report/source-map.js";
+import { parseSize, plural } from "./units.js";
 import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
-                        [--cross-shard RATIO] [--out DIR] [--admin-port P [--admin-heap-image]]
+                        [--cross-shard RATIO] [--leak RATE] [--out DIR] [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
+                        [--inverted] [--min BYTES] [--shard N] [-o OUT]
+       shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
 ${MEMCACHED_USAGE}
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
-heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile and
-heap.img into --out (default: a new shardheap-stress-* directory here).
+heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile (not
+with --heapprof=0) and heap.img into --out (default: a new
+shardheap-stress-* directory here).
 Ctrl-C ends it early and still writes the report.
   --smp N            shards (default: this machine's cores)
   --memory SIZE      memory per shard (default 64MiB)
@@ -35,9 +42,12 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
+  --leak RATE        also leak RATE bytes per second per shard at a fourth site,
+                     allocateLeakedRecord (64K, 1MiB accepted): a leak to find
   --out DIR          where the report files go
-  --admin-port P     serve the admin HTTP API on 127.0.0.1:P while it runs (0: any
-                     free port; the URL is printed first as "admin: http://...")
+  --admin-port P     serve the admin HTTP API and its dashboard on 127.0.0.1:P while
+                     it runs (0: any free port; the URL is printed first as
+                     "admin: http://..."; open it in a browser for the dashboard)
   --admin-heap-image let the admin API serve the heap image (it exposes the heap)
 
 report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
@@ -48,12 +58,19 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --min BYTES   tree: drop branches with fewer live bytes (64K, 1MiB accepted)
   --shard N     one shard (default: all shards merged)
   -o OUT        write to OUT instead of standard output
-  --help        this text
 
-${MEMCACHED_HELP}`;
+diff renders NEXT minus BASE, each a heap image or a pprof file written by
+shardheap (--shard: heap images only), per allocation site: the tree with
+signed sizes (+1.5M +1572864), collapsed stacks with signed bytes, a
+differential flamegraph (widths from NEXT, red grew, blue shrank), pprof
+with signed values (as go tool pprof -diff_base BASE NEXT), json.
+
+${MEMCACHED_HELP}
+shardheap --help prints this text, shardheap --version the version.
+`;
 
 interface ReportArgs {
-  file: string;
+  files: string[];
   format: ReportFormat;
   inverted: boolean;
   min: number;
@@ -61,8 +78,9 @@ interface ReportArgs {
   out: string | undefined;
 }
 
-function parseReportArgs(argv: readonly string[]): ReportArgs {
-  const a: ReportArgs = { file: "", format: "tree", inverted: false, min: 0, shard: undefined, out: undefined };
+/** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
+function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, shard: undefined, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -74,7 +92,7 @@ function parseReportArgs(argv: readonly string[]): ReportArgs {
     };
     switch (flag) {
       case "--format":
-        a.format = parseReportFormat(value(), "--format");
+        a.format = parseReportFormat(value(), "--format", formats);
         break;
       case "--inverted":
         a.inverted = inline === undefined || parseBoolean(inline, "--inverted");
@@ -91,23 +109,16 @@ function parseReportArgs(argv: readonly string[]): ReportArgs {
         break;
       default:
         if (flag.startsWith("-")) throw new UsageError(`unknown flag ${flag}`);
-        if (a.file) throw new UsageError(`one image at a time (got ${a.file} and ${flag})`);
-        a.file = flag;
+        if (a.files.length === operands.length) throw new UsageError(`${command} takes ${operands.join(" ")} (got ${[...a.files, flag].join(", ")})`);
+        a.files.push(flag);
     }
   }
-  if (!a.file) throw new UsageError("report needs a heap image FILE");
+  if (a.files.length < operands.length) throw new UsageError(`${command} needs ${operands.join(" and ")}${command === "report" ? ", a heap image" : ""}`);
   return a;
 }
 
-async function report(argv: readonly string[]): Promise<void> {
-  const a = parseReportArgs(argv);
-  const heap = await readHeapImage(a.file);
-  if (a.shard !== undefined && a.shard >= heap.shards) {
-    throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
-  }
-  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
-  const title = `Heap profile of ${a.shard === undefined ? `all ${heap.shards} shards` : `shard ${a.shard}`} (live bytes)`;
-  const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title });
+/** Render to -o OUT, or to standard output (never binary to a terminal). */
+async function writeReport(a: ReportArgs, out: { body: string | Uint8Array; binary: boolean }): Promise<void> {
   if (a.out) {
     await writeFile(a.out, out.body);
   } else {
@@ -116,12 +127,34 @@ async function report(argv: readonly string[]): Promise<void> {
   }
 }
 
+async function report(argv: readonly string[]): Promise<void> {
+  const a = parseReportArgs(argv, "report", ["FILE"], REPORT_FORMATS);
+  const heap = await readHeapImage(a.files[0]!);
+  if (a.shard !== undefined && a.shard >= heap.shards) {
+    throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
+  }
+  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
+  const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
+  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title }));
+}
+
+async function diff(argv: readonly string[]): Promise<void> {
+  const a = parseReportArgs(argv, "diff", ["BASE", "NEXT"], DIFF_FORMATS);
+  // Map each side to its sources before matching: a pprof file holds mapped frames, an image raw ones.
+  const maps = new SourceMapCache();
+  const baseProfile = await mapProfileToSources((await readProfileFile(a.files[0]!, a.shard)).profile, maps);
+  const nextProfile = await mapProfileToSources((await readProfileFile(a.files[1]!, a.shard)).profile, maps);
+  const title = `Heap growth of ${a.shard === undefined ? "all shards" : `shard ${a.shard}`}: ${a.files[1]} minus ${a.files[0]}`;
+  await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title }));
+}
+
 const DEFAULT_STRESS_HEAPPROF = 64 * 1024;
 
 async function stress(argv: readonly string[]): Promise<void> {
   const flags: RuntimeFlags = {};
   let duration = 10;
   let crossShard = 0.25;
+  let leakRate = 0;
   let outDir: string | undefined;
   let adminPort: number | undefined;
   let adminHeapImage = false;
@@ -147,6 +180,9 @@ async function stress(argv: readonly string[]): Promise<void> {
       case "--cross-shard":
         crossShard = parseDecimal(value(), "--cross-shard", 0, 1);
         break;
+      case "--leak":
+        leakRate = parseSize(value(), "--leak");
+        break;
       case "--out":
         outDir = value();
         break;
@@ -161,6 +197,8 @@ async function stress(argv: readonly string[]): Promise<void> {
     }
     i++;
   }
+  // Alone it would do nothing, silently: the image is served by the admin API.
+  if (adminHeapImage && adminPort === undefined) throw new UsageError("--admin-heap-image needs --admin-port P (it lets the admin API serve the heap image)");
   const options = fillSmpOptions({
     ...(flags.smp === undefined ? {} : { shards: flags.smp }),
     ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
@@ -182,6 +220,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       heapprofRate: options.heapprofRate,
       durationSeconds: duration,
       crossShard,
+      leakRate,
       interrupted,
       ...(outDir === undefined ? {} : { outDir }),
       ...(adminPort === undefined ? {} : { adminPort, adminHeapImage }),
@@ -189,6 +228,11 @@ async function stress(argv: readonly string[]): Promise<void> {
   } finally {
     process.off("SIGINT", onSigint);
   }
+}
+
+/** The version in the package.json beside dist/ (it ships with the package). */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
 }
 
 async function main(argv: readonly string[]): Promise<number> {
@@ -199,8 +243,16 @@ async function main(argv: readonly string[]): Promise<number> {
       process.stdout.write(USAGE);
       return 0;
     }
+    if (command === "--version" || command === "-v") {
+      process.stdout.write(`${packageVersion()}\n`);
+      return 0;
+    }
     if (command === "report") {
       await report(rest);
+      return 0;
+    }
+    if (command === "diff") {
+      await diff(rest);
       return 0;
     }
     if (command === "stress") {

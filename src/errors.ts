@@ -36,6 +36,9 @@ export interface ErrorRow {
  * - OutOfMemoryError and ShardError are 503: the memory or the shard is
  *   not available now (frees, or piscina's replacement thread, may bring
  *   it back), which is what 503 says; the request itself was fine.
+ * - A growth since a baseline that was never set is 409 Conflict: the
+ *   server's state, not the request, is missing something the client can
+ *   supply (POST the baseline) before asking again.
  */
 export const ERROR_TABLE = {
   ERR_SHARDHEAP: { error: "HeapError", message: "a heap error", exitCode: 1, httpStatus: 500 },
@@ -51,6 +54,7 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_NOT_FOUND: { error: "HttpError", message: "no such endpoint or shard", exitCode: 1, httpStatus: 404 },
   ERR_SHARDHEAP_METHOD_NOT_ALLOWED: { error: "HttpError", message: "method not allowed on this endpoint", exitCode: 1, httpStatus: 405 },
   ERR_SHARDHEAP_BUSY: { error: "HttpError", message: "the server is at its limit for this endpoint; retry later", exitCode: 1, httpStatus: 503 },
+  ERR_SHARDHEAP_NO_BASELINE: { error: "HttpError", message: "no baseline is set for the shard: POST /v1/heapprof/baseline first", exitCode: 1, httpStatus: 409 },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;
@@ -190,7 +194,8 @@ export type HttpErrorCode =
   | "ERR_SHARDHEAP_FORBIDDEN"
   | "ERR_SHARDHEAP_NOT_FOUND"
   | "ERR_SHARDHEAP_METHOD_NOT_ALLOWED"
-  | "ERR_SHARDHEAP_BUSY";
+  | "ERR_SHARDHEAP_BUSY"
+  | "ERR_SHARDHEAP_NO_BASELINE";
 
 /** An admin API request refused for a reason only HTTP has (token, permission, route); its status is its code's row. */
 export class HttpError extends Error {

@@ -31,4 +31,5 @@ export { toPprof } from "./report/pprof.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
 export { readHeapImage, decodeHeapImage } from "./memory/heap-image.js";
 export { toFlamegraphSvg, type FlamegraphOptions } from "./report/flamegraph.js";
+export { diffProfiles, isProfileDiff, type ProfileDiff, type DiffSite } from "./report/diff.js";
 export { serveAdmin, type AdminOptions, type AdminServer } from "./runtime/admin.js";

@@ -85,6 +85,11 @@ export function formatSize(bytes: number): string {
   return text + units[u];
 }
 
+/** A count and its noun: "1 shard", "2 shards". */
+export function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
 /** "10", "12k", "1.2M": counts in SI units, as Seastar's to_hr_number. */
 export function formatCount(n: number): string {
   const units = ["", "k", "M", "G", "T"];

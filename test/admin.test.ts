@@ -1,38 +1,40 @@
-/** The admin HTTP API against real shard threads: every endpoint, the error codes, a storm of bad requests. */
+/**
+ * The admin HTTP API against real shard threads: every endpoint, the error
+ * codes, a storm of bad requests. Each test starts its own shards and
+ * servers (serve()), so none depends on what another did.
+ */
 import { gunzipSync } from "node:zlib";
 import { request } from "node:http";
 import { connect } from "node:net";
 import { Profile } from "pprof-format";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Smp, serveAdmin, type AdminServer, type HeapProfile } from "../dist/index.js";
+import { beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { serveAdmin, type AdminOptions, type AdminServer, type HeapProfile, type Smp } from "../dist/index.js";
 import { ERROR_TABLE, type ErrorCode } from "../src/errors.js";
+import { siteNamed, startSmp } from "./helpers.js";
 
-const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
-let smp: Smp;
-let admin: AdminServer;
-let locked: AdminServer;
-
-beforeAll(async () => {
+beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";
-  smp = await Smp.start({ shards: 2, memoryPerShard: "16MiB", module: tasks });
-  admin = await serveAdmin(smp, { allowHeapImage: true });
-  locked = await serveAdmin(smp, { token: "s3cret" });
-});
-afterAll(async () => {
-  await admin?.close();
-  await locked?.close();
-  await smp?.stop();
 });
 
-async function call(path: string, init: RequestInit = {}, base = admin.url): Promise<{ status: number; text: string; bytes: Uint8Array; type: string }> {
-  const r = await fetch(base + path, init);
-  const bytes = new Uint8Array(await r.arrayBuffer());
-  return { status: r.status, text: Buffer.from(bytes).toString("utf8"), bytes, type: r.headers.get("content-type") ?? "" };
+type Answer = { status: number; text: string; bytes: Uint8Array; type: string };
+
+/** Two fresh shards and an admin server over them (options as given; the heap image allowed unless told otherwise), closed when the test ends. */
+async function serve(o: AdminOptions = { allowHeapImage: true }): Promise<{ smp: Smp; admin: AdminServer; call(path: string, init?: RequestInit): Promise<Answer> }> {
+  const smp = await startSmp({ shards: 2 });
+  const admin = await serveAdmin(smp, o);
+  onTestFinished(() => admin.close());
+  const call = async (path: string, init: RequestInit = {}): Promise<Answer> => {
+    const r = await fetch(admin.url + path, init);
+    const bytes = new Uint8Array(await r.arrayBuffer());
+    return { status: r.status, text: Buffer.from(bytes).toString("utf8"), bytes, type: r.headers.get("content-type") ?? "" };
+  };
+  return { smp, admin, call };
 }
-const site = (p: HeapProfile) => p.sites.find((s) => s.frames[0]?.functionName === "allocateForProfile");
+const site = (p: HeapProfile) => siteNamed(p, "allocateForProfile");
 
 describe("admin API", () => {
   it("binds loopback and switches profiling on one shard only", async () => {
+    const { smp, admin, call } = await serve();
     expect(admin.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect((await call("/v1/heapprof?shard=1&rate=1", { method: "PUT" })).text).toBe('{"shard":1,"rate":1}');
     await Promise.all([0, 1].map((s) => smp.submitTo(s, "allocateForProfile", { count: 20, size: 256 })));
@@ -46,6 +48,9 @@ describe("admin API", () => {
   });
 
   it("serves the profile in every format", async () => {
+    const { smp, call } = await serve();
+    await smp.setHeapProfiling(1, true);
+    await smp.submitTo(1, "allocateForProfile", { count: 20, size: 256 });
     const tree = await call("/v1/heapprof?format=tree&min=1K");
     expect(tree.text).toMatch(/^All \(\d+, #\d+\)$/m);
     expect((await call("/v1/heapprof?format=tree&inverted=1")).status).toBe(200);
@@ -58,6 +63,8 @@ describe("admin API", () => {
   });
 
   it("serves stats, diagnostics, metrics and the heap image", async () => {
+    const { smp, call } = await serve();
+    await smp.submitTo(1, "allocMany", { count: 10, size: 100 });
     const stats = JSON.parse((await call("/v1/memory/stats?shard=1")).text);
     expect(stats).toEqual(smp.stats(1));
     expect(JSON.parse((await call("/v1/memory/stats")).text).mallocs).toBe(smp.stats().mallocs);
@@ -72,7 +79,21 @@ describe("admin API", () => {
     expect(Buffer.from(image.bytes.subarray(0, 8)).toString("latin1")).toBe("SHARDIMG");
   });
 
+  it("diagnostics name the top allocation sites in their sources, as the tree does; the allocator's own report stays raw", async () => {
+    // The stress workload: compiled TypeScript with a source map in dist/.
+    const smp = await startSmp({ shards: 1, heapprof: true, module: new URL("../dist/apps/stress/workload.js", import.meta.url) });
+    const admin = await serveAdmin(smp);
+    onTestFinished(() => admin.close());
+    await smp.submitTo(0, "runSlice", { ms: 20, crossShard: 0, incoming: [], liveBytes: 1 << 20 });
+    const text = await (await fetch(`${admin.url}/v1/memory/diagnostics?shard=0`)).text();
+    expect(text).toMatch(/^Top allocation sites \(heap profiler, every allocation\):$/m);
+    expect(text).toMatch(/^ +\S+ +\S+  allocate\w+ \(file:\/\/\/.*\/src\/apps\/stress\/workload\.ts:\d+:\d+\)$/m);
+    expect(text).not.toMatch(/workload\.js/);
+    expect(smp.heap.diagnostics(0)).toMatch(/allocate\w+ \(file:\/\/\/.*\/dist\/apps\/stress\/workload\.js:\d+:\d+\)$/m);
+  });
+
   it("answers errors with the right codes and JSON", async () => {
+    const { call } = await serve();
     const cases: Array<[string, RequestInit, number]> = [
       ["/v1/heapprof?shard=9", {}, 404],
       ["/v1/heapprof?shard=x", {}, 400],
@@ -93,11 +114,18 @@ describe("admin API", () => {
       expect(body.error, path).toEqual(expect.any(String));
       expect(ERROR_TABLE[body.code]?.httpStatus, path).toBe(status); // the status is the code's row
     }
-    const imageOff = await call("/v1/heap/image", {}, locked.url);
-    expect(imageOff.status).toBe(401);
+  });
+
+  it("the heap image endpoint is off unless allowed: 403 with the JSON error", async () => {
+    const off = await serve({});
+    const r = await off.call("/v1/heap/image");
+    expect(r.status).toBe(403);
+    expect(JSON.parse(r.text)).toEqual({ error: expect.stringMatching(/heap image endpoint is off/), code: "ERR_SHARDHEAP_FORBIDDEN" });
+    expect((await (await serve({ allowHeapImage: true })).call("/v1/heap/image")).status).toBe(200);
   });
 
   it("reads rates, sizes and switches with the package's one parser", async () => {
+    const { smp, call } = await serve();
     const put = async (query: string): Promise<{ status: number; body: { error?: string; rate?: number } }> => {
       const r = await call(`/v1/heapprof?${query}`, { method: "PUT" });
       return { status: r.status, body: JSON.parse(r.text) };
@@ -118,26 +146,26 @@ describe("admin API", () => {
       expect(r.body.error, query).toMatch(message);
     }
     expect(smp.heapProfile(0).sampleRate).toBe(0); // nothing refused was applied
-    try {
-      expect(await put("shard=0&rate=64KiB")).toEqual({ status: 200, body: { shard: 0, rate: 65536 } });
-      expect(smp.heapProfile(0).sampleRate).toBe(65536);
-      expect(await put("shard=0&enabled=1")).toEqual({ status: 200, body: { shard: 0, rate: 1 } });
-      expect(await put("shard=0&enabled=off")).toEqual({ status: 200, body: { shard: 0, rate: 0 } });
-      expect((await call("/v1/heapprof?format=tree&inverted=yes&min=1.5K")).status).toBe(200);
-      expect((await call("/v1/heapprof?format=tree&min=1.3K")).status).toBe(400);
-    } finally {
-      await smp.setHeapProfiling(0, false);
-    }
+    expect(await put("shard=0&rate=64KiB")).toEqual({ status: 200, body: { shard: 0, rate: 65536 } });
+    expect(smp.heapProfile(0).sampleRate).toBe(65536);
+    expect(await put("shard=0&enabled=1")).toEqual({ status: 200, body: { shard: 0, rate: 1 } });
+    expect(await put("shard=0&enabled=off")).toEqual({ status: 200, body: { shard: 0, rate: 0 } });
+    expect((await call("/v1/heapprof?format=tree&inverted=yes&min=1.5K")).status).toBe(200);
+    expect((await call("/v1/heapprof?format=tree&min=1.3K")).status).toBe(400);
   });
 
   it("a token guards every endpoint", async () => {
-    expect((await call("/v1/memory/stats", {}, locked.url)).status).toBe(401);
-    expect((await call("/v1/memory/stats", { headers: { authorization: "Bearer wrong" } }, locked.url)).status).toBe(401);
-    expect((await call("/v1/memory/stats", { headers: { authorization: "Bearer s3cret" } }, locked.url)).status).toBe(200);
-    expect((await call("/v1/heap/image", { headers: { authorization: "Bearer s3cret" } }, locked.url)).status).toBe(403);
+    const { call } = await serve({ token: "s3cret", allowHeapImage: true });
+    for (const path of ["/v1/heapprof", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics"]) {
+      expect((await call(path)).status, path).toBe(401);
+      expect((await call(path, { headers: { authorization: "Bearer wrong" } })).status, path).toBe(401);
+      expect((await call(path, { headers: { authorization: "Bearer s3cret" } })).status, path).toBe(200);
+    }
+    expect((await call("/v1/heapprof?shard=0&rate=1", { method: "PUT" })).status).toBe(401);
   });
 
   it("profile and stats endpoints answer while a shard is busy", async () => {
+    const { smp, call } = await serve();
     const busy = smp.submitTo(0, "busy", 3000);
     await new Promise((r) => setTimeout(r, 100)); // shard 0 is now inside its task
     const answered = Promise.all([call("/v1/heapprof?shard=0&format=tree"), call("/v1/memory/stats?shard=0")]);
@@ -148,6 +176,7 @@ describe("admin API", () => {
   });
 
   it("survives a storm of malformed requests", async () => {
+    const { admin, call } = await serve();
     const { port } = new URL(admin.url);
     const raw = (line: string) =>
       new Promise<void>((resolve) => {
@@ -164,6 +193,7 @@ describe("admin API", () => {
   });
 
   it("every malformed request target gets 400 with a JSON error, never 500; the absolute form is served", async () => {
+    const { smp, admin, call } = await serve();
     const { port } = new URL(admin.url);
     // One raw request on its own connection; the whole answer, read until the server closes.
     const raw = (target: string) =>

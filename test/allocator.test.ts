@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   HeapFormatError,
   InvalidPointerError,
@@ -9,23 +9,12 @@ import {
 } from "../src/index.js";
 import { CLASS_COUNT, classOf, classSize } from "../src/memory/size-classes.js";
 import { POOL_STRIDE, P_FREES_LO, P_MALLOCS_LO } from "../src/memory/layout.js";
+import { newHeap } from "./helpers.js";
 
 const classOfSize = (size: number): number => classOf[(size + 7) >>> 3]!;
 
 const MiB = 1024 * 1024;
-let heaps: SharedHeap[] = [];
-
-function newHeap(shards = 1, shardBytes = 8 * MiB): SharedHeap {
-  const heap = SharedHeap.create({ shards, shardBytes });
-  heaps.push(heap);
-  return heap;
-}
-
-// Every scenario must leave every shard's metadata consistent.
-afterEach(() => {
-  for (const heap of heaps) expect(heap.check()).toEqual([]);
-  heaps = [];
-});
+// Every scenario must leave every shard's metadata consistent (newHeap checks it when the test ends).
 
 /** A copy of the whole heap, compared byte for byte (Buffer.equals is fast; toEqual on MiBs is not). */
 function snapshot(heap: SharedHeap): Buffer {
@@ -38,7 +27,7 @@ function expectUnchanged(heap: SharedHeap, before: Buffer, what = "heap"): void 
 
 describe("malloc and free", () => {
   it("hands out distinct, 8-aligned, in-region pointers and counts them", () => {
-    const heap = newHeap(2);
+    const heap = newHeap({ shards: 2 });
     const a = heap.shard(1);
     const start = a.stats();
     const ptrs = new Set<number>();
@@ -125,7 +114,7 @@ describe("malloc and free", () => {
   });
 
   it("keeps contents of live objects intact across other allocations", () => {
-    const heap = newHeap(1, 32 * MiB);
+    const heap = newHeap({ shards: 1, shardBytes: 32 * MiB });
     const a = heap.shard(0);
     const live: [number, number][] = [];
     for (let i = 0; i < 500; i++) {
@@ -159,7 +148,7 @@ describe("malloc and free", () => {
 
 describe("allocateAligned", () => {
   it.each([1, 8, 16, 64, 256, 4096, 8192, 65536, 1 << 20])("aligns to %i", (align) => {
-    const heap = newHeap(1, 16 * MiB);
+    const heap = newHeap({ shards: 1, shardBytes: 16 * MiB });
     const a = heap.shard(0);
     for (const size of [1, 24, 100, 3000, 16384, 20000, 300000]) {
       const p = a.allocateAligned(align, size);
@@ -224,7 +213,7 @@ describe("realloc", () => {
   });
 
   it("leaves the old object live when the new one does not fit", () => {
-    const heap = newHeap(1, 1 * MiB);
+    const heap = newHeap({ shards: 1, shardBytes: 1 * MiB });
     const a = heap.shard(0);
     const p = a.malloc(1000);
     heap.bytes(p, 1000).fill(3);
@@ -262,7 +251,7 @@ describe("bad input", () => {
   });
 
   it("rejects every kind of bad pointer with InvalidPointerError and an unchanged heap", () => {
-    const heap = newHeap(2);
+    const heap = newHeap({ shards: 2 });
     const a = heap.shard(0);
     heap.shard(1); // taken now: taking it writes its owner word, which the checks below must not see
     const small = a.malloc(48);
@@ -318,7 +307,7 @@ describe("bad input", () => {
 
 describe("exhaustion", () => {
   it("throws OutOfMemoryError with the diagnostics report, and recovers after frees", () => {
-    const heap = newHeap(1, 1 * MiB);
+    const heap = newHeap({ shards: 1, shardBytes: 1 * MiB });
     const a = heap.shard(0);
     const live: number[] = [];
     let error: unknown;
@@ -352,7 +341,7 @@ describe("exhaustion", () => {
   });
 
   it("reclaims cached pool spans for a large allocation", () => {
-    const heap = newHeap(1, 1 * MiB);
+    const heap = newHeap({ shards: 1, shardBytes: 1 * MiB });
     const a = heap.shard(0);
     const total = a.stats().totalMemory;
     const ptrs = Array.from({ length: 3000 }, () => a.malloc(200));
@@ -367,7 +356,7 @@ describe("exhaustion", () => {
 
 describe("cross-shard frees on one thread", () => {
   it("pushes onto the owner's inbox and the owner drains them", () => {
-    const heap = newHeap(2);
+    const heap = newHeap({ shards: 2 });
     const owner = heap.shard(0);
     const other = heap.shard(1);
     const ptrs = Array.from({ length: 1000 }, (_, i) => owner.malloc(8 + (i % 5000)));
@@ -391,7 +380,7 @@ describe("cross-shard frees on one thread", () => {
   });
 
   it("batches remote frees per owner and flushes them within the turn", async () => {
-    const heap = newHeap(3);
+    const heap = newHeap({ shards: 3 });
     const owner = heap.shard(0);
     const other = heap.shard(2);
     other.batchCrossShardFrees(true);
@@ -421,7 +410,7 @@ describe("cross-shard frees on one thread", () => {
   });
 
   it("drains before reporting out-of-memory", () => {
-    const heap = newHeap(2, 1 * MiB);
+    const heap = newHeap({ shards: 2, shardBytes: 1 * MiB });
     const owner = heap.shard(0);
     const other = heap.shard(1);
     const live: number[] = [];
@@ -438,7 +427,7 @@ describe("cross-shard frees on one thread", () => {
   });
 
   it("realloc of another shard's object moves it to the caller's shard", () => {
-    const heap = newHeap(2);
+    const heap = newHeap({ shards: 2 });
     const p = heap.shard(0).malloc(64);
     heap.bytes(p, 64).fill(5);
     const q = heap.shard(1).realloc(p, 128);
@@ -459,11 +448,10 @@ describe("SharedHeap", () => {
   });
 
   it("attaches to a heap made elsewhere and sees the same objects", () => {
-    const heap = newHeap(2);
+    const heap = newHeap({ shards: 2 });
     const p = heap.shard(0).malloc(100);
     heap.bytes(p, 4).set([1, 2, 3, 4]);
     const other = SharedHeap.attach(heap.buffer);
-    heaps.push(other);
     expect(other.shards).toBe(2);
     expect(Array.from(other.bytes(p, 4))).toEqual([1, 2, 3, 4]);
     expect(other.shard(0).objectSize(p)).toBe(112);
@@ -490,7 +478,7 @@ describe("SharedHeap", () => {
   });
 
   it("sums statistics over shards when no shard is named", () => {
-    const heap = newHeap(3);
+    const heap = newHeap({ shards: 3 });
     heap.shard(0).malloc(10);
     heap.shard(2).malloc(10);
     heap.shard(2).malloc(100000);

@@ -1,23 +1,16 @@
 /** `shardheap report` end to end: a heap image in a temp dir, every format, the exit codes. */
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ERROR_TABLE, SYSTEM_ERROR_ROW } from "../src/errors.js";
 import { SharedHeap } from "../src/index.js";
+import { runCli, tempDir } from "./helpers.js";
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 let dir: string;
 let image: string;
-
-function run(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [cli, ...args], { encoding: "utf8", cwd: dir });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
+const run = (...args: string[]) => runCli(args, { cwd: dir });
 
 function allocateForTheReport(heap: SharedHeap): void {
   const a = heap.shard(1);
@@ -27,7 +20,7 @@ function allocateForTheReport(heap: SharedHeap): void {
 
 beforeAll(async () => {
   process.env.SHARDHEAP_LOG = "silent";
-  dir = mkdtempSync(join(tmpdir(), "shardheap-cli-"));
+  dir = tempDir("shardheap-cli-");
   const heap = SharedHeap.create({ shards: 2, shardBytes: 4 << 20 });
   heap.shard(1).setHeapProfilingEnabled(true);
   allocateForTheReport(heap);
@@ -64,6 +57,11 @@ describe("shardheap report", () => {
       expect(r.stderr, args.join(" ")).toMatch(/^ +shardheap report FILE/m);
     }
     expect(run("--help").status).toBe(0);
+  });
+
+  it("--version prints the package's version", () => {
+    const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string };
+    for (const flag of ["--version", "-v"]) expect(run(flag)).toEqual({ status: 0, stdout: `${version}\n`, stderr: "" });
   });
 
   it("exit codes and messages come from the error table", () => {

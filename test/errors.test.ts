@@ -42,6 +42,7 @@ const INSTANCES: Array<Error & { code: string }> = [
   new HttpError("ERR_SHARDHEAP_NOT_FOUND"),
   new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED"),
   new HttpError("ERR_SHARDHEAP_BUSY"),
+  new HttpError("ERR_SHARDHEAP_NO_BASELINE"),
 ];
 
 describe("the error table", () => {

@@ -11,21 +11,14 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { AllocationSite, HeapProfile } from "../src/index.js";
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";
+import { profileOf, siteOf as site } from "./helpers.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const hasChromium = existsSync(CHROMIUM);
 if (!hasChromium) console.warn(`flamegraph browser check SKIPPED: ${CHROMIUM} is not installed (apt-get install chromium)`);
 
-const site = (names: string[], size: number): AllocationSite => ({
-  frames: names.map((functionName) => ({ functionName, url: "", line: 0, column: 0 })),
-  size, count: 1, allocCount: 1, allocSize: size,
-});
-const profile: HeapProfile = {
-  shard: "all", sampleRate: 1, totalCount: 3, totalSize: 4000,
-  sites: [site(["makeBuffer", "handleRequest", "main"], 3000), site(["makeKey", "handleRequest", "main"], 600), site(["startup", "main"], 400)],
-};
+const profile = profileOf([site(["makeBuffer", "handleRequest", "main"], 3000), site(["makeKey", "handleRequest", "main"], 600), site(["startup", "main"], 400)], { shard: "all" });
 
 describe.runIf(hasChromium)("flamegraph in Chromium", () => {
   let browser: Browser;

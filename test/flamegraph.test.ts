@@ -3,20 +3,8 @@
  * real browser by the report issue's browser test).
  */
 import { describe, expect, it } from "vitest";
-import type { AllocationSite, HeapProfile } from "../src/index.js";
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";
-
-const site = (names: string[], size: number): AllocationSite => ({
-  frames: names.map((functionName) => ({ functionName, url: "", line: 0, column: 0 })),
-  size,
-  count: 1,
-  allocCount: 1,
-  allocSize: size,
-});
-const profile = (sites: AllocationSite[]): HeapProfile => ({
-  shard: 0, sampleRate: 1, sites,
-  totalSize: sites.reduce((n, s) => n + s.size, 0), totalCount: sites.length,
-});
+import { profileOf as profile, siteOf as site } from "./helpers.js";
 
 describe("toFlamegraphSvg", () => {
   const svg = toFlamegraphSvg(profile([site(["leafA", "main"], 300), site(["leafB", "main"], 100), site(["gone"], 0)]), { title: "Shard <0> & co" });

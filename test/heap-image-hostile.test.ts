@@ -13,7 +13,7 @@ import { crc32 } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HeapFormatError, SharedHeap, decodeHeapImage } from "../src/index.js";
 // Shards run the built package (worker threads load dist/).
-import { Smp, decodeHeapImage as decodeBuilt } from "../dist/index.js";
+import { decodeHeapImage as decodeBuilt } from "../dist/index.js";
 import { encodeHeapImage as encodeBuilt } from "../dist/memory/heap-image-writer.js";
 import {
   C_BASE,
@@ -41,10 +41,10 @@ import {
 } from "../src/memory/layout.js";
 import { MAX_HEAP_BYTES_PER_IMAGE_BYTE, MAX_IMAGE_FILE_BYTES } from "../src/memory/heap-image.js";
 import { encodeHeapImage } from "../src/memory/heap-image-writer.js";
+import { startSmp } from "./helpers.js";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 const fuzzer = fileURLToPath(new URL("./fixtures/image-fuzz.mjs", import.meta.url));
-const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 const SHARD_BYTES = 1 << 20;
 
 let dir: string;
@@ -201,38 +201,34 @@ describe("hostile heap images", () => {
   });
 
   it("images of a heap whose shards are allocating and freeing still read", async () => {
-    const smp = await Smp.start({ shards: 2, memoryPerShard: "8MiB", module: tasks, heapprof: 256 });
-    try {
-      let running = true;
-      const churn = async (shard: number): Promise<void> => {
-        while (running) {
-          const ptrs = await smp.submitTo(shard, "allocMany", { count: 200, size: 48 + shard * 700 });
-          await smp.submitTo(1 - shard, "freeAll", ptrs); // cross-shard frees too
-        }
-      };
-      const churning = Promise.all([churn(0), churn(1)]);
-      // At least 30 images, and on until the shards have done 10k allocations
-      // between the first image and the last (a slow machine takes longer).
-      const deadline = Date.now() + 40_000;
-      let first = -1;
-      let images = 0;
-      try {
-        for (;;) {
-          const heap = decodeBuilt(encodeBuilt(smp.heap));
-          const mallocs = heap.stats().mallocs;
-          if (first < 0) first = mallocs;
-          images++;
-          if ((images >= 30 && mallocs - first > 10_000) || Date.now() > deadline) break;
-          await new Promise((resolve) => setTimeout(resolve, 5));
-        }
-      } finally {
-        running = false;
-        await churning;
+    const smp = await startSmp({ shards: 2, memoryPerShard: "8MiB", heapprof: 256 });
+    let running = true;
+    const churn = async (shard: number): Promise<void> => {
+      while (running) {
+        const ptrs = await smp.submitTo(shard, "allocMany", { count: 200, size: 48 + shard * 700 });
+        await smp.submitTo(1 - shard, "freeAll", ptrs); // cross-shard frees too
       }
-      expect(images).toBeGreaterThanOrEqual(30);
-      expect(smp.stats().mallocs - first, "the images were taken while the shards worked").toBeGreaterThan(10_000);
+    };
+    const churning = Promise.all([churn(0), churn(1)]);
+    // At least 30 images, and on until the shards have done 10k allocations
+    // between the first image and the last (a slow machine takes longer).
+    const deadline = Date.now() + 40_000;
+    let first = -1;
+    let images = 0;
+    try {
+      for (;;) {
+        const heap = decodeBuilt(encodeBuilt(smp.heap));
+        const mallocs = heap.stats().mallocs;
+        if (first < 0) first = mallocs;
+        images++;
+        if ((images >= 30 && mallocs - first > 10_000) || Date.now() > deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
     } finally {
-      await smp.stop();
+      running = false;
+      await churning;
     }
+    expect(images).toBeGreaterThanOrEqual(30);
+    expect(smp.stats().mallocs - first, "the images were taken while the shards worked").toBeGreaterThan(10_000);
   });
 });

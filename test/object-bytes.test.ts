@@ -4,15 +4,12 @@
  * object's end or on a freed pointer silently returned a view).
  */
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError, SharedHeap } from "../src/index.js";
-
-function newHeap(): SharedHeap {
-  return SharedHeap.create({ shards: 2, shardBytes: "1MiB" });
-}
+import { InvalidPointerError } from "../src/index.js";
+import { newHeap } from "./helpers.js";
 
 describe("objectBytes, writeString, readString", () => {
   it("objectBytes is the object's bytes, all of them by default, and refuses anything else", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shards: 2, shardBytes: "1MiB" });
     const a = heap.shard(0);
     const p = a.malloc(100); // a 112-byte object
     expect(heap.objectBytes(p).length).toBe(112);
@@ -28,7 +25,7 @@ describe("objectBytes, writeString, readString", () => {
   });
 
   it("strings go in as UTF-8 and come back, and one that does not fit writes nothing", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shards: 2, shardBytes: "1MiB" });
     const p = heap.shard(1).malloc(16);
     expect(heap.writeString(p, "héllo, wörld")).toBe(14);
     expect(heap.readString(p, 14)).toBe("héllo, wörld");

@@ -1,3 +1,5 @@
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
 import { fillSmpOptions } from "../src/smp/options.js";
@@ -6,13 +8,22 @@ import { InvalidValueError, UsageError } from "../src/errors.js";
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, queueBytes: 65536 });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536 });
     expect(fillSmpOptions({ shards: 1, queueBytes: "4KiB" }).queueBytes).toBe(4096);
     expect(fillSmpOptions({ shards: 255, memoryPerShard: "1MiB" }).queueBytes).toBe(1024); // 256^2 queues stay under 64 MiB
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
     expect(fillSmpOptions({ shards: 1, module: new URL("file:///x.mjs") }).module).toBe("file:///x.mjs");
+  });
+
+  it("reads a module path against the caller's working directory, and keeps URLs as given", () => {
+    const module = (m: string): string | undefined => fillSmpOptions({ shards: 1, module: m }).module;
+    expect(module("./tasks.mjs")).toBe(pathToFileURL(join(process.cwd(), "tasks.mjs")).href);
+    expect(module("lib/tasks.mjs")).toBe(pathToFileURL(join(process.cwd(), "lib", "tasks.mjs")).href);
+    expect(module("/srv/app/tasks.mjs")).toBe("file:///srv/app/tasks.mjs");
+    expect(module("file:///srv/app/tasks.mjs")).toBe("file:///srv/app/tasks.mjs");
+    expect(module("data:text/javascript,export const x = 1")).toBe("data:text/javascript,export const x = 1");
   });
 
   it.each([
@@ -27,6 +38,8 @@ describe("Smp options", () => {
     [{ shards: 1, heapprof: "1.5" }, /options.heapprof must be a whole number of bytes: "1.5" is 1.5 bytes/],
     [{ shards: 1, loadTimeoutMs: -1 }, /options.loadTimeoutMs must be a whole number from 0/],
     [{ shards: 1, stopTimeoutMs: Number.NaN }, /options.stopTimeoutMs/],
+    [{ shards: 1, idleTrimMs: Infinity }, /options.idleTrimMs/], // setTimeout would fire at once
+    [{ shards: 1, idleTrimMs: 2.5 }, /options.idleTrimMs/],
     [{ shards: 1, module: "" }, /options.module/],
     [{ shards: 1, queueBytes: 100 }, /options.queueBytes must be a power of two from 128/],
     [{ shards: 1, queueBytes: 3000 }, /options.queueBytes must be a power of two/],

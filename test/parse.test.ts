@@ -10,6 +10,7 @@ import { SharedHeap } from "../src/memory/shared-heap.js";
 import { parseBoolean, parseDecimal, parseInteger } from "../src/parse.js";
 import { formatSize, parseSize } from "../src/units.js";
 import { Smp } from "../dist/index.js";
+import { startSmp } from "./helpers.js";
 
 /** The error `f` throws (fails the test when it throws nothing). */
 function thrown(f: () => unknown): Error {
@@ -162,16 +163,12 @@ describe("every edge reads sizes and rates the same way", () => {
 
   it("setHeapProfiling reads its rate the same way", async () => {
     process.env.SHARDHEAP_LOG = "silent";
-    const smp = await Smp.start({ shards: 1, memoryPerShard: "1MiB" });
-    try {
-      await expect(smp.setHeapProfiling(0, 1.5)).rejects.toThrow("setHeapProfiling: rate must be a whole number of bytes, 0 or more, got 1.5");
-      await expect(smp.setHeapProfiling(0, 2 ** 31)).rejects.toThrow(/setHeapProfiling: rate must be at most 2147483647 bytes/);
-      await smp.setHeapProfiling(0, "64KiB");
-      expect(smp.heapProfile(0).sampleRate).toBe(65536);
-      await smp.setHeapProfiling(0, false);
-      expect(smp.heapProfile(0).sampleRate).toBe(0);
-    } finally {
-      await smp.stop();
-    }
+    const smp = await startSmp({ shards: 1, memoryPerShard: "1MiB" });
+    await expect(smp.setHeapProfiling(0, 1.5)).rejects.toThrow("setHeapProfiling: rate must be a whole number of bytes, 0 or more, got 1.5");
+    await expect(smp.setHeapProfiling(0, 2 ** 31)).rejects.toThrow(/setHeapProfiling: rate must be at most 2147483647 bytes/);
+    await smp.setHeapProfiling(0, "64KiB");
+    expect(smp.heapProfile(0).sampleRate).toBe(65536);
+    await smp.setHeapProfiling(0, false);
+    expect(smp.heapProfile(0).sampleRate).toBe(0);
   });
 });

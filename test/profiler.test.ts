@@ -3,23 +3,13 @@
  * that keeps the books, run-time rate changes. (Per-shard toggling and
  * cross-shard frees on real threads: smp-profiler.test.ts.)
  */
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { SharedHeap, type AllocationSite, type ShardAllocator } from "../src/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import { formatTree, toCollapsed, toFlamegraphSvg, toHeapprofile, type ShardAllocator } from "../src/index.js";
+import { newHeap, siteNamed } from "./helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";
 });
-
-let heaps: SharedHeap[] = [];
-afterEach(() => {
-  for (const heap of heaps) expect(heap.check()).toEqual([]);
-  heaps = [];
-});
-function newHeap(shardBytes = 16 << 20, shards = 1): SharedHeap {
-  const heap = SharedHeap.create({ shards, shardBytes });
-  heaps.push(heap);
-  return heap;
-}
 
 function allocateSmallObjects(a: ShardAllocator, n: number): number[] {
   const out: number[] = [];
@@ -31,12 +21,10 @@ function allocateLargeObjects(a: ShardAllocator, n: number): number[] {
   for (let i = 0; i < n; i++) out.push(a.malloc(50_000));
   return out;
 }
-const siteOf = (sites: AllocationSite[], fn: string): AllocationSite | undefined =>
-  sites.find((s) => s.frames[0]?.functionName === fn);
 
 describe("exact mode (setHeapProfilingEnabled(true))", () => {
   it("records two sites with exact counts and object sizes, and keeps the history after frees", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shardBytes: 16 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingEnabled(true);
     expect(a.heapProfilingSampleRate()).toBe(1);
@@ -45,8 +33,8 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     const p = a.heapProfile();
     expect(p.sampleRate).toBe(1);
     expect(p.sites).toHaveLength(2);
-    const s = siteOf(p.sites, "allocateSmallObjects")!;
-    const l = siteOf(p.sites, "allocateLargeObjects")!;
+    const s = siteNamed(p, "allocateSmallObjects")!;
+    const l = siteNamed(p, "allocateLargeObjects")!;
     expect([s.count, s.size, s.allocCount, s.allocSize]).toEqual([300, 300 * 112, 300, 300 * 112]);
     expect([l.count, l.size]).toEqual([7, 7 * a.objectSize(large[0]!)]);
     expect(a.objectSize(small[0]!)).toBe(112); // the tag is not part of the object
@@ -56,7 +44,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
     expect(p.sites[0]).toBe(l); // largest first
     for (const ptr of [...small, ...large]) a.free(ptr);
     const after = a.heapProfile();
-    const s2 = siteOf(after.sites, "allocateSmallObjects")!;
+    const s2 = siteNamed(after, "allocateSmallObjects")!;
     expect([s2.count, s2.size, s2.allocCount, s2.allocSize]).toEqual([0, 0, 300, 300 * 112]);
     expect(after.totalSize).toBe(0);
     // What one thread records, the heap reads from the buffer alike.
@@ -64,7 +52,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("diagnostics() lists the top allocation sites while profiling is on", () => {
-    const a = newHeap().shard(0);
+    const a = newHeap({ shardBytes: 16 << 20 }).shard(0);
     expect(a.diagnostics()).not.toMatch(/Top allocation sites/);
     a.setHeapProfilingEnabled(true);
     const ptrs = allocateSmallObjects(a, 10);
@@ -75,7 +63,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("keeps the books on realloc (move and in-place shrink) and allocateAligned", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shardBytes: 16 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingEnabled(true);
     const p = a.malloc(40); // site A
@@ -94,7 +82,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("sampled objects keep their class's alignment, and writing all of an object cannot touch its tag", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shardBytes: 16 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingEnabled(true);
     const ptrs: number[] = [];
@@ -114,7 +102,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("objects recorded while on are accounted for when freed after it is turned off", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shardBytes: 16 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingEnabled(true);
     const ptrs = allocateSmallObjects(a, 50);
@@ -129,19 +117,19 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("a cross-shard free decrements the allocating shard's site when its owner drains", () => {
-    const heap = newHeap(16 << 20, 2);
+    const heap = newHeap({ shards: 2, shardBytes: 16 << 20 });
     const owner = heap.shard(0);
     owner.setHeapProfilingEnabled(true);
     const ptrs = allocateSmallObjects(owner, 20);
     for (const ptr of ptrs) heap.shard(1).free(ptr);
-    expect(siteOf(owner.heapProfile().sites, "allocateSmallObjects")!.count).toBe(20); // until drained
+    expect(siteNamed(owner.heapProfile(), "allocateSmallObjects")!.count).toBe(20); // until drained
     owner.drainCrossShardFrees();
-    expect(siteOf(owner.heapProfile().sites, "allocateSmallObjects")!.count).toBe(0);
+    expect(siteNamed(owner.heapProfile(), "allocateSmallObjects")!.count).toBe(0);
     expect(heap.heapProfile(1).sites).toEqual([]);
   });
 
   it("logs Enabling / Disabling heap profiler on the transitions, as the seed does, and every change of mode", () => {
-    const a = newHeap().shard(0);
+    const a = newHeap({ shardBytes: 16 << 20 }).shard(0);
     const lines: string[] = [];
     const write = process.stderr.write.bind(process.stderr);
     const saved = process.env.SHARDHEAP_LOG;
@@ -165,7 +153,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("a stack capture that throws leaves no object allocated and the heap consistent", () => {
-    const heap = newHeap();
+    const heap = newHeap({ shardBytes: 16 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingEnabled(true);
     const before = a.stats();
@@ -185,7 +173,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("validates its arguments", () => {
-    const a = newHeap().shard(0);
+    const a = newHeap({ shardBytes: 16 << 20 }).shard(0);
     expect(() => a.setHeapProfilingSampleRate(-1)).toThrow(RangeError);
     expect(() => a.setHeapProfilingSampleRate(1.5)).toThrow(RangeError);
     expect(() => a.setHeapProfilingSampleRate("1" as unknown as number)).toThrow(TypeError);
@@ -195,7 +183,7 @@ describe("exact mode (setHeapProfilingEnabled(true))", () => {
   });
 
   it("records at most the configured depth", () => {
-    const a = newHeap().shard(0);
+    const a = newHeap({ shardBytes: 16 << 20 }).shard(0);
     a.setHeapProfilingDepth(1);
     a.setHeapProfilingEnabled(true);
     a.free(allocateSmallObjects(a, 1)[0]!);
@@ -232,7 +220,7 @@ describe("sampled mode", () => {
   }
 
   it("estimates each large site's live bytes within 10% (fixed seed, >= 50 MiB allocated)", () => {
-    const heap = newHeap(256 << 20);
+    const heap = newHeap({ shardBytes: 256 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingSampleRate(8 * 1024);
     a.seedHeapProfiler(12345);
@@ -260,34 +248,65 @@ describe("sampled mode", () => {
     for (const [fn, live] of Object.entries(bySite)) {
       const truth = live.reduce((n, o) => n + o.size, 0);
       if (truth < 0.05 * heapLive) continue;
-      const estimate = siteOf(profile.sites, fn)?.size ?? 0;
+      const estimate = siteNamed(profile, fn)?.size ?? 0;
       expect(Math.abs(estimate - truth) / truth, `${fn}: estimated ${estimate}, truth ${truth}`).toBeLessThan(0.1);
       checked++;
     }
     expect(checked).toBeGreaterThanOrEqual(3);
     for (const o of Object.values(bySite).flat()) a.free(o.ptr);
     const end = a.heapProfile();
-    expect(end.sites.every((site) => site.count >= 0 && site.size >= 0)).toBe(true);
-    expect(end.totalSize).toBeLessThan(1e-6 * heapLive);
+    expect(end.sites.map((site) => [site.count, site.size])).toEqual(end.sites.map(() => [0, 0]));
+    expect([end.totalCount, end.totalSize]).toEqual([0, 0]);
   });
 
-  it("changing the rate while objects are live keeps every counter consistent and non-negative", () => {
-    const heap = newHeap(64 << 20);
+  it("freeing every sampled object, in another order than allocated, leaves exactly zero, and no report draws a frame", () => {
+    const heap = newHeap({ shardBytes: 64 << 20 });
+    const a = heap.shard(0);
+    a.setHeapProfilingSampleRate(3000); // most objects sampled, each with its own fractional weight
+    a.seedHeapProfiler(99);
+    const random = rng(3);
+    const live: Live[] = [];
+    mixedObjects(a, 5000, live, random);
+    smallObjects(a, 5000, live);
+    const during = a.heapProfile();
+    expect(during.totalCount).toBeGreaterThan(5000);
+    expect(Number.isInteger(during.totalCount)).toBe(false); // fractional weights were summed
+    // Free in a shuffled order: float sums that depend on order would leave residue.
+    for (let i = live.length - 1; i > 0; i--) {
+      const j = Math.floor(random() * (i + 1));
+      [live[i], live[j]] = [live[j]!, live[i]!];
+    }
+    for (const o of live) a.free(o.ptr);
+    const end = a.heapProfile();
+    expect(end.sites.length).toBeGreaterThan(0); // kept for their history
+    for (const site of end.sites) expect([site.count, site.size], site.frames[0]?.functionName).toEqual([0, 0]);
+    expect([end.totalCount, end.totalSize]).toEqual([0, 0]);
+    expect(formatTree(end)).toBe("All (0, #0)\n");
+    expect(toCollapsed(end)).toBe("");
+    expect(toFlamegraphSvg(end).match(/<g class="frame"/g)).toHaveLength(1); // the root only
+    expect(toHeapprofile(end).samples).toEqual([]);
+  });
+
+  it("changing the rate while objects are live keeps every figure exact: on the books' grid, never negative, 0 when all is freed", () => {
+    const heap = newHeap({ shardBytes: 64 << 20 });
     const a = heap.shard(0);
     const live: Live[] = [];
+    const onGrid = (x: number): boolean => Number.isInteger(x * 2 ** 16);
     for (const rate of [1, 4096, 0, 100_000, 1, 0]) {
       a.setHeapProfilingSampleRate(rate);
       smallObjects(a, 2000, live);
       largeBuffers(a, 20, live);
       for (let i = live.length - 1; i >= 0; i -= 3) a.free(live.splice(i, 1)[0]!.ptr);
       for (const site of a.heapProfile().sites) {
+        // No clamp hides an over-subtraction any more: a negative figure would show here.
         expect(site.count).toBeGreaterThanOrEqual(0);
         expect(site.size).toBeGreaterThanOrEqual(0);
+        expect([site.count, site.size, site.allocCount, site.allocSize].every(onGrid)).toBe(true);
       }
     }
     for (const o of live) a.free(o.ptr);
     const p = a.heapProfile();
-    expect(p.totalCount).toBeLessThan(1e-6);
-    expect(p.totalSize).toBeLessThan(1e-3);
+    expect(p.sites.every((site) => site.count === 0 && site.size === 0)).toBe(true);
+    expect([p.totalCount, p.totalSize]).toEqual([0, 0]);
   });
 });

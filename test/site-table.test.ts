@@ -8,7 +8,8 @@ import { describe, expect, it } from "vitest";
 import { SharedHeap } from "../src/index.js";
 import { OTHER_SITES } from "../src/memory/layout.js";
 import { SiteTable, readSites, OTHER_SITES_NAME } from "../src/memory/site-table.js";
-import { captureStack, type Frame } from "../src/memory/stack-capture.js";
+import type { Frame } from "../src/memory/stack-capture.js";
+import { captureStack, internStack, newHeap } from "./helpers.js";
 
 function allocatingFunction(): Frame[] {
   return captureStack(16);
@@ -38,14 +39,14 @@ describe("captureStack", () => {
 
 describe("site table", () => {
   it("interns stacks and frames, and counts live and cumulative objects", () => {
-    const heap = SharedHeap.create({ shards: 2, shardBytes: 4 << 20 });
+    const heap = newHeap({ shards: 2, shardBytes: 4 << 20 });
     const table = new SiteTable(heap.regions[1]!);
     const a = allocatingFunction();
     const b = otherAllocatingFunction();
-    const sa = table.siteOf(a);
-    expect(table.siteOf(allocatingFunction())).not.toBe(sa); // another line: another stack
-    expect(table.siteOf(a)).toBe(sa);
-    const sb = table.siteOf(b);
+    const sa = internStack(table, a);
+    expect(internStack(table, allocatingFunction())).not.toBe(sa); // another line: another stack
+    expect(internStack(table, a)).toBe(sa);
+    const sb = internStack(table, b);
     expect(sb).not.toBe(sa);
     table.recordAlloc(sa, 1, 64);
     table.recordAlloc(sa, 1, 64);
@@ -61,23 +62,29 @@ describe("site table", () => {
     expect(readSites(heap.regions[0]!)).toEqual([]);
   });
 
-  it("keeps counts from going negative", () => {
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+  it("keeps the books exact: a free takes off what its allocation added, in any order; an over-subtraction shows", () => {
+    const heap = newHeap({ shards: 1, shardBytes: 1 << 20 });
     const table = new SiteTable(heap.regions[0]!);
-    const s = table.siteOf(allocatingFunction());
-    table.recordAlloc(s, 1.25, 100);
-    table.recordFree(s, 1.5, 100);
+    const s = internStack(table, allocatingFunction());
+    // Weights as the sampler makes them: 1/(1-exp(-size/rate)), any double.
+    const objects = [48, 112, 1024, 5000, 70_000].map((size) => ({ size, weight: 1 / (1 - Math.exp(-size / 3000)) }));
+    for (const o of objects) table.recordAlloc(s, o.weight, o.size);
+    for (const o of [...objects].reverse()) table.recordFree(s, o.weight, o.size);
     const [site] = readSites(heap.regions[0]!);
-    expect(site!.count).toBe(0);
-    expect(site!.size).toBe(0);
+    expect([site!.count, site!.size]).toEqual([0, 0]); // not 1.8e-10
+    expect(site!.allocCount).toBeCloseTo(objects.reduce((n, o) => n + o.weight, 0), 4);
+    // No clamp at zero: freeing more than was recorded is a bug, and it shows.
+    table.recordFree(s, 1.5, 100);
+    const [after] = readSites(heap.regions[0]!);
+    expect([after!.count, after!.size]).toEqual([-1.5, -150]);
   });
 
   it("folds stacks into (other sites) when the table is full, keeping totals exact", () => {
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 }); // 64 sites
+    const heap = newHeap({ shards: 1, shardBytes: 1 << 20 }); // 64 sites
     const table = new SiteTable(heap.regions[0]!);
     let total = 0;
     for (let i = 0; i < 200; i++) {
-      const site = table.siteOf([{ functionName: `f${i}`, url: "file:///app.js", line: i + 1, column: 1 }]);
+      const site = internStack(table, [{ functionName: `f${i}`, url: "file:///app.js", line: i + 1, column: 1 }]);
       table.recordAlloc(site, 1, 16);
       total += 16;
     }
@@ -89,17 +96,17 @@ describe("site table", () => {
   });
 
   it("a table made again over the same region (a restarted shard) finds the existing sites", () => {
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const heap = newHeap({ shards: 1, shardBytes: 1 << 20 });
     const stack = allocatingFunction();
-    const first = new SiteTable(heap.regions[0]!).siteOf(stack);
+    const first = internStack(new SiteTable(heap.regions[0]!), stack);
     const again = new SiteTable(SharedHeap.attach(heap.buffer).regions[0]!);
-    expect(again.siteOf(stack)).toBe(first);
-    expect(again.siteOf(otherAllocatingFunction())).toBe(first + 1);
+    expect(internStack(again, stack)).toBe(first);
+    expect(internStack(again, otherAllocatingFunction())).toBe(first + 1);
   });
 
   it("keeps apart frames of two eval'd scripts at the same positions (no file name to cache them under)", () => {
     process.env.SHARDHEAP_LOG = "silent";
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const heap = newHeap({ shards: 1, shardBytes: 1 << 20 });
     const a = heap.shard(0);
     a.setHeapProfilingEnabled(true);
     for (const name of ["/scripts/one.js", "/scripts/two.js"]) {
@@ -111,9 +118,9 @@ describe("site table", () => {
   });
 
   it("another thread reads the same sites from the buffer alone", async () => {
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+    const heap = newHeap({ shards: 1, shardBytes: 1 << 20 });
     const table = new SiteTable(heap.regions[0]!);
-    const s = table.siteOf([{ functionName: "écrire", url: "file:///ü.js", line: 3, column: 7 }]);
+    const s = internStack(table, [{ functionName: "écrire", url: "file:///ü.js", line: 3, column: 7 }]);
     table.recordAlloc(s, 1, 48);
     const worker = new Worker(
       `const { workerData, parentPort } = require("node:worker_threads");

@@ -9,22 +9,13 @@
 import { BroadcastChannel } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { ShardError, Smp } from "../dist/index.js";
+import { TASKS, startSmp, waitFor } from "./helpers.js";
 
-const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
-let running: Smp[] = [];
 let channels: BroadcastChannel[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((s) => s.stop({ timeoutMs: 1000 })));
-  running = [];
+afterEach(() => {
   for (const c of channels) c.close();
   channels = [];
 });
-
-async function start(o: Parameters<typeof Smp.start>[0]): Promise<Smp> {
-  const smp = await Smp.start(o);
-  running.push(smp);
-  return smp;
-}
 
 /** A BroadcastChannel the heartbeat fixture posts to, and the messages seen on it. */
 function listen(): { name: string; seen: Array<{ loaded?: number; alive?: number }> } {
@@ -39,14 +30,6 @@ function listen(): { name: string; seen: Array<{ loaded?: number; alive?: number
 const heartbeat = (channel: string, hang = false) => new URL(`./fixtures/heartbeat.mjs?channel=${channel}${hang ? "&hang=1" : ""}`, import.meta.url);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
-  const t0 = performance.now();
-  while (!condition()) {
-    if (performance.now() - t0 > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await sleep(2);
-  }
-}
-
 type Counts = { mallocs: number; localFrees: number; remoteFrees: number };
 
 describe("stop() while tasks allocate (issue 9 point 4)", () => {
@@ -55,7 +38,7 @@ describe("stop() while tasks allocate (issue 9 point 4)", () => {
     const slots = 16;
     for (let run = 0; run < 10; run++) {
       const heapprof = run % 2 === 0 ? true : 2048;
-      const smp = await start({ shards, memoryPerShard: "32MiB", module: tasks, heapprof });
+      const smp = await startSmp({ shards, memoryPerShard: "32MiB", module: TASKS, heapprof });
       const initialFree = [0, 1].map((s) => smp.stats(s).freeMemory);
       const mailbox = new SharedArrayBuffer(4 * (2 + shards * slots));
       const words = new Uint32Array(mailbox);
@@ -98,14 +81,14 @@ describe("stop() while tasks allocate (issue 9 point 4)", () => {
   });
 
   it("a call made before stop() completes with its value", async () => {
-    const smp = await start({ shards: 1, memoryPerShard: "1MiB", module: tasks });
+    const smp = await startSmp({ shards: 1, memoryPerShard: "1MiB", module: TASKS });
     const pending = smp.submitTo(0, "timerFires", 150);
     await smp.stop();
     await expect(pending).resolves.toBe("fired");
   });
 
   it("a shard that does not finish within the stop timeout is terminated and named", async () => {
-    const smp = await start({ shards: 3, memoryPerShard: "1MiB", module: tasks, stopTimeoutMs: 60_000 });
+    const smp = await startSmp({ shards: 3, memoryPerShard: "1MiB", module: TASKS, stopTimeoutMs: 60_000 });
     const errors: ShardError[] = [];
     smp.on("error", (e) => errors.push(e));
     const never = smp.submitTo(0, "hang");
@@ -124,7 +107,7 @@ describe("stop() while tasks allocate (issue 9 point 4)", () => {
   it("stop timeouts are validated", async () => {
     await expect(Smp.start({ shards: 1, memoryPerShard: "1MiB", stopTimeoutMs: -1 })).rejects.toThrow(/options.stopTimeoutMs/);
     await expect(Smp.start({ shards: 1, memoryPerShard: "1MiB", loadTimeoutMs: 1.5 })).rejects.toThrow(/options.loadTimeoutMs/);
-    const smp = await start({ shards: 1, memoryPerShard: "1MiB" });
+    const smp = await startSmp({ shards: 1, memoryPerShard: "1MiB" });
     await expect(smp.stop({ timeoutMs: Number.NaN })).rejects.toThrow(/stop: timeoutMs/);
     await smp.stop();
   });
@@ -150,7 +133,7 @@ describe("Smp.start's load timeout and calls after stop (issue 9 point 9)", () =
 
   it("after stop(), setHeapProfiling, submitTo and invokeOnAll reject and start no thread", async () => {
     const { name, seen } = listen();
-    const smp = await start({ shards: 2, memoryPerShard: "1MiB", module: heartbeat(name) });
+    const smp = await startSmp({ shards: 2, memoryPerShard: "1MiB", module: heartbeat(name) });
     await waitFor(() => seen.length === 2, "both shards announced their load");
     expect(await smp.invokeOnAll<number>("whoAmI")).toEqual([0, 1]);
     await smp.stop();

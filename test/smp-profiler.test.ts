@@ -1,39 +1,22 @@
 /** The heap profiler across real shard threads: per-shard toggling, cross-shard frees, reading from outside. */
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { Smp, type AllocationSite, type HeapProfile } from "../dist/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { AllocationSite, HeapProfile } from "../dist/index.js";
+import { siteNamed, startSmp, waitFor } from "./helpers.js";
 
-const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
-let running: Smp[] = [];
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent"; // inherited by the shard threads
 });
-afterEach(async () => {
-  await Promise.all(running.map((s) => s.stop()));
-  running = [];
-});
-async function start(o: { shards: number; heapprof?: boolean | number }): Promise<Smp> {
-  const smp = await Smp.start({ ...o, memoryPerShard: "16MiB", module: tasks });
-  running.push(smp);
-  return smp;
-}
-const site = (p: HeapProfile): AllocationSite | undefined => p.sites.find((s) => s.frames[0]?.functionName === "allocateForProfile");
-async function waitFor(condition: () => boolean): Promise<void> {
-  const t0 = performance.now();
-  while (!condition()) {
-    if (performance.now() - t0 > 10_000) throw new Error("condition not met in 10 s");
-    await new Promise((r) => setTimeout(r, 2));
-  }
-}
+const site = (p: HeapProfile): AllocationSite | undefined => siteNamed(p, "allocateForProfile");
 
 describe("heap profiling on shards", () => {
   it("--heapprof at start applies to every shard; RATE is kept", async () => {
-    const smp = await start({ shards: 2, heapprof: 4096 });
+    const smp = await startSmp({ shards: 2, heapprof: 4096 });
     expect(await Promise.all([0, 1].map((s) => smp.submitTo(s, "sampleRate")))).toEqual([4096, 4096]);
     expect(smp.heapProfile().sampleRate).toBe(4096);
   });
 
   it("toggled per shard at run time: only the enabled shard records", async () => {
-    const smp = await start({ shards: 2 });
+    const smp = await startSmp({ shards: 2 });
     await smp.setHeapProfiling(1, true);
     const [p0, p1] = await Promise.all([0, 1].map((s) => smp.submitTo<number[]>(s, "allocateForProfile", { count: 100, size: 64 })));
     expect(site(smp.heapProfile(0))).toBeUndefined();
@@ -56,17 +39,17 @@ describe("heap profiling on shards", () => {
   });
 
   it("a free on another shard reaches the allocating shard's site after the drain", async () => {
-    const smp = await start({ shards: 2, heapprof: true });
+    const smp = await startSmp({ shards: 2, heapprof: true });
     const ptrs = await smp.submitTo<number[]>(0, "allocateForProfile", { count: 500, size: 200 });
     expect(site(smp.heapProfile(0))).toMatchObject({ count: 500 });
     await smp.submitTo(1, "freeAll", ptrs);
-    await waitFor(() => site(smp.heapProfile(0))!.count === 0);
+    await waitFor(() => site(smp.heapProfile(0))!.count === 0, "the remote frees drained into the site");
     expect(site(smp.heapProfile(0))!.size).toBe(0);
     expect(smp.heapProfile(1).sites).toEqual([]);
   });
 
   it("the profile read from the main thread equals the one the shard computes", async () => {
-    const smp = await start({ shards: 1, heapprof: true });
+    const smp = await startSmp({ shards: 1, heapprof: true });
     await smp.submitTo(0, "allocateForProfile", { count: 50, size: 3000 });
     const own = await smp.submitTo<HeapProfile>(0, "ownProfile");
     expect(smp.heapProfile(0)).toEqual(own);

@@ -1,16 +1,16 @@
-/** `shardheap stress` end to end in a temp dir, with short durations. */
-import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+/**
+ * `shardheap stress` end to end in a temp dir, with short durations. Every
+ * wait on a child is bounded, and a child still running when its test
+ * ends is killed (helpers.ts spawnCli).
+ */
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { describe, expect, it } from "vitest";
+import { runCli, spawnCli, tempDir } from "./helpers.js";
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 const FILES = ["heapprof.svg", "heapprof.collapsed", "heapprof.pb.gz", "heapprof.heapprofile", "heap.img"];
-const env = { ...process.env, SHARDHEAP_LOG: "silent" };
 
 /**
  * Every report file is there and valid. `withSites`: also that the profile
@@ -27,64 +27,61 @@ function checkReport(out: string, withSites: boolean): void {
     expect(pprof.sample.length).toBeGreaterThan(0);
   }
   expect(JSON.parse(readFileSync(join(out, "heapprof.heapprofile"), "utf8")).head.callFrame.functionName).toBe("(root)");
-  const report = spawnSync(process.execPath, [cli, "report", join(out, "heap.img")], { encoding: "utf8", env });
+  const report = runCli(["report", join(out, "heap.img")]);
   expect(report.status).toBe(0);
   expect(report.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
 }
 
 describe("shardheap stress", () => {
   it("runs, shows progress, prints statistics and the tree, writes every report file", () => {
-    const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
-    const r = spawnSync(process.execPath, [cli, "stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--out", out], { encoding: "utf8", env, timeout: 60_000 });
+    const out = join(tempDir("shardheap-stress-"), "out");
+    const r = runCli(["stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--out", out]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard/m);
-    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+$/m);
-    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free$/m);
+    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+  failed mallocs: \S+$/m);
+    expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free +failed mallocs$/m);
     expect(r.stdout).toMatch(/^All \(\d+, #\d+\)$/m);
     expect(r.stdout).toMatch(/allocate(SessionState|RequestBuffer|CacheEntry) \(.*workload\.ts:\d+:\d+\)/);
     checkReport(out, true);
   });
 
+  it("shows failed allocations per shard; with --heapprof=0 writes heap.img and no profile files, and says so", () => {
+    const out = join(tempDir("shardheap-stress-"), "out");
+    // 256 KiB shards: the workload's cache entries (32 to 256 KiB) often cannot fit.
+    const r = runCli(["stress", "--duration", "1.2", "--smp", "1", "--memory", "256K", "--heapprof=0", "--out", out]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off,/m);
+    const failedNow = /failed mallocs: (\S+)$/m.exec(r.stdout);
+    expect(failedNow, r.stdout).not.toBeNull();
+    const row = /^ +0 +(?:\S+ +){6}(\S+)$/m.exec(r.stdout);
+    expect(row, r.stdout).not.toBeNull();
+    expect(Number(row![1]!.replace(/k$/, "000"))).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/Heap profiler was off \(--heapprof to turn it on\): no heapprof\.\* files, only heap\.img/);
+    expect(readdirSync(out)).toEqual(["heap.img"]);
+    expect(r.stdout).toMatch(/^wrote heap\.img in /m);
+    expect(runCli(["report", join(out, "heap.img")]).stdout).toBe("All (0, #0)\n");
+  });
+
   it("Ctrl-C stops cleanly and still writes the report", async () => {
-    const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
-    const child = spawn(process.execPath, [cli, "stress", "--duration", "60", "--smp", "2", "--memory", "16MiB", "--out", out], { env });
-    let stdout = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d));
-    await new Promise<void>((resolve) => {
-      const poll = setInterval(() => {
-        if (/ops\/s/.test(stdout)) {
-          clearInterval(poll);
-          resolve();
-        }
-      }, 50);
-    });
-    child.kill("SIGINT");
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    expect(code).toBe(0);
-    expect(stdout).toMatch(/interrupted: writing the report/);
+    const out = join(tempDir("shardheap-stress-"), "out");
+    const stress = spawnCli(["stress", "--duration", "60", "--smp", "2", "--memory", "16MiB", "--out", out]);
+    await stress.output(/ops\/s/);
+    stress.child.kill("SIGINT");
+    expect(await stress.exit(30_000)).toBe(0);
+    expect(stress.stdout()).toMatch(/interrupted: writing the report/);
     checkReport(out, false);
   });
 
   it("--admin-port serves the admin API while it runs, printing its URL first", async () => {
-    const out = join(mkdtempSync(join(tmpdir(), "shardheap-stress-")), "out");
-    const child = spawn(process.execPath, [cli, "stress", "--duration", "5", "--smp", "2", "--memory", "16MiB", "--admin-port", "0", "--out", out], { env });
-    let stdout = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d));
-    const url = await new Promise<string>((resolve) => {
-      const poll = setInterval(() => {
-        const m = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(stdout);
-        if (m) {
-          clearInterval(poll);
-          resolve(m[1]!);
-        }
-      }, 20);
-    });
+    const out = join(tempDir("shardheap-stress-"), "out");
+    const stress = spawnCli(["stress", "--duration", "5", "--smp", "2", "--memory", "16MiB", "--admin-port", "0", "--out", out]);
+    const url = (await stress.output(/^admin: (http:\/\/127\.0\.0\.1:\d+)$/m))[1]!;
+    const stdout = stress.stdout();
     expect(stdout.indexOf("admin: ")).toBeLessThan(stdout.search(/ops\/s|$/));
     expect((await fetch(`${url}/v1/heapprof?shard=1&rate=0`, { method: "PUT" })).status).toBe(200);
     expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^shardheap_memory_malloc_operations_total\{shard="0"\} \d+/m);
     expect((await fetch(`${url}/v1/heap/image`)).status).toBe(403); // not allowed without --admin-heap-image
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    expect(code).toBe(0);
+    expect(await stress.exit()).toBe(0);
   });
 
   it("bad flags: usage on stderr naming the flag, exit 2", () => {
@@ -103,8 +100,9 @@ describe("shardheap stress", () => {
       ["--heapprof=2GiB"], // was refused inside the shard
       ["--admin-port", "70000"],
       ["--admin-heap-image=maybe"],
+      ["--admin-heap-image"], // without --admin-port it would do nothing
     ]) {
-      const r = spawnSync(process.execPath, [cli, "stress", ...args], { encoding: "utf8", env, timeout: 30_000 });
+      const r = runCli(["stress", ...args], { timeoutMs: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap stress/);
       expect(r.stderr.split("\n")[0], args.join(" ")).toContain(args[0]!.replace(/=.*/, ""));

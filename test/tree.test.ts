@@ -1,23 +1,9 @@
 /** Golden tests of the seed's text tree and of collapsed stacks, on hand-built profiles. */
 import { describe, expect, it } from "vitest";
-import type { AllocationSite, HeapProfile } from "../src/index.js";
 import { formatTree } from "../src/report/tree.js";
+import { toFlamegraphSvg } from "../src/report/flamegraph.js";
 import { roundPreservingSum, toCollapsed } from "../src/report/collapsed.js";
-
-const site = (names: string[], size: number, count: number): AllocationSite => ({
-  frames: names.map((functionName) => ({ functionName, url: "", line: 0, column: 0 })),
-  size,
-  count,
-  allocCount: count,
-  allocSize: size,
-});
-const profile = (sites: AllocationSite[]): HeapProfile => ({
-  shard: 0,
-  sampleRate: 1,
-  sites,
-  totalSize: sites.reduce((n, s) => n + s.size, 0),
-  totalCount: sites.reduce((n, s) => n + s.count, 0),
-});
+import { profileOf as profile, siteOf as site } from "./helpers.js";
 
 // The seed's example, reduced: leaf-first stacks as the profiler records them.
 const seed = profile([
@@ -27,6 +13,15 @@ const seed = profile([
   site(["small_object"], 100, 3),
   site(["freed_long_ago"], 0, 0),
 ]);
+
+describe("what is not there", () => {
+  it("sites of less than a byte (float residue from a hand-built or foreign profile) are not drawn, in the tree or the SVG", () => {
+    const residue = profile([site(["leaf", "main"], 1.6e-10, 1e-12), site(["other"], 0.2e-10, 0)]);
+    expect(formatTree(residue)).toBe("All (0, #0)\n");
+    expect(toFlamegraphSvg(residue).match(/<g class="frame"/g)).toHaveLength(1); // the root only, not "0 bytes, 88.89%"
+    expect(toCollapsed(residue)).toBe("");
+  });
+});
 
 describe("formatTree", () => {
   it("prints the seed's format: branches, stems, sizes descending, equal chains collapsed", () => {

@@ -74,7 +74,6 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
     if (errors.length < MAX_REPORTS) errors.push(`shard ${r.id}: ${msg}`);
   };
   const i32 = r.i32;
-  const u32 = r.u32;
   const meta = (p: number, f: number): number => i32[r.pageMeta(p) + f]!;
 
   // 1. Walk the spans head to head; they must tile the region exactly.

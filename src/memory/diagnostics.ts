@@ -2,8 +2,16 @@
  * The diagnostics report, in the shape of Seastar's
  * dump_memory_diagnostics: totals, then a small-pool table
  * (objsz spansz usedobj memory unused wst%), then a page-span table
- * (index size free used spans). It is attached to every OutOfMemoryError
- * and served by the admin API. Read-only: works on any thread's view.
+ * (index size free used spans), and the top allocation sites when the
+ * profiler is on. It is attached to every OutOfMemoryError and served by
+ * the admin API. Read-only: works on any thread's view.
+ *
+ * The sites' frames are the raw positions the profiler recorded (compiled
+ * JavaScript). Mapping them to TypeScript sources reads source maps from
+ * disk, asynchronously, which an allocator failing an allocation cannot
+ * wait for: ShardAllocator.diagnostics() and OutOfMemoryError.report stay
+ * raw, and the admin API passes sites it has mapped (report/
+ * mapped-diagnostics.ts) as `topSites`.
  */
 import { formatCount, formatSize } from "../units.js";
 import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_NEXT, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE, S_SPAN_LISTS } from "./layout.js";
@@ -11,11 +19,16 @@ import type { ShardRegion } from "./region.js";
 import { CLASS_COUNT, POOL_COUNT, classSize, classSpanPages } from "./size-classes.js";
 import { poolBytes, poolObjectsInUse } from "./small-pool.js";
 import { readStats } from "./stats.js";
-import { heapProfileOf, sampleRateOf } from "./heap-profile.js";
+import { heapProfileOf, sampleRateOf, type AllocationSite } from "./heap-profile.js";
 
 const pad = (s: string | number, n: number): string => String(s).padStart(n);
 
-export function formatDiagnostics(r: ShardRegion): string {
+export interface DiagnosticsOptions {
+  /** The region's profile sites, frames already mapped to sources; read raw from the buffer when absent. */
+  topSites?: readonly AllocationSite[];
+}
+
+export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): string {
   const s = readStats(r);
   const out: string[] = [];
   out.push(`Dumping shardheap memory diagnostics (shard ${r.id})`);
@@ -75,7 +88,7 @@ export function formatDiagnostics(r: ShardRegion): string {
     out.push("");
     out.push(`Top allocation sites (heap profiler, ${rate === 1 ? "every allocation" : `sampled every ${formatSize(rate)}`}):`);
     out.push("     size    count  site");
-    const sites = heapProfileOf([r], 0 /* the only region given */).sites.filter((site) => site.size > 0);
+    const sites = (o.topSites ?? heapProfileOf([r], 0 /* the only region given */).sites).filter((site) => site.size > 0);
     for (const site of sites.slice(0, TOP_SITES)) {
       const leaf = site.frames[0];
       const where = leaf ? `${leaf.functionName || "(anonymous)"} (${leaf.url}:${leaf.line}:${leaf.column})` : "(no frames)";

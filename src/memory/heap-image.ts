@@ -22,6 +22,7 @@ import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { crc32 } from "node:zlib";
 import { HeapFormatError } from "../errors.js";
+import { plural } from "../units.js";
 import { IMAGE_HEADER_BYTES as HEADER_BYTES, IMAGE_MAGIC as MAGIC, IMAGE_VERSION as VERSION, chunksOfGeometry } from "./heap-image-writer.js";
 import { HEAP_HEADER_BYTES, H_SHARDS, H_SHARD_PAGES, MAX_HEAP_BYTES, PAGE_SIZE } from "./layout.js";
 import { regionProblem } from "./region-validation.js";
@@ -63,10 +64,10 @@ export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {
   const chunks = readChunkTable(body, b.readUInt32LE(12), fail);
   const geometry = geometryOf(body.subarray(chunks[0]!.at, chunks[0]!.at + chunks[0]!.length), fail);
   if (HEAP_HEADER_BYTES + geometry.shards * geometry.shardBytes !== total) {
-    fail(`heap size ${total} disagrees with its header (${geometry.shards} shards of ${geometry.shardBytes} bytes)`);
+    fail(`heap size ${total} disagrees with its header (${plural(geometry.shards, "shard")} of ${geometry.shardBytes} bytes)`);
   }
   const expected = chunksOfGeometry(geometry.shards, geometry.shardBytes);
-  if (chunks.length !== expected.length) fail(`${chunks.length} chunks, a heap of ${geometry.shards} shards has ${expected.length}`);
+  if (chunks.length !== expected.length) fail(`${chunks.length} chunks, a heap of ${plural(geometry.shards, "shard")} has ${expected.length}`);
   expected.forEach(([offset, length], i) => {
     if (chunks[i]!.offset !== offset || chunks[i]!.length !== length) {
       fail(`chunk ${i} holds bytes ${chunks[i]!.offset}+${chunks[i]!.length}, the layout puts ${offset}+${length} there`);
@@ -120,7 +121,7 @@ function geometryOf(header: Buffer, fail: (why: string) => never): { shards: num
   if (header.length < 4 * (H_SHARD_PAGES + 1)) fail(`the first chunk (${header.length} bytes) is not a heap header`);
   const shards = header.readInt32LE(4 * H_SHARDS);
   const shardPages = header.readInt32LE(4 * H_SHARD_PAGES);
-  if (shards < 1 || shards > MAX_SHARDS) fail(`${shards} shards (a heap has 1 to ${MAX_SHARDS})`);
+  if (shards < 1 || shards > MAX_SHARDS) fail(`${plural(shards, "shard")} (a heap has 1 to ${MAX_SHARDS})`);
   if (shardPages * PAGE_SIZE < MIN_SHARD_BYTES) fail(`shards of ${shardPages} pages (at least ${MIN_SHARD_BYTES / PAGE_SIZE})`);
   return { shards, shardBytes: shardPages * PAGE_SIZE };
 }

@@ -31,6 +31,32 @@ export interface HeapProfile {
   totalCount: number;
 }
 
+/** A key that is the same for two sites exactly when their frames are. */
+export function siteKey(frames: readonly Frame[]): string {
+  return frames.map((f) => `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`).join("\x01");
+}
+
+/**
+ * Sites added up by frames (shards share a stack; a hand-built or merged
+ * profile may list one twice), as new objects: the inputs are not changed.
+ */
+export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, AllocationSite> {
+  const byKey = new Map<string, AllocationSite>();
+  for (const s of sites) {
+    const key = siteKey(s.frames);
+    const seen = byKey.get(key);
+    if (seen) {
+      seen.count += s.count;
+      seen.size += s.size;
+      seen.allocCount += s.allocCount;
+      seen.allocSize += s.allocSize;
+    } else {
+      byKey.set(key, { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize });
+    }
+  }
+  return byKey;
+}
+
 export function sampleRateOf(r: ShardRegion): number {
   return r.headerSlot(S_PROF_RATE);
 }
@@ -38,21 +64,7 @@ export function sampleRateOf(r: ShardRegion): number {
 /** One shard's profile (`shard` given), or every shard's merged by stack. */
 export function heapProfileOf(regions: readonly ShardRegion[], shard?: number): HeapProfile {
   const chosen = shard === undefined ? regions : [regions[shard]!];
-  const merged = new Map<string, AllocationSite>();
-  for (const r of chosen) {
-    for (const s of readSites(r)) {
-      const key = JSON.stringify(s.frames);
-      const site = merged.get(key);
-      if (site) {
-        site.count += s.count;
-        site.size += s.size;
-        site.allocCount += s.allocCount;
-        site.allocSize += s.allocSize;
-      } else {
-        merged.set(key, { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize });
-      }
-    }
-  }
+  const merged = sitesByFrames(chosen.flatMap((r) => readSites(r)));
   const rates = new Set(chosen.map(sampleRateOf));
   const sites = [...merged.values()].sort((a, b) => b.size - a.size);
   return {

@@ -61,7 +61,6 @@ const {
   PAGE_LARGE,
   PAGE_SHIFT,
   PAGE_SIZE,
-  PM_HEAD,
   PM_SITE,
   PM_SPAN_PAGES,
   PM_STATE,

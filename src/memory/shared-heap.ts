@@ -6,7 +6,7 @@
  */
 import { HeapFormatError, InvalidPointerError } from "../errors.js";
 import { parseInteger } from "../parse.js";
-import { parseSize } from "../units.js";
+import { parseSize, plural } from "../units.js";
 import { checkRegions } from "./check.js";
 import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
 import { claimRemoteFree, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
@@ -101,7 +101,7 @@ export class SharedHeap implements HeapGeometry {
     const total = HEAP_HEADER_BYTES + shards * regionBytes;
     if (total > MAX_HEAP_BYTES) {
       throw new RangeError(
-        `SharedHeap.create: ${shards} shards of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
+        `SharedHeap.create: ${plural(shards, "shard")} of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
       );
     }
     const { buffer, memory } = allocateHeapMemory(total);
@@ -343,11 +343,11 @@ function checkHeader(buffer: ArrayBufferLike): string | undefined {
   if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
   const shards = h[H_SHARDS]!;
   const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
-  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${shards} shards of ${shardBytes} bytes`;
+  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes`;
   const expected = HEAP_HEADER_BYTES + shards * shardBytes;
   // A WebAssembly memory's buffer is whole 64 KiB pages: up to one page of padding.
   if (buffer.byteLength < expected || buffer.byteLength >= expected + 65536) {
-    return `shardheap heap size mismatch: header says ${shards} shards of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
+    return `shardheap heap size mismatch: header says ${plural(shards, "shard")} of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
   }
   // A pool takes its smaller fallback span when its preferred one does not
   // fit, so the floor is the largest fallback span (8 pages), not the

@@ -51,6 +51,31 @@ import {
 import type { ShardRegion } from "./region.js";
 import { frameOf, isOwnFrame, positionOf, type Frame } from "./stack-capture.js";
 
+/**
+ * The books' grid: every count a site adds or takes off is a multiple of
+ * 2^-16 (COUNT_QUANTUM), so every byte figure (count x a whole object
+ * size) is one too. Sums and differences of such numbers are exact in a
+ * double while below 2^53 quanta: 2^37 objects or bytes (128 GiB), 32
+ * times the largest heap's live set. So a free takes off exactly what its
+ * allocation added, in any order, and a site whose objects are all freed
+ * reads exactly 0. Without the grid a sampled weight (1/(1-exp(-s/R)),
+ * any double) left residue: after freeing everything a profile showed
+ * totalSize 1.8e-10, tree sites "(0, #0)" and SVG frames at "0 bytes,
+ * 90.80%". Rounding a weight to the grid moves it by at most 2^-17 (a
+ * relative 7.6e-6, as weights are >= 1), far below the sampling's own
+ * spread. Exact mode (weight 1) is on the grid already: integer counts.
+ * Rejected: compensated (Kahan) sums need a second float per figure (a
+ * layout change) and still leave a residue; snapping figures near 0 to 0
+ * would also hide an over-subtraction. Cumulative figures only grow, so
+ * past 2^37 they just round as any large double does.
+ */
+export const COUNT_QUANTUM = 2 ** -16;
+
+/** `weight` rounded to the nearest multiple of COUNT_QUANTUM. */
+export function onGrid(weight: number): number {
+  return Math.round(weight / COUNT_QUANTUM) * COUNT_QUANTUM;
+}
+
 /** Name given to the site that collects stacks that no longer fit. */
 export const OTHER_SITES_NAME = "(other sites)";
 
@@ -177,17 +202,6 @@ export class SiteTable {
     return true;
   }
 
-  /** The site id of a stack (leaf first), interning it if new; OTHER_SITES when a table is full. */
-  siteOf(frames: readonly Frame[]): number {
-    const ids: number[] = [];
-    for (let k = 0; k < frames.length && k < PROF_MAX_DEPTH; k++) {
-      const id = this.frameOf(frames[k]!);
-      if (id < 0) return OTHER_SITES;
-      ids.push(id);
-    }
-    return this.siteOfIds(ids.join(","));
-  }
-
   /** The site of a stack given as its frame ids joined by commas, interned if new. */
   private siteOfIds(key: string): number {
     const known = this.siteByStack.get(key);
@@ -206,31 +220,44 @@ export class SiteTable {
     return count;
   }
 
-  /** An allocation of `size` bytes counted `weight` times (1 when exact; 1/p when sampled). */
+  /**
+   * An allocation of `size` bytes counted `weight` times (1 when exact;
+   * 1/p when sampled). The figures are put on the books' grid first
+   * (onGrid), so recordFree of the same (weight, size) takes off exactly
+   * what this added.
+   */
   recordAlloc(site: number, weight: number, size: number): void {
     const f = this.counters(site);
     const f64 = this.r.f64;
-    f64[f + SRF_COUNT] += weight;
-    f64[f + SRF_SIZE] += weight * size;
-    f64[f + SRF_ALLOC_COUNT] += weight;
-    f64[f + SRF_ALLOC_SIZE] += weight * size;
+    const count = onGrid(weight);
+    f64[f + SRF_COUNT] += count;
+    f64[f + SRF_SIZE] += count * size;
+    f64[f + SRF_ALLOC_COUNT] += count;
+    f64[f + SRF_ALLOC_SIZE] += count * size;
   }
 
-  /** The free of an object recorded with recordAlloc(site, weight, size). */
+  /**
+   * The free of an object recorded with recordAlloc(site, weight, size).
+   * No clamp at zero: the books are exact, so a figure below zero is an
+   * over-subtraction (a bug), and it must show (a negative figure in the
+   * profile; a heap image that carries one is refused) rather than be hidden.
+   */
   recordFree(site: number, weight: number, size: number): void {
     const f = this.counters(site);
     const f64 = this.r.f64;
-    // Clamp at zero: sampled weights are floats, and a count must not go negative.
-    f64[f + SRF_COUNT] = Math.max(0, f64[f + SRF_COUNT]! - weight);
-    f64[f + SRF_SIZE] = Math.max(0, f64[f + SRF_SIZE]! - weight * size);
+    const count = onGrid(weight);
+    f64[f + SRF_COUNT] -= count;
+    f64[f + SRF_SIZE] -= count * size;
   }
 
   /** A sampled object resized in place (realloc shrinking a page span). */
   recordResize(site: number, oldWeight: number, oldSize: number, newWeight: number, newSize: number): void {
     const f = this.counters(site);
     const f64 = this.r.f64;
-    f64[f + SRF_COUNT] = Math.max(0, f64[f + SRF_COUNT]! - oldWeight + newWeight);
-    f64[f + SRF_SIZE] = Math.max(0, f64[f + SRF_SIZE]! - oldWeight * oldSize + newWeight * newSize);
+    const oldCount = onGrid(oldWeight);
+    const newCount = onGrid(newWeight);
+    f64[f + SRF_COUNT] += newCount - oldCount;
+    f64[f + SRF_SIZE] += newCount * newSize - oldCount * oldSize;
   }
 
   /** Float64 index of a site record's counters base (add SRF_*). */

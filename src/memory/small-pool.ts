@@ -153,7 +153,6 @@ export function refillPool(r: ShardRegion, cls: number): boolean {
  * (a word covers 256 bytes: 4 objects of 64 bytes, 32 of 8).
  */
 export function settleClaims(r: ShardRegion, cls: number): number {
-  const i32 = r.i32;
   const u32 = r.u32;
   const pool = poolRecord(r, cls);
   const first = u32[pool + P_CLAIMED_HEAD]!;

@@ -40,26 +40,7 @@ export function isOwnFrame(file: string): boolean {
   return own;
 }
 
-
 const asCallSites = (_error: Error, sites: NodeJS.CallSite[]): NodeJS.CallSite[] => sites;
-
-/**
- * The caller's stack, leaf first, at most `maxDepth` frames, with every
- * frame of shardheap itself removed (so frames[0] is the user's allocating
- * function, and the shard bootstrap that called a task is not a root).
- */
-export function captureStack(maxDepth: number): Frame[] {
-  const frames: Frame[] = [];
-  for (const site of captureRawCallSites(maxDepth + OWN_FRAMES_IN_TESTS, captureStack)) {
-    if (isOwnFrame(site.getFileName() ?? "")) continue;
-    frames.push(frameOf(site));
-    if (frames.length === maxDepth) break;
-  }
-  return frames;
-}
-
-/** captureStack's callers may sit below shardheap frames (tests call it through helpers). */
-const OWN_FRAMES_IN_TESTS = 4;
 
 /** A frame's name and position, read from its CallSite (the costly part of a capture). */
 export function frameOf(site: NodeJS.CallSite): Frame {

@@ -5,8 +5,13 @@
  * total, rounded (largest remainder), since sampled estimates are
  * fractional. `;` and line breaks are removed from names: they would split
  * a frame or a line.
+ *
+ * A diff (diff.ts) prints signed integers: each line the site's change,
+ * the lines adding up to next's total minus base's; unchanged sites are
+ * left out.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
+import { isProfileDiff } from "./diff.js";
 import { frameName } from "./frame-name.js";
 
 export function cleanFrameName(name: string): string {
@@ -27,11 +32,11 @@ export function roundPreservingSum(values: readonly number[]): number[] {
 }
 
 export function toCollapsed(p: HeapProfile): string {
-  const sites = p.sites.filter((s) => s.size > 0);
+  const sites = isProfileDiff(p) ? p.sites.filter((s) => s.size !== 0) : p.sites.filter((s) => s.size > 0);
   const bytes = roundPreservingSum(sites.map((s) => s.size));
   return sites
     .map((s, i) => ({ stack: s.frames.map((f) => cleanFrameName(frameName(f))).reverse().join(";"), bytes: bytes[i]! }))
-    .filter((line) => line.bytes > 0)
+    .filter((line) => line.bytes !== 0)
     .map((line) => `${line.stack || "(no frames)"} ${line.bytes}\n`)
     .join("");
 }

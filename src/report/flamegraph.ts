@@ -6,8 +6,16 @@
  * purple and the matched share of the heap is shown), hover for a frame's
  * bytes and share. Root at the bottom, callers below callees; widths are
  * live bytes. No network access is needed to view it.
+ *
+ * A diff (diff.ts) draws a differential flamegraph, as Brendan Gregg's
+ * difffolded.pl | flamegraph.pl: widths are the next profile's live bytes,
+ * a frame is red where it grew and blue where it shrank, deeper the larger
+ * its change against the largest change of any frame (white: unchanged),
+ * and the hover details give the change. A frame that shrank to nothing
+ * has no width (as in Gregg's); its change still counts in its callers.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
+import { isProfileDiff } from "./diff.js";
 import { frameName } from "./frame-name.js";
 
 export interface FlamegraphOptions {
@@ -16,7 +24,10 @@ export interface FlamegraphOptions {
 
 interface FlameNode {
   name: string;
+  /** Width: live bytes (in a diff, the next profile's). */
   value: number;
+  /** A diff's change of live bytes under this frame; 0 otherwise. */
+  delta: number;
   children: Map<string, FlameNode>;
 }
 
@@ -46,71 +57,31 @@ function memColour(name: string): string {
   return `rgb(0,${190 + Math.floor(50 * v2)},${Math.floor(210 * v1)})`;
 }
 
+/**
+ * flamegraph.pl's differential colours: white for no change, towards pure
+ * red (grew) or blue (shrank) as |delta| nears the largest change.
+ */
+function deltaColour(delta: number, maxDelta: number): string {
+  if (delta === 0 || maxDelta === 0) return "rgb(255,255,255)";
+  const fade = Math.round(210 * (1 - Math.min(1, Math.abs(delta) / maxDelta)));
+  return delta > 0 ? `rgb(255,${fade},${fade})` : `rgb(${fade},${fade},255)`;
+}
+
 function formatBytes(n: number): string {
   return `${Math.round(n).toLocaleString("en-US")} bytes`;
 }
 
-export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): string {
-  const root: FlameNode = { name: "all", value: 0, children: new Map() };
-  let depthMax = 0;
-  for (const site of p.sites) {
-    if (site.size <= 0) continue;
-    root.value += site.size;
-    let n = root;
-    const stack = site.frames.map(frameName).reverse(); // root first
-    depthMax = Math.max(depthMax, stack.length);
-    for (const name of stack) {
-      let child = n.children.get(name);
-      if (!child) n.children.set(name, (child = { name, value: 0, children: new Map() }));
-      child.value += site.size;
-      n = child;
-    }
-  }
-  const title = o.title ?? "Heap profile (live bytes)";
-  const height = PAD_TOP + (depthMax + 1) * FRAME_HEIGHT + PAD_BOTTOM;
-  const usable = WIDTH - 2 * PAD_SIDE;
-  const frames: string[] = [];
-  const total = root.value;
-  const emit = (n: FlameNode, depth: number, x: number): void => {
-    const w = total > 0 ? (n.value / total) * usable : usable;
-    if (w < MIN_WIDTH_PX && depth > 0) return;
-    const y = height - PAD_BOTTOM - (depth + 1) * FRAME_HEIGHT;
-    const share = total > 0 ? ((100 * n.value) / total).toFixed(2) : "100.00";
-    const info = `${n.name} (${formatBytes(n.value)}, ${share}%)`;
-    frames.push(
-      `<g class="frame" data-x="${(x - PAD_SIDE) / usable}" data-w="${w / usable}" data-depth="${depth}" data-name="${escapeXml(n.name)}" data-value="${n.value}">` +
-        `<title>${escapeXml(info)}</title>` +
-        `<rect x="${x.toFixed(2)}" y="${y}" width="${Math.max(0, w - 0.5).toFixed(2)}" height="${FRAME_HEIGHT - 1}" fill="${depth === 0 ? "rgb(0,200,150)" : memColour(n.name)}" rx="2" ry="2"/>` +
-        `<text x="${(x + 3).toFixed(2)}" y="${y + FRAME_HEIGHT - 4}"></text></g>`,
-    );
-    let cx = x;
-    for (const child of [...n.children.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
-      emit(child, depth + 1, cx);
-      cx += total > 0 ? (child.value / total) * usable : 0;
-    }
-  };
-  emit(root, 0, PAD_SIDE);
-  return `<?xml version="1.0" standalone="no"?>
-<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">
-<svg version="1.1" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" xmlns="http://www.w3.org/2000/svg" onload="init(evt)">
-<defs><linearGradient id="background" y1="0" y2="1" x1="0" x2="0"><stop stop-color="#eeeeee" offset="5%"/><stop stop-color="#e0e0ff" offset="95%"/></linearGradient></defs>
-<style type="text/css">
-text { font-family: Verdana, sans-serif; font-size: ${FONT_SIZE}px; fill: rgb(0,0,0); }
-#title { text-anchor: middle; font-size: ${FONT_SIZE + 5}px; }
-#search, #reset, #matched { cursor: pointer; }
-.frame:hover rect { stroke: black; stroke-width: 0.5; cursor: pointer; }
-.hidden { display: none; }
-</style>
-<rect x="0" y="0" width="${WIDTH}" height="${height}" fill="url(#background)"/>
-<text id="title" x="${WIDTH / 2}" y="${FONT_SIZE * 2}">${escapeXml(title)}</text>
-<text id="details" x="${PAD_SIDE}" y="${height - FONT_SIZE / 2 - 4}"> </text>
-<text id="reset" class="hidden" x="${PAD_SIDE}" y="${FONT_SIZE * 2}">Reset Zoom</text>
-<text id="search" x="${WIDTH - PAD_SIDE - 100}" y="${FONT_SIZE * 2}">Search</text>
-<text id="matched" x="${WIDTH - PAD_SIDE - 100}" y="${height - FONT_SIZE / 2 - 4}"> </text>
-<g id="frames" data-total="${total}" data-usable="${usable}" data-side="${PAD_SIDE}">
-${frames.join("\n")}
-</g>
-<script type="text/ecmascript"><![CDATA[
+function formatChange(n: number): string {
+  const rounded = Math.round(n);
+  return `${rounded > 0 ? "+" : ""}${rounded.toLocaleString("en-US")} bytes`;
+}
+
+/**
+ * The flamegraph's own script (zoom, search, details), one constant so a
+ * page that embeds the SVG can allow exactly it in its Content Security
+ * Policy by hash (the dashboard does), with the `init(evt)` onload handler.
+ */
+export const FLAMEGRAPH_SCRIPT = `
 "use strict";
 var frames, details, matchedText, resetButton, total, usable, side, zoomed = null, lastSearch = null;
 function init() {
@@ -175,7 +146,87 @@ function search(term) {
   });
   matchedText.textContent = re === null ? " " : "Matched: " + (total > 0 ? (100 * counted / total).toFixed(1) : "0.0") + "%";
 }
-]]></script>
+`;
+export const FLAMEGRAPH_ONLOAD = "init(evt)";
+
+export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): string {
+  const diff = isProfileDiff(p);
+  const stacks = isProfileDiff(p)
+    ? p.sites.map((s) => ({ frames: s.frames, width: s.nextSize, delta: s.size }))
+    : p.sites.map((s) => ({ frames: s.frames, width: s.size, delta: 0 }));
+  const root: FlameNode = { name: "all", value: 0, delta: 0, children: new Map() };
+  let depthMax = 0;
+  for (const { frames: siteFrames, width, delta } of stacks) {
+    if (width <= 0 && delta === 0) continue;
+    root.value += Math.max(0, width);
+    root.delta += delta;
+    let n = root;
+    const stack = siteFrames.map(frameName).reverse(); // root first
+    depthMax = Math.max(depthMax, stack.length);
+    for (const name of stack) {
+      let child = n.children.get(name);
+      if (!child) n.children.set(name, (child = { name, value: 0, delta: 0, children: new Map() }));
+      child.value += Math.max(0, width);
+      child.delta += delta;
+      n = child;
+    }
+  }
+  let maxDelta = 0;
+  const findMaxDelta = (n: FlameNode): void => {
+    for (const c of n.children.values()) {
+      maxDelta = Math.max(maxDelta, Math.abs(c.delta));
+      findMaxDelta(c);
+    }
+  };
+  if (diff) findMaxDelta(root);
+  const colour = (n: FlameNode, depth: number): string =>
+    diff ? deltaColour(n.delta, Math.max(maxDelta, Math.abs(n.delta))) : depth === 0 ? "rgb(0,200,150)" : memColour(n.name);
+  const title = o.title ?? (diff ? "Heap growth (widths: live bytes now; red grew, blue shrank)" : "Heap profile (live bytes)");
+  const height = PAD_TOP + (depthMax + 1) * FRAME_HEIGHT + PAD_BOTTOM;
+  const usable = WIDTH - 2 * PAD_SIDE;
+  const frames: string[] = [];
+  const total = root.value;
+  const emit = (n: FlameNode, depth: number, x: number): void => {
+    const w = total > 0 ? (n.value / total) * usable : depth === 0 ? usable : 0;
+    // No frame for what prints as 0 bytes, however wide its share of a near-zero total.
+    if (depth > 0 && (w < MIN_WIDTH_PX || Math.round(n.value) <= 0)) return;
+    const y = height - PAD_BOTTOM - (depth + 1) * FRAME_HEIGHT;
+    const share = total > 0 ? ((100 * n.value) / total).toFixed(2) : "100.00";
+    const info = `${n.name} (${formatBytes(n.value)}, ${share}%${diff ? `; ${formatChange(n.delta)}` : ""})`;
+    frames.push(
+      `<g class="frame" data-x="${(x - PAD_SIDE) / usable}" data-w="${w / usable}" data-depth="${depth}" data-name="${escapeXml(n.name)}" data-value="${n.value}"${diff ? ` data-delta="${n.delta}"` : ""}>` +
+        `<title>${escapeXml(info)}</title>` +
+        `<rect x="${x.toFixed(2)}" y="${y}" width="${Math.max(0, w - 0.5).toFixed(2)}" height="${FRAME_HEIGHT - 1}" fill="${colour(n, depth)}" rx="2" ry="2"/>` +
+        `<text x="${(x + 3).toFixed(2)}" y="${y + FRAME_HEIGHT - 4}"></text></g>`,
+    );
+    let cx = x;
+    for (const child of [...n.children.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+      emit(child, depth + 1, cx);
+      cx += total > 0 ? (child.value / total) * usable : 0;
+    }
+  };
+  emit(root, 0, PAD_SIDE);
+  return `<?xml version="1.0" standalone="no"?>
+<!DOCTYPE svg PUBLIC "-//W3C//DTD SVG 1.1//EN" "http://www.w3.org/Graphics/SVG/1.1/DTD/svg11.dtd">
+<svg version="1.1" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" xmlns="http://www.w3.org/2000/svg" onload="${FLAMEGRAPH_ONLOAD}">
+<defs><linearGradient id="background" y1="0" y2="1" x1="0" x2="0"><stop stop-color="#eeeeee" offset="5%"/><stop stop-color="#e0e0ff" offset="95%"/></linearGradient></defs>
+<style type="text/css">
+text { font-family: Verdana, sans-serif; font-size: ${FONT_SIZE}px; fill: rgb(0,0,0); }
+#title { text-anchor: middle; font-size: ${FONT_SIZE + 5}px; }
+#search, #reset, #matched { cursor: pointer; }
+.frame:hover rect { stroke: black; stroke-width: 0.5; cursor: pointer; }
+.hidden { display: none; }
+</style>
+<rect x="0" y="0" width="${WIDTH}" height="${height}" fill="url(#background)"/>
+<text id="title" x="${WIDTH / 2}" y="${FONT_SIZE * 2}">${escapeXml(title)}</text>
+<text id="details" x="${PAD_SIDE}" y="${height - FONT_SIZE / 2 - 4}"> </text>
+<text id="reset" class="hidden" x="${PAD_SIDE}" y="${FONT_SIZE * 2}">Reset Zoom</text>
+<text id="search" x="${WIDTH - PAD_SIDE - 100}" y="${FONT_SIZE * 2}">Search</text>
+<text id="matched" x="${WIDTH - PAD_SIDE - 100}" y="${height - FONT_SIZE / 2 - 4}"> </text>
+<g id="frames" data-total="${total}" data-usable="${usable}" data-side="${PAD_SIDE}">
+${frames.join("\n")}
+</g>
+<script type="text/ecmascript"><![CDATA[${FLAMEGRAPH_SCRIPT}]]></script>
 </svg>
 `;
 }

@@ -7,11 +7,19 @@
  * period = the sample rate. Functions and locations are deduplicated; lines
  * keep their columns. Values are integers that add up to the profile's
  * rounded totals (sampled estimates are fractional).
+ *
+ * A diff (diff.ts) gives signed values, next minus base per site (int64
+ * varints, negative as protobuf encodes them), so `go tool pprof -top` of
+ * it reads as `go tool pprof -top -diff_base BASE NEXT` does; sites whose
+ * figures did not change are left out. `defaultSampleType` picks the type
+ * viewers open with (Go's /debug/pprof/allocs opens on alloc_space), and
+ * `durationNanos` says what span a delta covers (/debug/pprof/heap?seconds=N).
  */
 import { gzipSync } from "node:zlib";
 import { Function as PprofFunction, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { roundPreservingSum } from "./collapsed.js";
+import { isProfileDiff } from "./diff.js";
 
 export const PPROF_SAMPLE_TYPES = [
   ["alloc_objects", "count"],
@@ -20,13 +28,24 @@ export const PPROF_SAMPLE_TYPES = [
   ["inuse_space", "bytes"],
 ] as const;
 
-export function toPprof(p: HeapProfile): Uint8Array {
+export type PprofSampleType = (typeof PPROF_SAMPLE_TYPES)[number][0];
+
+export interface PprofOptions {
+  /** The type viewers show first; inuse_space unless told. */
+  defaultSampleType?: PprofSampleType;
+  /** The span the profile covers, for a delta over time. */
+  durationNanos?: number;
+}
+
+export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
   const strings = new StringTable();
   const functions: PprofFunction[] = [];
   const locations: Location[] = [];
   const functionIds = new Map<string, number>();
   const locationIds = new Map<string, number>();
-  const sites = p.sites.filter((s) => s.allocCount > 0);
+  const sites = isProfileDiff(p)
+    ? p.sites.filter((s) => s.allocCount !== 0 || s.allocSize !== 0 || s.count !== 0 || s.size !== 0)
+    : p.sites.filter((s) => s.allocCount > 0);
   // One column per sample type, each rounded so its integers add up to its total.
   const columns = [
     roundPreservingSum(sites.map((s) => s.allocCount)),
@@ -63,8 +82,9 @@ export function toPprof(p: HeapProfile): Uint8Array {
     stringTable: strings,
     periodType: new ValueType({ type: strings.dedup("space"), unit: strings.dedup("bytes") }),
     period: Math.max(1, p.sampleRate),
-    defaultSampleType: strings.dedup("inuse_space"),
+    defaultSampleType: strings.dedup(o.defaultSampleType ?? "inuse_space"),
     timeNanos: BigInt(Date.now()) * 1_000_000n,
+    ...(o.durationNanos === undefined ? {} : { durationNanos: Math.round(o.durationNanos) }),
   });
   return gzipSync(profile.encode());
 }

@@ -1,22 +1,26 @@
 /**
  * One table of report formats, shared by `shardheap report` and the admin
- * API: name -> what it renders and what type of file it is.
+ * API: name -> what it renders and what type of file it is. A diff
+ * (diff.ts) renders through the same table: each renderer prints it signed.
  */
 import { InvalidValueError } from "../errors.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { toCollapsed } from "./collapsed.js";
 import { toFlamegraphSvg } from "./flamegraph.js";
 import { toHeapprofile } from "./heapprofile.js";
-import { toPprof } from "./pprof.js";
+import { toPprof, type PprofOptions } from "./pprof.js";
 import { formatTree } from "./tree.js";
 
 export const REPORT_FORMATS = ["tree", "collapsed", "svg", "pprof", "heapprofile", "json"] as const;
 export type ReportFormat = (typeof REPORT_FORMATS)[number];
+/** `shardheap diff`'s formats: DevTools' .heapprofile has no negative sizes (a diff's heapprofile holds its growth only). */
+export const DIFF_FORMATS = ["tree", "collapsed", "svg", "pprof", "json"] as const satisfies readonly ReportFormat[];
 
 export interface RenderOptions {
   inverted?: boolean;
   minSize?: number;
   title?: string;
+  pprof?: PprofOptions;
 }
 
 export interface Rendered {
@@ -27,9 +31,9 @@ export interface Rendered {
 }
 
 /** A format name as given on the command line or in a query; InvalidValueError naming `what` otherwise. */
-export function parseReportFormat(s: string, what: string): ReportFormat {
-  if ((REPORT_FORMATS as readonly string[]).includes(s)) return s as ReportFormat;
-  throw new InvalidValueError(what, `${what} must be one of ${REPORT_FORMATS.join(", ")}, got ${JSON.stringify(s)}`);
+export function parseReportFormat(s: string, what: string, allowed: readonly ReportFormat[] = REPORT_FORMATS): ReportFormat {
+  if ((allowed as readonly string[]).includes(s)) return s as ReportFormat;
+  throw new InvalidValueError(what, `${what} must be one of ${allowed.join(", ")}, got ${JSON.stringify(s)}`);
 }
 
 export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOptions = {}): Rendered {
@@ -41,7 +45,7 @@ export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOpt
     case "svg":
       return { body: toFlamegraphSvg(p, o.title === undefined ? {} : { title: o.title }), contentType: "image/svg+xml", binary: false };
     case "pprof":
-      return { body: toPprof(p), contentType: "application/octet-stream", binary: true };
+      return { body: toPprof(p, o.pprof), contentType: "application/octet-stream", binary: true };
     case "heapprofile":
       return { body: JSON.stringify(toHeapprofile(p)), contentType: "application/json", binary: false };
     case "json":

@@ -2,7 +2,12 @@
  * The admin HTTP API (serveAdmin(smp, options), `--admin-port`): profiles in every
  * format, run-time profiling switches per shard, statistics, diagnostics,
  * the heap image (only when allowed: it exposes the heap's contents; sent
- * as heap-image-download.ts bounds it) and Prometheus metrics. Reads go to
+ * as heap-image-download.ts bounds it) and Prometheus metrics; for leak
+ * hunting, baselines and the growth since (baselines.ts), Go's
+ * /debug/pprof/heap and /allocs (debug-pprof.ts), the memory history and
+ * growing sites (memory-history.ts) and the dashboard page that shows
+ * them all (dashboard.ts: its page and assets are served without the
+ * token, which the page asks for and sends as a header). Reads go to
  * the buffer, so they answer while a shard is busy. Loopback by default, an
  * optional bearer token. Every error becomes a JSON `{ error, code }`
  * answer whose status is its code's row in errors.ts's ERROR_TABLE (bad
@@ -14,14 +19,19 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { timingSafeEqual } from "node:crypto";
 import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
-import { formatDiagnostics } from "../memory/diagnostics.js";
+import { formatMappedDiagnostics } from "../report/mapped-diagnostics.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
-import { parseBoolean } from "../parse.js";
+import { parseBoolean, parseInteger } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
+import { Baselines } from "./baselines.js";
+import { dashboardAsset } from "./dashboard.js";
+import { DebugPprof } from "./debug-pprof.js";
 import { HeapImageDownloads, MAX_DOWNLOADS } from "./heap-image-download.js";
+import { mapGrowingSites } from "./growing-sites.js";
+import { MemoryHistory, type HistoryOptions } from "./memory-history.js";
 import { memoryMetricsRegistry } from "./metrics.js";
 
 export interface AdminOptions {
@@ -33,6 +43,8 @@ export interface AdminOptions {
   token?: string;
   /** Serve GET /v1/heap/image (off by default: it exposes the heap). */
   allowHeapImage?: boolean;
+  /** The memory history behind the dashboard: sample interval, how far back, the growth window. */
+  dashboard?: HistoryOptions;
 }
 
 export interface AdminServer {
@@ -48,10 +60,16 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   const port = o.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`serveAdmin: port must be 0..65535, got ${String(port)}`);
   if (o.token !== undefined && (typeof o.token !== "string" || o.token.length === 0)) throw new TypeError("serveAdmin: token must be a non-empty string");
-  const metrics = memoryMetricsRegistry(smp.heap);
-  const images = new HeapImageDownloads(smp.heap);
+  const history = new MemoryHistory(smp, o.dashboard);
+  const parts: Parts = {
+    metrics: memoryMetricsRegistry(smp.heap),
+    images: new HeapImageDownloads(smp.heap),
+    baselines: new Baselines(smp),
+    debugPprof: new DebugPprof(smp, sourceMaps),
+    history,
+  };
   const server = createServer((req, res) => {
-    handle(smp, o, metrics, images, req, res).catch((e: unknown) => {
+    handle(smp, o, parts, req, res).catch((e: unknown) => {
       const { httpStatus } = errorRow(e);
       const message = e instanceof Error ? e.message : String(e);
       const code = (e as { code?: unknown })?.code;
@@ -65,12 +83,14 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
     server.once("error", reject);
     server.listen(port, host, () => resolve());
   });
+  history.start();
   const address = server.address() as AddressInfo;
   const shownHost = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
     url: `http://${shownHost}:${address.port}`,
     close: () =>
       new Promise<void>((resolve) => {
+        history.stop();
         server.close(() => resolve());
         server.closeAllConnections();
       }),
@@ -141,20 +161,34 @@ function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "a
   return shard;
 }
 
-async function handle(
-  smp: Smp,
-  o: AdminOptions,
-  metrics: ReturnType<typeof memoryMetricsRegistry>,
-  images: HeapImageDownloads,
-  req: IncomingMessage,
-  res: ServerResponse,
-): Promise<void> {
+/** What one server holds besides the Smp and its options. */
+interface Parts {
+  metrics: ReturnType<typeof memoryMetricsRegistry>;
+  images: HeapImageDownloads;
+  baselines: Baselines;
+  debugPprof: DebugPprof;
+  history: MemoryHistory;
+}
+
+async function handle(smp: Smp, o: AdminOptions, parts: Parts, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const { metrics, images } = parts;
+  const url = parseTarget(req.url ?? "/");
+  // The dashboard's page and scripts hold no data: they load without the token, then ask for it.
+  const asset = req.method === "GET" ? dashboardAsset(url.pathname, o.token !== undefined) : undefined;
+  if (asset) {
+    res.writeHead(200, asset.headers);
+    res.end(asset.body);
+    return;
+  }
   if (!authorized(req, o.token)) {
     res.setHeader("www-authenticate", "Bearer");
     throw new HttpError("ERR_SHARDHEAP_UNAUTHORIZED");
   }
-  const url = parseTarget(req.url ?? "/");
   const q = url.query;
+  if (req.method === "GET" && url.pathname.startsWith("/debug/pprof/")) {
+    await parts.debugPprof.serve(url.pathname, q, res);
+    return;
+  }
   const route = `${req.method} ${url.pathname}`;
   switch (route) {
     case "GET /v1/heapprof": {
@@ -162,9 +196,45 @@ async function handle(
       const format = parseReportFormat(q.get("format") ?? "json", "format");
       const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
       const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
-      const profile = await mapProfileToSources(smp.heapProfile(shard), sourceMaps);
-      const out = renderProfile(profile, format, { inverted, minSize });
+      const diff = q.get("diff");
+      if (diff !== null && diff !== "baseline") throw new InvalidValueError("diff", `diff must be "baseline", got ${JSON.stringify(diff)}`);
+      const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(shard);
+      const profile = await mapProfileToSources(raw, sourceMaps);
+      const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since the baseline (widths: live bytes now; red grew, blue shrank)`;
+      const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }) });
       send(res, 200, out.body, out.contentType);
+      return;
+    }
+    case "POST /v1/heapprof/baseline": {
+      const shard = shardParam(q, smp, true) ?? "all";
+      send(res, 200, JSON.stringify({ baselines: parts.baselines.set(shard) }), "application/json");
+      return;
+    }
+    case "GET /v1/heapprof/baseline": {
+      send(res, 200, JSON.stringify({ baselines: parts.baselines.list() }), "application/json");
+      return;
+    }
+    case "GET /v1/heapprof/growing": {
+      const shard = shardParam(q, smp) as number | undefined;
+      const limit = q.has("limit") ? parseInteger(q.get("limit")!, "limit", 1, 1000) : 20;
+      const sites = await mapGrowingSites(parts.history.growing(shard, limit), sourceMaps);
+      send(res, 200, JSON.stringify({ windowSeconds: parts.history.options.growthWindowSeconds, sites }), "application/json");
+      return;
+    }
+    case "GET /v1/memory/history": {
+      const since = q.has("since") ? parseInteger(q.get("since")!, "since", 0, Number.MAX_SAFE_INTEGER) : 0;
+      const { sampleIntervalMs, historySeconds, growthWindowSeconds } = parts.history.options;
+      const body = {
+        shards: smp.shards,
+        sampleIntervalMs,
+        historySeconds,
+        growthWindowSeconds,
+        heapImage: o.allowHeapImage === true,
+        lastSampleMs: parts.history.lastSampleMs,
+        baselines: parts.baselines.list(),
+        samples: parts.history.since(since),
+      };
+      send(res, 200, JSON.stringify(body), "application/json");
       return;
     }
     case "PUT /v1/heapprof": {
@@ -186,7 +256,8 @@ async function handle(
     case "GET /v1/memory/diagnostics": {
       const shard = shardParam(q, smp) as number | undefined;
       const shards = shard === undefined ? [...Array(smp.shards).keys()] : [shard];
-      send(res, 200, shards.map((s) => formatDiagnostics(smp.heap.regions[s]!)).join("\n"), "text/plain; charset=utf-8");
+      const reports = await Promise.all(shards.map((s) => formatMappedDiagnostics(smp.heap.regions[s]!, sourceMaps)));
+      send(res, 200, reports.join("\n"), "text/plain; charset=utf-8");
       return;
     }
     case "GET /v1/heap/image": {
@@ -202,7 +273,7 @@ async function handle(
       return;
     }
     default: {
-      const known = ["/v1/heapprof", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics"];
+      const known = ["/v1/heapprof", "/v1/heapprof/baseline", "/v1/heapprof/growing", "/v1/memory/history", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics", "/"];
       if (known.includes(url.pathname)) throw new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${url.pathname}`);
       throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no such endpoint: ${url.pathname}`);
     }

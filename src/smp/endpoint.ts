@@ -31,10 +31,13 @@
  * which keeps the event loop free for timers and sockets.
  *
  * Peers that die (Smp notices, marks them DOWN and bumps MEMBERSHIP): on
- * its next turn the endpoint rejects every call pending on the peer with
- * ShardError, forgets what it held for it, acknowledges (ACK), and ignores
- * the peer's rings until the main thread has emptied them and marked the
- * peer UP again. Answers to requests of a dead incarnation are dropped.
+ * its next turn the endpoint takes the answers the peer published before
+ * it died, rejects every other call pending on it with ShardError, forgets
+ * what it held for it, acknowledges (ACK), and leaves the peer's rings
+ * alone until the main thread has emptied them and marked the peer UP
+ * again (its new thread). Calls made meanwhile wait in the overflow queue
+ * and go to the new thread; if it cannot start (GONE) they reject.
+ * Answers to requests of a dead incarnation are dropped.
  */
 import type { MessagePort } from "node:worker_threads";
 import { ShardError } from "../errors.js";
@@ -51,6 +54,7 @@ import {
   ringWord,
   SLEEPING,
   STATE,
+  STATE_GONE,
   STATE_UP,
   type QueueGeometry,
 } from "./queue-layout.js";
@@ -76,16 +80,23 @@ const DRAIN_LIMIT = 4096;
 /** Below this much contiguous room, encode in scratch rather than try the ring in place. */
 const MIN_DIRECT_ROOM = 64;
 /**
- * How long an endpoint keeps polling with nothing to do before it sleeps
- * (ms). A sleeping receiver costs its sender a futex wake and itself an
- * event-loop wake-up (~25 us each way here); a call that comes back within
- * the window costs neither: a sequential round trip between two threads
- * measured 35-40 us with this window, 55-70 us without (2 cores). Seastar
- * polls for 200 us before sleeping.
+ * How long an endpoint that waits for answers to its own calls keeps
+ * polling with nothing to do before it sleeps (ms); one with no call out
+ * sleeps at once. A sleeping receiver costs its sender a futex wake and
+ * itself an event-loop wake-up. Measured on the sequential round trip
+ * between two shards (2 cores, load ~3): 7.5-10 us when the caller polls
+ * 200 us and the callee sleeps at once, 22 us when neither polls, ~150 us
+ * when both poll 50 us (two spinning threads and the rest of the machine
+ * fight over two cores), against 40 us for a MessageChannel. Seastar polls
+ * 200 us before sleeping. The window adapts (pollWindow), between
+ * MIN_ANSWER_POLL_MS and this: when an answer wakes the endpoint soon
+ * after it went to sleep (within ANSWER_POLL_MS), polling longer would
+ * have caught it, so the window doubles (at least to 1.5x that wait); when
+ * the wake comes later (slow tasks, a flood the callee is still working
+ * through), polling only took a core from the callee, so it halves.
  */
-const IDLE_POLL_MS = 0.05;
-/** The same while this endpoint waits for answers to its own calls: they are likely to come soon. */
 const ANSWER_POLL_MS = 0.2;
+const MIN_ANSWER_POLL_MS = 0.0125;
 /** Largest record carried in a ring (besides half the ring): anything larger goes by the side path. */
 const MAX_RING_RECORD = 256 * 1024;
 
@@ -131,6 +142,8 @@ class Outgoing {
   readonly overflow = new OverflowQueue();
   /** Task name -> id on this pair (the receiver learns a name with its first request). */
   readonly taskIds = new Map<string, number>();
+  lastTask: string | undefined;
+  lastTaskId = 0;
   /** Object shapes sent on this pair (wire-codec.ts). */
   shapes = new ShapeTable();
   /** Records committed since the last publish. */
@@ -147,6 +160,8 @@ class Outgoing {
 class Incoming {
   /** Task names by id, as this peer defined them. */
   tasks: string[] = [];
+  /** The functions they name, looked up on first use (the module's exports do not change). */
+  fns: Array<TaskFunction | undefined> = [];
   /** Object shapes this peer defined. */
   shapes = new ShapeCache();
   /** Side-path messages received, waiting for their ring records. */
@@ -165,14 +180,16 @@ class Incoming {
 interface PeerState {
   epoch: number;
   up: boolean;
+  /** Its thread died and no new one could start: calls to it reject. */
+  gone: boolean;
 }
 
 /** A request that arrived before the module had loaded. */
 interface Deferred {
-  peer: number;
+  inc: Incoming;
   epoch: number;
   callId: number;
-  task: string;
+  taskId: number;
   arg: unknown;
 }
 
@@ -215,6 +232,10 @@ export class Endpoint {
   private idleReported = true;
   /** performance.now() of the last turn that found work. */
   private lastWork = 0;
+  /** How long to poll for answers now (ms; see ANSWER_POLL_MS). */
+  private pollWindow = ANSWER_POLL_MS;
+  /** performance.now() when this endpoint last went to sleep with calls out, or -1. */
+  private sleptAt = -1;
   private stopped = false;
   private membership = -1;
   /** emit() calls in progress (more than one: a getter called submitTo). */
@@ -245,14 +266,13 @@ export class Endpoint {
       from === this.self && from === this.shards ? undefined : new Incoming(from, new RingReader(this.i32, ringWord(this.g, from, this.self), ringData(this.g, from, this.self), this.g.ringBytes)),
     );
     this.pendingTo = new Array<number>(E).fill(0);
-    this.peers = Array.from({ length: E }, () => ({ epoch: 0, up: true }));
+    this.peers = Array.from({ length: E }, () => ({ epoch: 0, up: true, gone: false }));
     this.readMembership(true);
     if (this.host) {
       this.deferred = [];
-      this.host.ready.then(
-        () => this.runDeferred(),
-        () => this.runDeferred(),
-      );
+      // From an immediate, as every turn (one stack under every task).
+      const runDeferred = (): void => void setImmediate(() => this.runDeferred());
+      this.host.ready.then(runDeferred, runDeferred);
     }
     if (o.keepAlive) {
       this.keepAlive = setInterval(() => undefined, 1 << 30);
@@ -309,9 +329,11 @@ export class Endpoint {
    */
   call(peer: number, task: string, arg: unknown, via: CallName): Promise<unknown> {
     if (this.stopped) return Promise.reject(new ShardError(peer, `${callName(via, peer, task)}: the runtime has stopped`));
-    if (!this.peers[peer]!.up) return Promise.reject(downError(peer, callName(via, peer, task)));
+    // A peer that is down takes calls all the same: they wait for its new thread.
+    if (this.peers[peer]!.gone) return Promise.reject(downError(peer, callName(via, peer, task)));
     const out = this.out[peer]!;
-    let taskId = out.taskIds.get(task);
+    // A burst of calls names one task: compare with the last before the Map.
+    let taskId = task === out.lastTask ? out.lastTaskId : out.taskIds.get(task);
     const named = taskId === undefined;
     if (taskId === undefined) {
       taskId = out.taskIds.size;
@@ -323,8 +345,11 @@ export class Endpoint {
     } catch (e) {
       if (named) out.taskIds.delete(task);
       if (id !== this.resolves.length) this.freeIds.push(id);
+      out.lastTask = undefined;
       return Promise.reject(unsendableArg(callName(via, peer, task), e));
     }
+    out.lastTask = task;
+    out.lastTaskId = taskId;
     // One executor for every call (it stores the resolvers here): a
     // closure per call is one more allocation on the hottest path.
     const promise = new Promise<unknown>(this.executor);
@@ -368,7 +393,9 @@ export class Endpoint {
   private emitWith(w: WireWriter, out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
     // Fast paths: encode in place, in the ring when nothing waits before
     // this record, else at the tail of the overflow queue.
-    const queued = out.overflow.length !== 0;
+    // Nothing goes into the ring of a peer that is down (the main thread
+    // empties it before the peer's new thread starts): queue behind.
+    const queued = out.overflow.length !== 0 || !this.peers[out.peer]!.up;
     let target: WireBytes | undefined;
     let at = 0;
     let limit = 0;
@@ -391,9 +418,10 @@ export class Endpoint {
         if (name !== undefined) w.writeString(name);
         w.writeValue(value);
         if (out.commits !== commits) throw OUT_OF_ROOM; // a nested emit took this place: encode again below
-        target.dv.setInt32(at, recordHeader(w.pos - at, kind), true);
-        target.dv.setInt32(at + 4, w1, true);
-        target.dv.setInt32(at + 8, w2, true);
+        const i = at >>> 2;
+        target.i32[i] = recordHeader(w.pos - at, kind);
+        target.i32[i + 1] = w1;
+        target.i32[i + 2] = w2;
         w.keepShapes();
         if (queued) {
           out.overflow.commitTail(w.pos - at);
@@ -425,9 +453,9 @@ export class Endpoint {
       const bytes = scratch.u8.slice(valueAt, w.pos).buffer;
       return this.emitSide(out, kind, w1, w2, name, { bytes }, [bytes]);
     }
-    scratch.dv.setInt32(0, recordHeader(w.pos, kind), true);
-    scratch.dv.setInt32(4, w1, true);
-    scratch.dv.setInt32(8, w2, true);
+    scratch.i32[0] = recordHeader(w.pos, kind);
+    scratch.i32[1] = w1;
+    scratch.i32[2] = w2;
     this.enqueue(out, scratch.u8.subarray(0, w.pos));
   }
 
@@ -438,15 +466,15 @@ export class Endpoint {
     w.intoScratch(HEADER_BYTES);
     if (name !== undefined) w.writeString(name);
     const scratch = w.target;
-    scratch.dv.setInt32(0, recordHeader(w.pos, kind | SIDE), true);
-    scratch.dv.setInt32(4, w1, true);
-    scratch.dv.setInt32(8, w2, true);
+    scratch.i32[0] = recordHeader(w.pos, kind | SIDE);
+    scratch.i32[1] = w1;
+    scratch.i32[2] = w2;
     this.enqueue(out, scratch.u8.subarray(0, w.pos));
   }
 
   /** A complete record (header included) into the ring, or behind the others waiting. */
   private enqueue(out: Outgoing, record: Uint8Array): void {
-    if (out.overflow.length === 0) {
+    if (out.overflow.length === 0 && this.peers[out.peer]!.up) {
       const at = out.ring.reserve(record.length);
       if (at >= 0) {
         this.bytes.u8.set(record, at);
@@ -463,7 +491,7 @@ export class Endpoint {
   /** `out` has just started keeping records back: retry at every turn, and ask the consumer to wake us for room. */
   private startedOverflow(out: Outgoing): void {
     this.overflowing.push(out);
-    if (out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
+    if (this.peers[out.peer]!.up && out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
   }
 
   private committed(out: Outgoing): void {
@@ -501,6 +529,10 @@ export class Endpoint {
     let moved = 0;
     const still: Outgoing[] = [];
     for (const out of this.overflowing) {
+      if (!this.peers[out.peer]!.up) {
+        still.push(out); // waits for the peer's new thread
+        continue;
+      }
       moved += out.overflow.moveInto(out.ring, this.i32, this.bytes.u8, () => this.committed(out));
       const next = out.overflow.nextLength();
       if (next > 0) {
@@ -522,16 +554,14 @@ export class Endpoint {
       this.asleep = false;
       Atomics.store(this.i32, this.sleeping, 0);
     }
-    setImmediate(this.turnAfterImmediate);
+    // Every turn, and so every task, runs from an immediate: the stack
+    // under a task is then always the same one frame of Node's
+    // (processImmediate), so each allocation site has one stack in the
+    // heap profile. Run from a microtask the stack was clean only when no
+    // other immediate (the doorbell's) shared the loop's pass, so a site
+    // showed up under two roots.
+    setImmediate(this.turn);
   }
-
-  /**
-   * The turn runs as a microtask after the immediate, not inside it: then
-   * no frame of Node's timer loop sits under the tasks it runs (it would
-   * root every allocation site of a shard in the heap profile, as piscina's
-   * frames did before they were dropped), and a microtask costs ~0.2 us.
-   */
-  private readonly turnAfterImmediate = (): void => queueMicrotask(this.turn);
 
   /** One turn of the loop: notice deaths, move overflow, drain every ring, publish. */
   private readonly turn = (): void => {
@@ -551,13 +581,24 @@ export class Endpoint {
     this.flush();
     if (work > 0) {
       this.lastWork = performance.now();
+      if (this.sleptAt >= 0) this.adaptPollWindow(this.lastWork - this.sleptAt);
       this.scheduleTurn();
-    } else if (performance.now() - this.lastWork < (this.pending > 0 ? ANSWER_POLL_MS : IDLE_POLL_MS)) {
+    } else if (this.pending > 0 && performance.now() - this.lastWork < this.pollWindow) {
       this.scheduleTurn();
     } else {
+      this.sleptAt = this.pending > 0 ? performance.now() : -1;
       this.sleep();
     }
   };
+
+  /** An endpoint that slept with calls out was woken with work after `waited` ms. */
+  private adaptPollWindow(waited: number): void {
+    this.sleptAt = -1;
+    this.pollWindow =
+      waited < ANSWER_POLL_MS
+        ? Math.min(ANSWER_POLL_MS, Math.max(this.pollWindow * 2, waited * 1.5))
+        : Math.max(MIN_ANSWER_POLL_MS, this.pollWindow / 2);
+  }
 
   /** Nothing to do: say so, look once more, then wait on the bell. */
   private sleep(): void {
@@ -585,7 +626,7 @@ export class Endpoint {
   private readonly rung = (): void => {
     this.waiting = false;
     if (this.stopped) return;
-    if (this.asleep) this.turn();
+    if (this.asleep) this.scheduleTurn();
   };
 
   /** Anything to drain or move, checked after SLEEPING is set. */
@@ -597,7 +638,7 @@ export class Endpoint {
     }
     for (const out of this.overflowing) {
       const next = out.overflow.nextLength();
-      if (next > 0 && out.ring.wantSpace(next)) return true;
+      if (next > 0 && this.peers[out.peer]!.up && out.ring.wantSpace(next)) return true;
     }
     return false;
   }
@@ -633,6 +674,7 @@ export class Endpoint {
       const r = this.reader;
       r.pos = at + HEADER_BYTES;
       r.shapes = inc.shapes;
+      let advanced = false;
       try {
         switch (kind & ~SIDE) {
           case KIND_REQUEST_NAMED:
@@ -647,9 +689,12 @@ export class Endpoint {
               bad = e;
             }
             ring.advance(byteLength);
-            if (task === undefined) break; // a request of a forgotten incarnation (its value read all the same: it may define shapes)
+            advanced = true;
+            // A request of a forgotten incarnation, or of a peer now down (its
+            // value is read all the same: it may define shapes).
+            if (task === undefined || !this.peers[peer]!.up) break;
             if (bad !== undefined) this.answerThrown(peer, this.peers[peer]!.epoch, w1, bad);
-            else this.request(peer, w1, task, arg);
+            else this.request(inc, w1, w2, arg);
             break;
           }
           case KIND_RESULT:
@@ -663,15 +708,17 @@ export class Endpoint {
               bad = e;
             }
             ring.advance(byteLength);
+            advanced = true;
             this.answer(peer, w1, kind & ~SIDE, value, bad);
             break;
           }
           default:
             ring.advance(byteLength);
+            advanced = true;
         }
       } catch (e) {
-        // Only a corrupt record gets here (a task's own errors are answers).
-        ring.advance(byteLength);
+        // Only a corrupt record, or a failure to answer, gets here (a task's own errors are answers).
+        if (!advanced) ring.advance(byteLength);
         process.emitWarning(`shardheap: dropped a message from endpoint ${peer}: ${errorMessage(e)}`, { code: "SHARDHEAP_MESSAGE" });
       }
       n++;
@@ -714,33 +761,43 @@ export class Endpoint {
 
   // --------------------------------------------------------- running tasks
 
-  /** A request from `peer`: run it now, or after the module has loaded. */
-  private request(peer: number, callId: number, task: string, arg: unknown): void {
+  /** A request from `inc`'s peer for its task `taskId`: run it now, or after the module has loaded. */
+  private request(inc: Incoming, callId: number, taskId: number, arg: unknown): void {
+    const peer = inc.peer;
     const epoch = this.peers[peer]!.epoch;
-    if (this.deferred !== undefined) this.deferred.push({ peer, epoch, callId, task, arg });
-    else this.run(peer, epoch, callId, task, arg);
+    if (this.deferred !== undefined) this.deferred.push({ inc, epoch, callId, taskId, arg });
+    else this.run(inc, epoch, callId, taskId, arg);
   }
 
   private runDeferred(): void {
     const deferred = this.deferred ?? [];
     this.deferred = undefined;
-    for (const d of deferred) this.run(d.peer, d.epoch, d.callId, d.task, d.arg);
+    for (const d of deferred) this.run(d.inc, d.epoch, d.callId, d.taskId, d.arg);
     this.flush();
   }
 
-  private run(peer: number, epoch: number, callId: number, task: string, arg: unknown): void {
+  private run(inc: Incoming, epoch: number, callId: number, taskId: number, arg: unknown): void {
+    const peer = inc.peer;
     const host = this.host;
     let result: unknown;
+    let thenable: boolean;
     try {
-      const fn = host?.lookup(task);
-      if (fn === undefined) throw new TypeError(`shard ${this.self}: the module exports no function named ${JSON.stringify(task)}`);
+      let fn = inc.fns[taskId];
+      if (fn === undefined) {
+        const task = inc.tasks[taskId]!;
+        fn = host?.lookup(task);
+        if (fn === undefined) throw new TypeError(`shard ${this.self}: the module exports no function named ${JSON.stringify(task)}`);
+        inc.fns[taskId] = fn;
+      }
       result = fn(arg, host!.context);
+      // Inside the try: reading `then` may run a getter that throws.
+      thenable = isThenable(result);
     } catch (e) {
       this.answerThrown(peer, epoch, callId, e);
       return;
     }
-    if (isThenable(result)) {
-      Promise.resolve(result).then(
+    if (thenable) {
+      Promise.resolve(result as PromiseLike<unknown>).then(
         (v) => this.answerValue(peer, epoch, callId, v),
         (e: unknown) => this.answerThrown(peer, epoch, callId, e),
       );
@@ -756,20 +813,41 @@ export class Endpoint {
       this.emit(out, KIND_RESULT, callId, 0, undefined, value);
     } catch (e) {
       // Not cloneable: the caller gets the DataCloneError, this shard lives on.
-      this.emit(out, KIND_UNSENDABLE, callId, 0, undefined, encodeError(e instanceof Error ? e : new Error(errorMessage(e))));
+      this.answerLastResort(out, callId, KIND_UNSENDABLE, encodeError(e instanceof Error ? e : new Error(errorMessage(e))));
     }
   }
 
   private answerThrown(peer: number, epoch: number, callId: number, thrown: unknown): void {
     const out = this.answerable(peer, epoch);
     if (out === undefined) return;
-    this.emit(out, KIND_THROWN, callId, 0, undefined, encodeThrown(thrown));
+    this.answerLastResort(out, callId, KIND_THROWN, encodeThrown(thrown));
+  }
+
+  /**
+   * An answer made of records that always encode (error-codec.ts). Should
+   * even that fail, the caller still gets an error and this thread never
+   * throws from here (an answer may be sent from a promise callback, where
+   * a throw would be an unhandled rejection and end the shard).
+   */
+  private answerLastResort(out: Outgoing, callId: number, kind: number, record: ThrownRecord | ErrorRecord): void {
+    try {
+      this.emit(out, kind, callId, 0, undefined, record);
+    } catch (e) {
+      try {
+        const error = new ShardError(this.self, `shard ${this.self}: the answer could not be sent: ${errorMessage(e)}`);
+        this.emit(out, KIND_THROWN, callId, 0, undefined, encodeThrown(error));
+      } catch {
+        process.emitWarning(`shardheap: shard ${this.self} could not answer a call from endpoint ${out.peer}`, { code: "SHARDHEAP_MESSAGE" });
+      }
+    }
   }
 
   /** The way back to the caller, unless it went down since it asked (then the answer is dropped). */
   private answerable(peer: number, epoch: number): Outgoing | undefined {
     if (this.stopped) return undefined;
-    if (Atomics.load(this.i32, MEMBERSHIP) !== this.membership) this.readMembership(false);
+    // MEMBERSHIP is read at each turn, not here: an answer written into the
+    // ring of a peer that died since is harmless, as the main thread empties
+    // that ring only after this endpoint has acknowledged the death.
     const state = this.peers[peer]!;
     return state.up && state.epoch === epoch ? this.out[peer] : undefined;
   }
@@ -807,20 +885,32 @@ export class Endpoint {
     for (let p = 0; p < this.g.endpoints; p++) {
       const w = endpointWord(this.g, p);
       const epoch = Atomics.load(this.i32, w + EPOCH);
-      const up = Atomics.load(this.i32, w + STATE) === STATE_UP;
+      const stateWord = Atomics.load(this.i32, w + STATE);
+      const up = stateWord === STATE_UP;
       const state = this.peers[p]!;
       if (initial) {
         state.epoch = epoch;
         state.up = up;
+        state.gone = stateWord === STATE_GONE;
         Atomics.store(this.i32, ackWord(this.g, this.self, p), epoch);
         continue;
       }
       if (epoch !== state.epoch) {
+        const wasUp = state.up;
         state.epoch = epoch;
         state.up = false;
+        // Answers it published before it died are answers: take them first
+        // (its requests are not run: no one is left to answer to).
+        const inc = this.inc[p];
+        if (wasUp && inc !== undefined) this.drain(inc);
         this.forget(p);
         Atomics.store(this.i32, ackWord(this.g, this.self, p), epoch);
         acked = true;
+      }
+      if (stateWord === STATE_GONE && !state.gone) {
+        // Its new thread could not start: what waited for it rejects.
+        state.gone = true;
+        this.forget(p);
       }
       if (!state.up && up) {
         this.out[p]?.ring.reset();
@@ -842,6 +932,7 @@ export class Endpoint {
     if (out) {
       out.overflow.clear();
       out.taskIds.clear();
+      out.lastTask = undefined;
       out.shapes = new ShapeTable();
       out.batched = 0;
       this.overflowing = this.overflowing.filter((o) => o !== out);
@@ -850,6 +941,7 @@ export class Endpoint {
     const inc = this.inc[peer];
     if (inc) {
       inc.tasks = [];
+      inc.fns = [];
       inc.shapes = new ShapeCache();
       inc.side = [];
       inc.sideHead = 0;
@@ -857,7 +949,7 @@ export class Endpoint {
       inc.port?.close();
       inc.port = undefined;
     }
-    if (this.deferred) this.deferred = this.deferred.filter((d) => d.peer !== peer);
+    if (this.deferred) this.deferred = this.deferred.filter((d) => d.inc.peer !== peer);
     this.links.drop(peer);
   }
 }
@@ -892,5 +984,5 @@ export function callName(via: CallName, peer: number, task: string): string {
 }
 
 export function downError(peer: number, call: string): ShardError {
-  return new ShardError(peer, `${call}: shard ${peer} is down (its thread died; calls to it fail until it has restarted)`);
+  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`);
 }

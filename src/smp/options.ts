@@ -7,6 +7,8 @@
  * message per field that names the option and the rule.
  */
 import { availableParallelism } from "node:os";
+import { isAbsolute, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
@@ -26,7 +28,14 @@ export interface SmpOptions {
    * "512KiB"; at most 2^31 - 1), false / 0 = off.
    */
   heapprof?: boolean | number | string;
-  /** Module every shard loads; its exported functions are the tasks. */
+  /**
+   * Module every shard loads; its exported functions are the tasks. A URL
+   * (`new URL("./tasks.mjs", import.meta.url)`, or a string such as
+   * "file:///app/tasks.mjs"), or a file path: an absolute one, or one
+   * relative to the working directory (process.cwd()) of the process that
+   * calls start(). For a package's module pass
+   * `import.meta.resolve("pkg/tasks")`.
+   */
   module?: string | URL;
   /**
    * ms a shard may take to load `module` (its top-level await included)
@@ -42,6 +51,14 @@ export interface SmpOptions {
    */
   stopTimeoutMs?: number;
   /**
+   * ms a shard's thread must have been idle (no call running) before it
+   * returns its cached pool spans to the page allocator
+   * (ShardAllocator.trim), so memory a burst used goes back. Default 200;
+   * 0 never trims when idle (the allocator still trims in batches as it
+   * frees, and before an out-of-memory error).
+   */
+  idleTrimMs?: number;
+  /**
    * Bytes of each queue between two threads (one per ordered pair of
    * shards and the main thread): a power of two from 128 B to 64 MiB, or a
    * size like "64KiB". Calls beyond what it holds wait on the sender's
@@ -56,9 +73,11 @@ export interface FilledSmpOptions {
   memoryPerShard: number;
   /** Sample rate in bytes: 0 off, 1 every allocation. */
   heapprofRate: number;
+  /** The module as a URL string (file paths already resolved). */
   module: string | undefined;
   loadTimeoutMs: number;
   stopTimeoutMs: number;
+  idleTrimMs: number;
   /** Bytes of each ring of the messaging buffer. */
   queueBytes: number;
 }
@@ -68,6 +87,10 @@ export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
 export const DEFAULT_LOAD_TIMEOUT_MS = 30_000;
 /** A shard's running tasks get this long to finish at stop(). */
 export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
+/** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
+export const DEFAULT_IDLE_TRIM_MS = 200;
+/** setTimeout's longest delay (a longer one fires at once). */
+const MAX_TIMER_MS = 0x7fffffff;
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
@@ -84,6 +107,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     module: moduleSpecifier(o.module),
     loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
     stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),
+    idleTrimMs: parseInteger(o.idleTrimMs ?? DEFAULT_IDLE_TRIM_MS, "options.idleTrimMs", 0, MAX_TIMER_MS),
     queueBytes: o.queueBytes === undefined ? defaultRingBytes(shards + 1) : checkRingBytes(parseSize(o.queueBytes, "options.queueBytes"), "options.queueBytes"),
   };
 }
@@ -107,9 +131,16 @@ export function heapprofRate(value: boolean | number | string | undefined, what:
   return parseSize(value, what, { max: MAX_SAMPLE_RATE });
 }
 
+/**
+ * The module as the URL every shard imports. A path is resolved here,
+ * against the caller's working directory: the shard's import() would
+ * resolve "./tasks.mjs" against shardheap's own dist/smp/ folder.
+ */
 function moduleSpecifier(m: string | URL | undefined): string | undefined {
   if (m === undefined) return undefined;
   if (m instanceof URL) return m.href;
   if (typeof m !== "string" || m.length === 0) throw new TypeError("options.module must be a non-empty path or URL");
-  return m;
+  if (isAbsolute(m)) return pathToFileURL(m).href; // before the URL test: C:\app on Windows is a path
+  if (/^[a-z][a-z\d+.-]*:/i.test(m)) return m; // a URL: file:, data:, ...
+  return pathToFileURL(resolve(process.cwd(), m)).href;
 }

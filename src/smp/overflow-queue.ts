@@ -22,12 +22,10 @@ const WORD_COPY_BYTES = 256;
 const align4 = (n: number): number => (n + 3) & ~3;
 
 class Chunk extends WireBytes {
-  readonly i32: Int32Array;
   /** Bytes holding records (the rest of a retired chunk is unused). */
   end = 0;
   constructor(bytes: number) {
     super(new ArrayBuffer(bytes));
-    this.i32 = new Int32Array(this.buffer);
   }
 }
 

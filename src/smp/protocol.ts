@@ -22,7 +22,7 @@ export interface ShardBootData {
   readonly ringBytes: number;
   /** Heap profiling at start: 0 off, 1 every allocation, N bytes per sample. */
   readonly heapprofRate: number;
-  /** The user's module (absolute path or URL), or undefined for none. */
+  /** The user's module as a URL string, or undefined for none. */
   readonly module: string | undefined;
   /** ms of idleness after which the shard trims its cached pool spans. */
   readonly idleTrimMs: number;

@@ -26,7 +26,9 @@
  *                                     1 -> 0, so only one sender notifies)
  *                          EPOCH      incarnation of e's thread (main bumps
  *                                     it when a shard's worker dies)
- *                          STATE      UP or DOWN
+ *                          STATE      UP, DOWN (its thread died; a new
+ *                                     one is on the way) or GONE (the new
+ *                                     one could not start)
  *   acks (E x E words)     ACK[y*E + x] = the EPOCH of x that y has seen go
  *                          down (it forgot every call to and from x)
  *   ring headers           per ordered pair, two cache lines:
@@ -58,6 +60,7 @@ export const EPOCH = 2;
 export const STATE = 3;
 export const STATE_DOWN = 0;
 export const STATE_UP = 1;
+export const STATE_GONE = 2;
 
 // Ring header words (relative to ringWord(from, to)).
 export const TAIL = 0;

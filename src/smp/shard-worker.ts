@@ -25,6 +25,7 @@ import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
 import { queueGeometry } from "./queue-layout.js";
 import { ShardSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
+import { importUserModule } from "./user-module.js";
 
 const boot = workerData as ShardBootData;
 // The heap's WebAssembly.Memory when it has one: frees then claim with
@@ -67,7 +68,7 @@ let userModule: Promise<Record<string, unknown>> | undefined;
 /** The module's exports once loaded (tasks are looked up here). */
 let exports: Record<string, unknown> = {};
 function loadUserModule(): Promise<Record<string, unknown>> {
-  userModule ??= (boot.module === undefined ? Promise.resolve({}) : (import(boot.module) as Promise<Record<string, unknown>>)).then((m) => (exports = m));
+  userModule ??= (boot.module === undefined ? Promise.resolve({}) : importUserModule(boot.module)).then((m) => (exports = m));
   return userModule;
 }
 

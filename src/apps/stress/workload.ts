@@ -16,6 +16,8 @@ export interface SliceArg {
   crossShard: number;
   /** The live set's bound, in bytes. */
   liveBytes: number;
+  /** Bytes per second this shard allocates at allocateLeakedRecord and never frees (stress --leak); 0 none. */
+  leakRate?: number;
 }
 
 export interface SliceResult {
@@ -61,6 +63,28 @@ function allocateCacheEntry(shard: ShardContext): void {
   remember(shard.memory.malloc(size), size);
 }
 
+// The fourth site, with --leak: records nobody frees, for the dashboard to find.
+const LEAK_RECORD_BYTES = 1024;
+const leak = { due: 0, lastAt: 0, full: false };
+function allocateLeakedRecord(shard: ShardContext): void {
+  shard.memory.malloc(LEAK_RECORD_BYTES);
+}
+/** Leak what the rate owes since the last call (RATE bytes per second of wall time, in whole records). */
+function leakWhatIsDue(shard: ShardContext, rate: number): void {
+  const now = performance.now();
+  if (leak.lastAt > 0 && !leak.full) leak.due += (rate * (now - leak.lastAt)) / 1000;
+  leak.lastAt = now;
+  for (; leak.due >= LEAK_RECORD_BYTES; leak.due -= LEAK_RECORD_BYTES) {
+    try {
+      allocateLeakedRecord(shard);
+    } catch (e) {
+      if ((e as Error).name !== "OutOfMemoryError") throw e;
+      leak.full = true; // the leak has filled the shard: stop leaking, keep the workload going
+      leak.due = 0;
+    }
+  }
+}
+
 function allocateOne(shard: ShardContext): void {
   const r = random();
   if (r < 0.8) allocateSessionState(shard);
@@ -85,6 +109,7 @@ const MAX_OUTGOING = 4096;
 
 export async function runSlice(arg: SliceArg, shard: ShardContext): Promise<SliceResult> {
   seed ^= shard.id * 0x9e3779b1;
+  if (arg.leakRate) leakWhatIsDue(shard, arg.leakRate);
   const outgoing: number[] = [];
   const end = performance.now() + arg.ms;
   let ops = 0;
@@ -135,14 +160,4 @@ async function handOver(ptrs: number[], shard: ShardContext): Promise<void> {
 export function freeHandedOver(ptrs: Uint32Array, shard: ShardContext): number {
   for (const ptr of ptrs) shard.memory.free(ptr);
   return ptrs.length;
-}
-
-/** Free what is left, so the run ends with the live set it started with (none). */
-export function releaseAll(_arg: unknown, shard: ShardContext): number {
-  const n = live.ptrs.length;
-  for (const ptr of live.ptrs) shard.memory.free(ptr);
-  live.ptrs = [];
-  live.sizes = [];
-  live.bytes = 0;
-  return n;
 }

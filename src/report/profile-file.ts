@@ -1,0 +1,53 @@
+/**
+ * A profile from a file given on the command line (`shardheap diff`): a
+ * heap image (SharedHeap.saveImage, `stress`'s heap.img) or a pprof profile
+ * shardheap wrote, told apart by the image's magic. The file is read as
+ * readHeapImage reads one: a regular file only (opened non-blocking, so a
+ * FIFO cannot hang the command), at most MAX_IMAGE_FILE_BYTES. Anything
+ * else is a HeapFormatError naming the file.
+ */
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
+import { HeapFormatError, InvalidValueError } from "../errors.js";
+import { IMAGE_MAGIC } from "../memory/heap-image-writer.js";
+import { MAX_IMAGE_FILE_BYTES, decodeHeapImage } from "../memory/heap-image.js";
+import type { HeapProfile } from "../memory/heap-profile.js";
+import { fromPprof } from "./pprof-read.js";
+
+export interface ProfileFile {
+  kind: "heap image" | "pprof";
+  profile: HeapProfile;
+  /** The image's shard count (a pprof file does not say). */
+  shards: number | undefined;
+}
+
+async function readRegularFile(path: string): Promise<Buffer> {
+  const handle = await open(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) throw new HeapFormatError(`${path} is not a heap image or a pprof profile: not a regular file`);
+    if (st.size > MAX_IMAGE_FILE_BYTES) throw new HeapFormatError(`${path} is not a heap image or a pprof profile: ${st.size} bytes is more than either can be`);
+    return await handle.readFile();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The profile in `path`: of `shard` (a heap image's shard; InvalidValueError
+ * naming `shardFlag` when the image has no such shard or the file is a pprof
+ * profile, which holds all shards merged), or of all shards.
+ */
+export async function readProfileFile(path: string, shard?: number, shardFlag = "--shard"): Promise<ProfileFile> {
+  const bytes = await readRegularFile(path);
+  if (bytes.subarray(0, IMAGE_MAGIC.length).toString("latin1") === IMAGE_MAGIC) {
+    const heap = decodeHeapImage(bytes, path);
+    if (shard !== undefined && shard >= heap.shards) {
+      throw new InvalidValueError(shardFlag, `${shardFlag} ${shard}: ${path} has shards 0 to ${heap.shards - 1}`);
+    }
+    return { kind: "heap image", profile: heap.heapProfile(shard), shards: heap.shards };
+  }
+  const profile = fromPprof(bytes, `${path} (not a heap image: no ${IMAGE_MAGIC} magic)`);
+  if (shard !== undefined) throw new InvalidValueError(shardFlag, `${shardFlag} applies to heap images: ${path} is a pprof profile of all shards`);
+  return { kind: "pprof", profile, shards: undefined };
+}

@@ -1,0 +1,108 @@
+/**
+ * The dashboard's page and style sheet (dashboard.ts serves them): one
+ * page, every script and style from this server (uPlot's files from the
+ * installed package, the page's own script from dashboard-script.ts), the
+ * favicon a data: URL so the browser asks nothing else. The body says
+ * whether the server needs a token, so the page asks for it before its
+ * first request instead of after a refused one.
+ */
+
+/** The page; `tokenRequired` marks the body so the page asks for the token first. */
+export function dashboardHtml(tokenRequired: boolean): string {
+  return DASHBOARD_HTML.replace("TOKEN_STATE", tokenRequired ? "required" : "none");
+}
+
+const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>shardheap dashboard</title>
+<link rel="icon" href="data:,">
+<link rel="stylesheet" href="/vendor/uPlot.min.css">
+<link rel="stylesheet" href="/dashboard.css">
+<script src="/vendor/uPlot.iife.min.js"></script>
+<script src="/dashboard.js"></script>
+</head>
+<body data-token="TOKEN_STATE">
+<header>
+  <h1>shardheap</h1>
+  <label>Shard <select id="shard"><option value="all">all shards</option></select></label>
+  <label><input type="checkbox" id="auto" checked> refresh every 5 s</label>
+  <button id="refresh">Refresh now</button>
+  <span id="status"></span>
+</header>
+<div id="token-box" hidden>
+  <p>This admin server needs its bearer token. <span id="token-why"></span></p>
+  <input type="password" id="token" autocomplete="off" aria-label="bearer token"> <button id="token-ok">Use token</button>
+  <p class="hint">The page keeps it in memory and sends it as an Authorization header; it never goes into a URL.</p>
+</div>
+<main>
+<section id="memory-section">
+  <h2>Memory per shard</h2>
+  <p class="hint" id="sampling"></p>
+  <div class="charts">
+    <div class="chart" id="chart-used"></div>
+    <div class="chart" id="chart-free"></div>
+    <div class="chart" id="chart-live"></div>
+    <div class="chart" id="chart-cross"></div>
+  </div>
+</section>
+<section id="profiler-section">
+  <h2>Heap profiler</h2>
+  <table class="profiler">
+    <thead><tr><th>Shard</th><th>On</th><th>Sample rate (bytes: 1 = every allocation, 64K, 1M...)</th><th></th><th>Now</th></tr></thead>
+    <tbody id="profiler-rows"></tbody>
+  </table>
+</section>
+<section id="growing-section">
+  <h2>Growing sites <span class="hint">(live bytes rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span></h2>
+  <ol id="growing-list"></ol>
+</section>
+<section id="flame-section">
+  <h2>Live heap <label class="search">Search <input type="search" id="search" placeholder="regular expression, e.g. ^allocate"></label></h2>
+  <iframe id="flame" title="live heap flamegraph"></iframe>
+</section>
+<section id="growth-section">
+  <h2>Growth since the baseline <button id="set-baseline">Set baseline</button> <span id="baseline-info" class="hint"></span></h2>
+  <p id="no-baseline" class="hint">No baseline for this selection yet: set one, let the program run, and the growth since shows here (red grew, blue shrank).</p>
+  <div id="growth" hidden>
+    <iframe id="growth-flame" title="growth since the baseline"></iframe>
+    <h3>Grew most <span id="growth-total" class="hint"></span></h3>
+    <table class="grown"><thead><tr><th>Allocation site</th><th>Bytes</th><th>Objects</th></tr></thead><tbody id="grown-rows"></tbody></table>
+  </div>
+</section>
+<section id="downloads-section">
+  <h2>Downloads <span class="hint">(of the selected shard, or all)</span></h2>
+  <div id="downloads"></div>
+</section>
+</main>
+</body>
+</html>
+`;
+
+export const DASHBOARD_CSS = String.raw`body { font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0; color: #222; background: #fafafa; }
+header { display: flex; gap: 1em; align-items: center; flex-wrap: wrap; padding: 0.5em 1em; background: #263238; color: #eee; position: sticky; top: 0; z-index: 10; }
+header h1 { font-size: 1.2em; margin: 0 1em 0 0; }
+header select, header button { font: inherit; }
+#status { margin-left: auto; font-size: 0.9em; color: #b2dfdb; }
+#status.bad { color: #ffab91; }
+main { padding: 0 1em 2em; }
+section { background: #fff; border: 1px solid #ddd; border-radius: 4px; margin: 1em 0; padding: 0.5em 1em 1em; }
+h2 { font-size: 1.05em; margin: 0.5em 0; display: flex; gap: 1em; align-items: center; flex-wrap: wrap; }
+h3 { font-size: 1em; margin: 0.8em 0 0.3em; }
+.hint { color: #666; font-weight: normal; font-size: 0.9em; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 0.5em; }
+.chart { min-height: 240px; }
+table { border-collapse: collapse; }
+th, td { text-align: left; padding: 0.2em 0.6em; border-bottom: 1px solid #eee; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.name, span.name { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.9em; word-break: break-all; }
+iframe { width: 100%; height: 240px; border: 1px solid #ddd; background: #fff; }
+#growing-list li { margin: 0.3em 0; }
+#growing-list li.none { color: #666; list-style: none; }
+ol.frames { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; color: #444; }
+#downloads button, #token-box button { margin: 0 0.4em 0.4em 0; }
+#token-box { margin: 1em; padding: 1em; border: 2px solid #ff7043; background: #fff3e0; border-radius: 4px; }
+label.search { font-weight: normal; }
+`;

@@ -1,0 +1,457 @@
+/**
+ * The dashboard's script, run in the browser (plain ES2020, no build step;
+ * the browser test drives it in Chromium). What it does:
+ * - polls GET /v1/memory/history?since=T every sample interval and draws
+ *   used, free, live objects and cross-shard frees per second per shard
+ *   with uPlot (vendored: served from the installed package);
+ * - a profiler switch and rate per shard (PUT /v1/heapprof), shown from
+ *   the samples' rates, a switch just flipped held until a newer sample;
+ * - the live flamegraph (our SVG, format=svg) of the chosen shard or all,
+ *   in an iframe from a blob: URL, refreshed every 5 s except while the
+ *   mouse is on it, searched through the SVG's own search();
+ * - "Set baseline" (POST /v1/heapprof/baseline) and the growth since as a
+ *   differential flamegraph with a table of the sites that grew most;
+ * - growing sites (GET /v1/heapprof/growing), each opening to its frames
+ *   and a button that searches the flamegraphs for it;
+ * - downloads through fetch + blob, so the token stays a header.
+ * With a token (the body says so) it asks first; the token lives in a
+ * variable, goes only into an Authorization header, never into a URL.
+ * Errors show in the status line, never as console errors.
+ */
+export const DASHBOARD_SCRIPT = String.raw`"use strict";
+(function () {
+  var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  var REFRESH_MS = 5000;
+  var token = null;
+  var state = {
+    shards: 0,
+    intervalMs: 1000,
+    historySeconds: 900,
+    growthWindowSeconds: 300,
+    heapImage: false,
+    samples: [],
+    lastT: 0,
+    baselines: [],
+    shard: "all",
+    rateSetAt: {},
+    charts: [],
+    paused: false,
+    started: false,
+  };
+  window.shardheapDashboard = state;
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, attrs, text) {
+    var e = document.createElement(tag);
+    if (attrs) Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function status(text, bad) {
+    var s = $("status");
+    s.textContent = text;
+    s.className = bad ? "bad" : "";
+  }
+
+  /** Every request: same origin, the token (when there is one) as a bearer header, never in the URL. */
+  async function api(path, init) {
+    init = init || {};
+    var headers = new Headers(init.headers || {});
+    if (token !== null) headers.set("Authorization", "Bearer " + token);
+    init.headers = headers;
+    var r = await fetch(path, init);
+    if (r.status === 401) {
+      askToken("the token was refused");
+      throw new Error("unauthorized");
+    }
+    if (!r.ok) {
+      var text = await r.text();
+      var message = text;
+      try { message = JSON.parse(text).error; } catch (e) { /* not JSON: the text itself */ }
+      throw new Error(message || r.statusText);
+    }
+    return r;
+  }
+
+  function askToken(why) {
+    $("token-box").hidden = false;
+    $("token-why").textContent = why || "";
+    $("token").focus();
+  }
+  function useToken() {
+    token = $("token").value;
+    $("token").value = "";
+    $("token-box").hidden = true;
+    start();
+  }
+
+  // ---- formatting, as the reports print ----
+  function size(n) {
+    var units = ["B", "K", "M", "G", "T"];
+    var v = Math.abs(n), u = 0;
+    while (v >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+    var text = u === 0 || Number.isInteger(v) || v >= 100 ? String(Math.round(v)) : v.toFixed(1).replace(/\.0$/, "");
+    return (n < 0 ? "-" : "") + text + units[u];
+  }
+  function signedSize(n) { return (n > 0 ? "+" : "") + size(n); }
+  function count(n) {
+    var v = Math.abs(n), units = ["", "k", "M", "G"], u = 0;
+    while (v >= 10000 && u < units.length - 1) { v /= 1000; u++; }
+    return (n < 0 ? "-" : "") + Math.round(v) + units[u];
+  }
+  function frameName(f) {
+    var name = f.functionName || "(anonymous)";
+    return f.url ? name + " (" + f.url + ":" + f.line + ":" + f.column + ")" : name;
+  }
+  function rateText(rate) {
+    return rate === 0 ? "off" : rate === 1 ? "every allocation" : rate < 0 ? "mixed" : "1 sample per " + size(rate);
+  }
+  function shardQuery() { return state.shard === "all" ? "" : "shard=" + state.shard; }
+  function withShard(path) {
+    var q = shardQuery();
+    return q ? path + (path.indexOf("?") < 0 ? "?" : "&") + q : path;
+  }
+
+  // ---- memory per shard over time (uPlot) ----
+  var METRICS = [
+    { id: "chart-used", title: "Used memory", value: function (s) { return s.used; }, bytes: true },
+    { id: "chart-free", title: "Free memory", value: function (s) { return s.free; }, bytes: true },
+    { id: "chart-live", title: "Live objects", value: function (s) { return s.liveObjects; }, bytes: false },
+    { id: "chart-cross", title: "Cross-shard frees per second", rate: function (s) { return s.crossShardFrees; }, bytes: false },
+  ];
+
+  function chartWidth(id) { return Math.max(280, $(id).clientWidth - 8); }
+
+  function makeCharts() {
+    state.charts.forEach(function (c) { c.destroy(); });
+    state.charts = METRICS.map(function (m) {
+      var series = [{}];
+      for (var s = 0; s < state.shards; s++) series.push({ label: "shard " + s, stroke: PALETTE[s % PALETTE.length], width: 1.5, value: m.bytes ? function (u, v) { return v == null ? "-" : size(v); } : function (u, v) { return v == null ? "-" : count(v); } });
+      var axisValues = m.bytes ? function (u, vals) { return vals.map(size); } : function (u, vals) { return vals.map(count); };
+      return new uPlot({
+        title: m.title,
+        width: chartWidth(m.id),
+        height: 180,
+        series: series,
+        scales: { x: { time: true } },
+        axes: [{}, { values: axisValues, size: 60 }],
+        legend: { live: true },
+      }, emptyData(), $(m.id));
+    });
+  }
+  function emptyData() {
+    var d = [[]];
+    for (var s = 0; s < state.shards; s++) d.push([]);
+    return d;
+  }
+  function chartData(m) {
+    var xs = [], ys = [];
+    for (var s = 0; s < state.shards; s++) ys.push([]);
+    state.samples.forEach(function (sample, i) {
+      if (m.rate && i === 0) return;
+      xs.push(sample.t / 1000);
+      for (var s = 0; s < state.shards; s++) {
+        var now = sample.shards[s];
+        if (m.rate) {
+          var before = state.samples[i - 1];
+          var dt = (sample.t - before.t) / 1000;
+          ys[s].push(dt > 0 ? Math.max(0, (m.rate(now) - m.rate(before.shards[s])) / dt) : null);
+        } else {
+          ys[s].push(m.value(now));
+        }
+      }
+    });
+    return [xs].concat(ys);
+  }
+  function drawCharts() {
+    state.charts.forEach(function (c, i) { c.setData(chartData(METRICS[i])); });
+  }
+
+  // ---- profiler switches ----
+  function makeProfilerTable() {
+    var body = $("profiler-rows");
+    body.textContent = "";
+    for (var s = 0; s < state.shards; s++) {
+      var row = el("tr", { id: "prof-row-" + s });
+      row.appendChild(el("td", null, "shard " + s));
+      var on = el("input", { type: "checkbox", id: "prof-on-" + s, "aria-label": "profiler of shard " + s });
+      var onCell = el("td");
+      onCell.appendChild(on);
+      row.appendChild(onCell);
+      var rate = el("input", { type: "text", id: "prof-rate-" + s, size: "8", value: "64K", "aria-label": "sample rate of shard " + s });
+      var rateCell = el("td");
+      rateCell.appendChild(rate);
+      row.appendChild(rateCell);
+      var apply = el("button", { id: "prof-apply-" + s }, "Apply");
+      var applyCell = el("td");
+      applyCell.appendChild(apply);
+      row.appendChild(applyCell);
+      row.appendChild(el("td", { id: "prof-now-" + s }, ""));
+      body.appendChild(row);
+      (function (shard) {
+        on.addEventListener("change", function () { setRate(shard, on.checked ? $("prof-rate-" + shard).value : "0"); });
+        apply.addEventListener("click", function () { setRate(shard, $("prof-rate-" + shard).value); });
+      })(s);
+    }
+  }
+  async function setRate(shard, rate) {
+    try {
+      var r = await api("/v1/heapprof?shard=" + shard + "&rate=" + encodeURIComponent(rate.trim()), { method: "PUT" });
+      var applied = (await r.json()).rate;
+      state.rateSetAt[shard] = Date.now();
+      showRate(shard, applied);
+      status("shard " + shard + ": profiler " + rateText(applied));
+    } catch (e) {
+      status("shard " + shard + ": " + e.message, true);
+      var latest = state.samples[state.samples.length - 1];
+      if (latest) showRate(shard, latest.shards[shard].sampleRate);
+    }
+  }
+  function showRate(shard, rate) {
+    $("prof-on-" + shard).checked = rate !== 0;
+    $("prof-now-" + shard).textContent = rateText(rate);
+    if (rate > 1 && document.activeElement !== $("prof-rate-" + shard)) $("prof-rate-" + shard).value = size(rate);
+  }
+  function drawRates() {
+    var latest = state.samples[state.samples.length - 1];
+    if (!latest) return;
+    for (var s = 0; s < state.shards; s++) {
+      // A switch just flipped here stays as set until a sample taken after it arrives.
+      if ((state.rateSetAt[s] || 0) > latest.t) continue;
+      showRate(s, latest.shards[s].sampleRate);
+    }
+  }
+
+  // ---- flamegraphs: our SVG renderer, in frames, searchable ----
+  async function loadSvg(frameId, path) {
+    var frame = $(frameId);
+    var r = await api(path);
+    var blob = new Blob([await r.text()], { type: "image/svg+xml" });
+    var url = URL.createObjectURL(blob);
+    var old = frame.getAttribute("data-url");
+    frame.onload = function () {
+      if (old) URL.revokeObjectURL(old);
+      // As tall as the graph: the SVG says its height.
+      var svg = frame.contentDocument && frame.contentDocument.documentElement;
+      var height = svg ? Number(svg.getAttribute("height")) : 0;
+      if (height > 0) frame.style.height = (height + 24) + "px";
+      applySearch(frame);
+      frame.setAttribute("data-loaded", String(Date.now()));
+    };
+    frame.setAttribute("data-url", url);
+    frame.src = url;
+  }
+  function applySearch(frame) {
+    var term = $("search").value;
+    var w = frame.contentWindow;
+    if (!w || typeof w.search !== "function") return;
+    try { new RegExp(term); } catch (e) { status("search: " + e.message, true); return; }
+    w.search(term);
+  }
+  function searchAll() {
+    applySearch($("flame"));
+    applySearch($("growth-flame"));
+  }
+  async function refreshFlame() {
+    try {
+      await loadSvg("flame", withShard("/v1/heapprof?format=svg"));
+    } catch (e) {
+      status("flamegraph: " + e.message, true);
+    }
+  }
+
+  // ---- baseline and growth since ----
+  function baselineFor(shard) {
+    var shards = shard === "all" ? Array.from({ length: state.shards }, function (_, i) { return i; }) : [Number(shard)];
+    var found = shards.map(function (s) { return state.baselines.find(function (b) { return b.shard === s; }); });
+    return found.every(Boolean) ? found : null;
+  }
+  async function setBaseline() {
+    try {
+      var r = await api("/v1/heapprof/baseline?shard=" + state.shard, { method: "POST" });
+      var set = (await r.json()).baselines;
+      set.forEach(function (b) {
+        state.baselines = state.baselines.filter(function (o) { return o.shard !== b.shard; }).concat([b]);
+      });
+      status("baseline set for " + (state.shard === "all" ? "all shards" : "shard " + state.shard));
+      await refreshGrowth();
+    } catch (e) {
+      status("baseline: " + e.message, true);
+    }
+  }
+  async function refreshGrowth() {
+    var base = baselineFor(state.shard);
+    $("growth").hidden = !base;
+    $("no-baseline").hidden = !!base;
+    if (!base) return;
+    var oldest = Math.min.apply(null, base.map(function (b) { return b.takenAt; }));
+    $("baseline-info").textContent = "since " + new Date(oldest).toLocaleTimeString() + " (" + size(base.reduce(function (n, b) { return n + b.totalSize; }, 0)) + " live then)";
+    try {
+      await loadSvg("growth-flame", withShard("/v1/heapprof?format=svg&diff=baseline"));
+      var diff = await (await api(withShard("/v1/heapprof?format=json&diff=baseline"))).json();
+      var body = $("grown-rows");
+      body.textContent = "";
+      diff.sites.filter(function (s) { return s.size > 0; }).slice(0, 10).forEach(function (s) {
+        var row = el("tr", { class: "grown" });
+        row.appendChild(el("td", { class: "name" }, s.frames.length ? frameName(s.frames[0]) : "(no frames)"));
+        row.appendChild(el("td", { class: "num" }, signedSize(s.size)));
+        row.appendChild(el("td", { class: "num" }, (s.count > 0 ? "+" : "") + count(s.count)));
+        body.appendChild(row);
+      });
+      $("growth-total").textContent = signedSize(diff.totalSize) + " in all";
+    } catch (e) {
+      status("growth: " + e.message, true);
+    }
+  }
+
+  // ---- growing sites (least-squares over the growth window) ----
+  function findInFlamegraphs(name) {
+    $("search").value = "^" + name.replace(/[.*+?^$(){}|[\]\\]/g, "\\$&");
+    searchAll();
+    $("flame-section").scrollIntoView();
+  }
+  async function refreshGrowing() {
+    try {
+      var body = await (await api(withShard("/v1/heapprof/growing"))).json();
+      $("growing-window").textContent = body.windowSeconds + " s";
+      var list = $("growing-list");
+      list.textContent = "";
+      if (body.sites.length === 0) list.appendChild(el("li", { class: "none" }, "nothing grows steadily"));
+      body.sites.forEach(function (g) {
+        var item = el("li", { class: "growing-site" });
+        var details = el("details");
+        var summary = el("summary");
+        var name = g.frames.length ? frameName(g.frames[0]) : "(no frames)";
+        summary.appendChild(el("span", { class: "name" }, name));
+        summary.appendChild(el("span", { class: "num" }, " " + signedSize(g.slope) + "/s, fit " + g.r2.toFixed(2) + ", " + size(g.liveBytes) + " live, " + signedSize(g.growth) + " in the window"));
+        details.appendChild(summary);
+        var stack = el("ol", { class: "frames" });
+        g.frames.forEach(function (f) { stack.appendChild(el("li", null, frameName(f))); });
+        details.appendChild(stack);
+        var find = el("button", null, "Find in flamegraphs");
+        find.addEventListener("click", function () { findInFlamegraphs(frameName(g.frames[0] || { functionName: "", url: "" })); });
+        details.appendChild(find);
+        item.appendChild(details);
+        list.appendChild(item);
+      });
+    } catch (e) {
+      status("growing sites: " + e.message, true);
+    }
+  }
+
+  // ---- downloads ----
+  var DOWNLOADS = [
+    ["pprof", "heapprof.pb.gz", "/v1/heapprof?format=pprof"],
+    ["heapprofile", "heapprof.heapprofile", "/v1/heapprof?format=heapprofile"],
+    ["collapsed", "heapprof.collapsed", "/v1/heapprof?format=collapsed"],
+    ["SVG", "heapprof.svg", "/v1/heapprof?format=svg"],
+    ["tree", "heapprof.txt", "/v1/heapprof?format=tree"],
+    ["growth pprof", "growth.pb.gz", "/v1/heapprof?format=pprof&diff=baseline"],
+    ["growth SVG", "growth.svg", "/v1/heapprof?format=svg&diff=baseline"],
+    ["heap image", "heap.img", "/v1/heap/image"],
+  ];
+  function makeDownloads() {
+    var box = $("downloads");
+    box.textContent = "";
+    DOWNLOADS.forEach(function (d) {
+      if (d[2] === "/v1/heap/image" && !state.heapImage) return;
+      var b = el("button", { "data-file": d[1] }, d[0]);
+      b.addEventListener("click", function () { download(d[1], d[2] === "/v1/heap/image" ? d[2] : withShard(d[2])); });
+      box.appendChild(b);
+    });
+  }
+  async function download(name, path) {
+    try {
+      var blob = await (await api(path)).blob();
+      var a = el("a", { download: (state.shard === "all" ? "" : "shard" + state.shard + "-") + name });
+      a.href = URL.createObjectURL(blob);
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+      setTimeout(function () { URL.revokeObjectURL(a.href); }, 10000);
+    } catch (e) {
+      status(name + ": " + e.message, true);
+    }
+  }
+
+  // ---- polling ----
+  async function poll() {
+    var body = await (await api("/v1/memory/history?since=" + state.lastT)).json();
+    if (!state.started) {
+      state.started = true;
+      state.shards = body.shards;
+      state.intervalMs = body.sampleIntervalMs;
+      state.historySeconds = body.historySeconds;
+      state.growthWindowSeconds = body.growthWindowSeconds;
+      state.heapImage = body.heapImage;
+      var select = $("shard");
+      for (var s = 0; s < state.shards; s++) select.appendChild(el("option", { value: String(s) }, "shard " + s));
+      makeCharts();
+      makeProfilerTable();
+      makeDownloads();
+    }
+    state.baselines = body.baselines;
+    state.samples = state.samples.concat(body.samples).filter(function (s) { return s.t > Date.now() - state.historySeconds * 1000; });
+    if (body.samples.length) state.lastT = body.samples[body.samples.length - 1].t;
+    $("sampling").textContent = "sampled every " + (state.intervalMs / 1000) + " s from the shared buffer (last sample took " + body.lastSampleMs.toFixed(2) + " ms on the server)";
+    drawCharts();
+    drawRates();
+  }
+  var timers = [];
+  function every(ms, fn) {
+    var running = false;
+    timers.push(setInterval(async function () {
+      if (running) return;
+      running = true;
+      try { await fn(); } catch (e) { if (e.message !== "unauthorized") status(e.message, true); } finally { running = false; }
+    }, ms));
+  }
+  async function refreshViews() {
+    if ($("auto").checked && !state.paused) {
+      await refreshFlame();
+      await refreshGrowth();
+    }
+    await refreshGrowing();
+  }
+  async function start() {
+    timers.forEach(clearInterval);
+    timers = [];
+    try {
+      await poll();
+    } catch (e) {
+      if (e.message !== "unauthorized") status(e.message, true);
+      return;
+    }
+    status("connected");
+    await refreshFlame();
+    await refreshGrowth();
+    await refreshGrowing();
+    every(state.intervalMs, poll);
+    every(REFRESH_MS, refreshViews);
+  }
+
+  window.addEventListener("DOMContentLoaded", function () {
+    $("token-ok").addEventListener("click", useToken);
+    $("token").addEventListener("keydown", function (e) { if (e.key === "Enter") useToken(); });
+    $("shard").addEventListener("change", function () {
+      state.shard = $("shard").value;
+      refreshFlame();
+      refreshGrowth();
+      refreshGrowing();
+    });
+    $("search").addEventListener("input", searchAll);
+    $("refresh").addEventListener("click", function () { refreshFlame(); refreshGrowth(); refreshGrowing(); });
+    $("set-baseline").addEventListener("click", setBaseline);
+    // Hovering a flamegraph (to zoom or read) holds its refresh, so the view does not move under the mouse.
+    ["flame", "growth-flame"].forEach(function (id) {
+      $(id).addEventListener("mouseenter", function () { state.paused = true; });
+      $(id).addEventListener("mouseleave", function () { state.paused = false; });
+    });
+    window.addEventListener("resize", function () {
+      state.charts.forEach(function (c, i) { c.setSize({ width: chartWidth(METRICS[i].id), height: 180 }); });
+    });
+    if (document.body.getAttribute("data-token") === "required") askToken("this server needs its bearer token");
+    else start();
+  });
+})();
+`;

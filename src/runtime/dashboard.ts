@@ -1,0 +1,70 @@
+/**
+ * The dashboard's files on the admin server: `GET /` (the page), its
+ * script and style sheet, and uPlot's script and style sheet read from the
+ * installed `uplot` package (a dependency, so they ship with shardheap and
+ * nothing is fetched from elsewhere). They hold no data, so they are served
+ * without the token; every request for data goes through the API with it.
+ *
+ * The page's Content Security Policy is the proof of "nothing from
+ * elsewhere": scripts, styles and requests only from this server; frames
+ * only blob: (the flamegraphs, fetched with the token and shown from
+ * memory), whose inline script is allowed by its hash alone
+ * (FLAMEGRAPH_SCRIPT, and `init(evt)` for its onload attribute).
+ */
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { FLAMEGRAPH_ONLOAD, FLAMEGRAPH_SCRIPT } from "../report/flamegraph.js";
+import { DASHBOARD_CSS, dashboardHtml } from "./dashboard-page.js";
+import { DASHBOARD_SCRIPT } from "./dashboard-script.js";
+
+export interface DashboardAsset {
+  body: string | Buffer;
+  headers: Record<string, string>;
+}
+
+const sha256 = (text: string): string => `'sha256-${createHash("sha256").update(text, "utf8").digest("base64")}'`;
+
+export const DASHBOARD_CSP = [
+  "default-src 'none'",
+  `script-src 'self' 'unsafe-hashes' ${sha256(FLAMEGRAPH_SCRIPT)} ${sha256(FLAMEGRAPH_ONLOAD)}`,
+  // uPlot and the flamegraph style their elements inline.
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob:",
+  "connect-src 'self'",
+  "frame-src blob:",
+  "base-uri 'none'",
+  "form-action 'none'",
+].join("; ");
+
+const require = createRequire(import.meta.url);
+const vendored = new Map<string, Buffer>();
+/** A file of the uplot package, read once. */
+function uplotFile(name: string): Buffer {
+  let body = vendored.get(name);
+  if (!body) vendored.set(name, (body = readFileSync(require.resolve(`uplot/dist/${name}`))));
+  return body;
+}
+
+const JS = "text/javascript; charset=utf-8";
+const CSS = "text/css; charset=utf-8";
+
+/** The asset at `pathname`, or undefined when it is not one. */
+export function dashboardAsset(pathname: string, tokenRequired: boolean): DashboardAsset | undefined {
+  const headers = (contentType: string): Record<string, string> => ({ "content-type": contentType, "cache-control": "no-cache", "x-content-type-options": "nosniff" });
+  switch (pathname) {
+    case "/":
+    case "/index.html":
+      return { body: dashboardHtml(tokenRequired), headers: { ...headers("text/html; charset=utf-8"), "content-security-policy": DASHBOARD_CSP, "referrer-policy": "no-referrer" } };
+    case "/dashboard.js":
+      return { body: DASHBOARD_SCRIPT, headers: headers(JS) };
+    case "/dashboard.css":
+      return { body: DASHBOARD_CSS, headers: headers(CSS) };
+    case "/vendor/uPlot.iife.min.js":
+      return { body: uplotFile("uPlot.iife.min.js"), headers: headers(JS) };
+    case "/vendor/uPlot.min.css":
+      return { body: uplotFile("uPlot.min.css"), headers: headers(CSS) };
+    default:
+      return undefined;
+  }
+}
