@@ -13,9 +13,12 @@ import { RawClient } from "./memcached-client.js";
 
 let server: MemcachedServer;
 let baseline: Array<{ liveObjects: number; allocatedMemory: number }>;
+/** What the shards' threads reported failing (a shard that died, a task that threw outside a request). */
+const shardErrors: string[] = [];
 
 beforeAll(async () => {
   server = await startMemcached({ shards: 2, memoryPerShard: "16MiB", port: 0 });
+  server.smp.on("error", (e) => shardErrors.push(`shard ${e.shard}: ${e.message}`));
   baseline = [0, 1].map((s) => server.smp.stats(s));
 });
 afterAll(async () => {
@@ -30,8 +33,11 @@ async function eventually(check: () => boolean, ms: number, what: string): Promi
   }
 }
 
-/** The server answers, holds no item and no connection but ours, the heap is sound, and every shard's memory is back. */
+/** No shard died, the server answers, holds no item and no connection but ours, the heap is sound, and every shard's memory is back. */
 async function healthy(): Promise<void> {
+  expect(shardErrors).toEqual([]);
+  // Each shard's thread still runs its tasks (the listening sockets and stores live there).
+  for (const s of [0, 1]) expect(await server.smp.submitTo<{ connections: number }>(s, "census")).toHaveProperty("connections");
   const c = await RawClient.open(server.port);
   try {
     expect(await c.request("set probe 0 0 2\r\nok\r\nget probe\r\ndelete probe\r\n", "DELETED\r\n")).toBe("STORED\r\nVALUE probe 0 2\r\nok\r\nEND\r\nDELETED\r\n");

@@ -11,7 +11,7 @@
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { installed } from "./memcached-client.js";
+import { installed, lines, RawClient } from "./memcached-client.js";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 const env = { ...process.env, SHARDHEAP_LOG: "silent" };
@@ -99,6 +99,37 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     expect(stdout).toMatch(/^\d+k? connections, \S+ gets \(\S+ hits\), \S+ sets, 0 evictions; \S+ items, \S+ in them$/m);
     expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
     // The live heap is the items, allocated where connections stored them or where another shard's request copied them in.
+    expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
+    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+  });
+
+  it("--heapprof=RATE and --admin-port: the admin API serves the items' heap profile; Ctrl-C prints the stats and the profile tree", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "16MiB", "--heapprof=4096", "--admin-port", "0", "--max-item-size", "2MiB"]);
+    const url = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(server.output())?.[1];
+    expect(url).toBeDefined();
+    const c = await RawClient.open(server.port);
+    const n = 200;
+    const value = "v".repeat(1000);
+    try {
+      const script = Array.from({ length: n }, (_, i) => `set key${i} 0 0 ${value.length}\r\n${value}\r\n`).join("");
+      expect(await c.request(script, lines("STORED", n), 20_000)).toBe("STORED\r\n".repeat(n));
+      // Past 1 MiB, within --max-item-size 2MiB: stored.
+      const big = "b".repeat(1_500_000);
+      expect(await c.request(`set big 0 0 ${big.length}\r\n${big}\r\n`, "\r\n", 20_000)).toBe("STORED\r\n");
+    } finally {
+      c.close();
+    }
+    const metrics = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+    expect(metrics).toMatch(/^shardheap_memory_malloc_live_objects\{shard="1"\} \d+/m);
+    const profile = (await (await fetch(`${url}/v1/heapprof?format=json`, { signal: AbortSignal.timeout(10_000) })).json()) as { totalSize: number };
+    // 200 KB of small items and a 1.5 MB one, sampled one per 4 KiB: the estimate is near what was stored.
+    expect(profile.totalSize).toBeGreaterThan(1_000_000);
+    const { code, stdout } = await server.interrupt();
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^memcached: stopping$/m);
+    expect(stdout).toMatch(new RegExp(`, ${n + 1} sets, 0 evictions; ${n + 1} items, `, "m"));
+    expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
+    expect(stdout).toMatch(/^Heap profile \(live bytes, all shards/m);
     expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
     expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
   });

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { installed, RawClient, startReferenceMemcached } from "./memcached-client.js";
+import { installed, lines, RawClient, startReferenceMemcached } from "./memcached-client.js";
 
 interface Case {
   name: string;
@@ -63,7 +63,7 @@ const CASES: Case[] = [
   { name: "gat with a bad exptime", send: "gat abc {k}\r\n", answer: "CLIENT_ERROR invalid exptime argument\r\n" },
   { name: "a negative exptime expires at once", send: "set {k} 0 -1 1\r\nx\r\nget {k}\r\n", answer: "STORED\r\nEND\r\n" },
   { name: "gat with a negative exptime expires the item", send: "set {k} 0 0 1\r\nx\r\ngat -1 {k}\r\nget {k}\r\n", answer: "STORED\r\nVALUE {k} 0 1\r\nx\r\nEND\r\nEND\r\n" },
-  { name: "noreply silences answers", send: "set {k} 0 0 1 noreply\r\na\r\nadd {k} 0 0 1 noreply\r\nb\r\nappend {k} 0 0 1 noreply\r\nc\r\nincr {k}n 1 noreply\r\ntouch {k} 1 noreply\r\nget {k}\r\ndelete {k} noreply\r\nget {k}\r\n", answer: "VALUE {k} 0 2\r\nac\r\nEND\r\nEND\r\n" },
+  { name: "noreply silences answers", send: "set {k} 0 0 1 noreply\r\na\r\nadd {k} 0 0 1 noreply\r\nb\r\nappend {k} 0 0 1 noreply\r\nc\r\nincr {k}n 1 noreply\r\ntouch {k} 100 noreply\r\nget {k}\r\ndelete {k} noreply\r\nget {k}\r\n", answer: "VALUE {k} 0 2\r\nac\r\nEND\r\nEND\r\n" },
   { name: "noreply silences errors too", send: "set {k} 0 0 x noreply\r\nincr {k} x noreply\r\ntouch {k} x noreply\r\ndelete {k} 5 noreply\r\nverbosity noreply\r\n", answer: "" },
   { name: "noreply is the last token only", send: "set {k} 0 0 1 garbage\r\nx\r\n", answer: "STORED\r\n" },
   { name: "verbosity", send: "verbosity 1\r\nverbosity\r\nverbosity x\r\nverbosity 1 noreply\r\n", answer: "OK\r\nERROR\r\nCLIENT_ERROR bad command line format\r\n" },
@@ -153,6 +153,27 @@ describe("shardheap memcached: the ASCII protocol", () => {
       }
       const got = await client.take(/VERSION [^\r\n]*\r\n$/, 30_000);
       expect(normal(got).replace(/VERSION\r\n$/, "")).toBe(want);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("flush_all with a delay: the items stay until the delay is up, then every shard's are gone", async () => {
+    const client = await RawClient.open(server.port);
+    try {
+      // Keys on both shards (a flush runs on every shard).
+      const keys = Array.from({ length: 8 }, (_, i) => `delayed${i}`);
+      await client.request(keys.map((k) => `set ${k} 0 0 1\r\nx\r\n`).join(""), lines("STORED", keys.length));
+      const flushedAt = Date.now();
+      expect(await client.request("flush_all 2\r\n")).toBe("OK\r\n");
+      const all = `get ${keys.join(" ")}\r\n`;
+      expect((await client.request(all, "END\r\n")).match(/^VALUE /gm)).toHaveLength(keys.length);
+      const deadline = Date.now() + 10_000;
+      while ((await client.request(all, "END\r\n")) !== "END\r\n") {
+        if (Date.now() > deadline) throw new Error("flush_all 2 had not emptied the cache after 10 s");
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(Date.now() - flushedAt).toBeGreaterThanOrEqual(1000);
     } finally {
       client.close();
     }
