@@ -9,6 +9,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
+import { waitFor } from "./helpers.js";
 import { RawClient } from "./memcached-client.js";
 
 let server: MemcachedServer;
@@ -25,13 +26,6 @@ afterAll(async () => {
   await server?.close();
 });
 
-async function eventually(check: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** No shard died, the server answers, holds no item and no connection but ours, the heap is sound, and every shard's memory is back. */
 async function healthy(): Promise<void> {
@@ -42,18 +36,14 @@ async function healthy(): Promise<void> {
   try {
     expect(await c.request("set probe 0 0 2\r\nok\r\nget probe\r\ndelete probe\r\n", "DELETED\r\n")).toBe("STORED\r\nVALUE probe 0 2\r\nok\r\nEND\r\nDELETED\r\n");
     expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
-    await eventually(() => totals(server.config).curr_connections === 1, 10_000, "the other connections to close");
+    await waitFor(() => totals(server.config).curr_connections === 1, "the other connections to close", 10_000);
   } finally {
     c.close();
   }
-  await eventually(() => totals(server.config).curr_connections === 0, 10_000, "the probe connection to close");
+  await waitFor(() => totals(server.config).curr_connections === 0, "the probe connection to close", 10_000);
   expect(server.smp.heap.check()).toEqual([]);
   for (const s of [0, 1]) {
-    await eventually(
-      () => server.smp.stats(s).liveObjects === baseline[s]!.liveObjects && server.smp.stats(s).allocatedMemory === baseline[s]!.allocatedMemory,
-      10_000,
-      `shard ${s}'s memory back to the start`,
-    );
+    await waitFor(() => server.smp.stats(s).liveObjects === baseline[s]!.liveObjects && server.smp.stats(s).allocatedMemory === baseline[s]!.allocatedMemory, `shard ${s}'s memory back to the start`, 10_000);
   }
 }
 
@@ -124,7 +114,7 @@ describe("shardheap memcached under bad input", () => {
         c.close();
       });
     }
-    await eventually(() => totals(server.config).total_connections - before >= 10_000, 30_000, "every connection to be accepted");
+    await waitFor(() => totals(server.config).total_connections - before >= 10_000, "every connection to be accepted", 30_000);
     await healthy();
   });
 });

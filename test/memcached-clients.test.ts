@@ -6,63 +6,38 @@
  * libmemcached-tools (.ci/run does); the tests that need them say that
  * they skipped when they are missing. Each server is a child process,
  * stopped with Ctrl-C (SIGINT) at the end of its test, which also checks
- * what it prints then.
+ * what it prints then; but the eviction run's is in this process, so its
+ * heap can be checked afterwards.
  */
-import { execFile, spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { fileURLToPath } from "node:url";
+import { execFile, spawnSync } from "node:child_process";
 import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
 import { startMemcached } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
-import { afterEach, describe, expect, it } from "vitest";
+import { runCli, spawnCli, waitFor, type CliChild } from "./helpers.js";
 import { installed, lines, RawClient } from "./memcached-client.js";
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
-const env = { ...process.env, SHARDHEAP_LOG: "silent" };
 const haveMemccapable = installed("memccapable", ["-h"]);
 const haveMemcaslap = installed("memcaslap", ["-V"]);
 
 interface Running {
-  child: ChildProcessWithoutNullStreams;
+  cli: CliChild;
   port: number;
-  output(): string;
   /** Ctrl-C, then everything it printed and its exit code (bounded). */
   interrupt(): Promise<{ code: number | null; stdout: string }>;
 }
 
-let children: ChildProcessWithoutNullStreams[] = [];
-afterEach(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  children = [];
-});
-
+/** `shardheap memcached --port 0 ARGS`, once it says where it listens (killed when the test ends). */
 async function startCli(args: string[]): Promise<Running> {
-  const child = spawn(process.execPath, [cli, "memcached", "--port", "0", ...args], { env });
-  children.push(child);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (d: Buffer) => (stdout += d));
-  child.stderr.on("data", (d: Buffer) => (stderr += d));
-  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line within 30 s; stdout ${stdout} stderr ${stderr}`)), 30_000);
-    const poll = setInterval(() => {
-      const m = /^memcached: listening on 127\.0\.0\.1:(\d+) \(\d+ shards\)$/m.exec(stdout);
-      if (m || child.exitCode !== null) {
-        clearInterval(poll);
-        clearTimeout(timer);
-        if (m) resolve(Number(m[1]));
-        else reject(new Error(`exited ${child.exitCode}: ${stderr}`));
-      }
-    }, 20);
-  });
+  const cli = spawnCli(["memcached", "--port", "0", ...args]);
+  const m = await cli.output(/^memcached: listening on 127\.0\.0\.1:(\d+) \(\d+ shards\)$/m);
   return {
-    child,
-    port,
-    output: () => stdout,
+    cli,
+    port: Number(m[1]),
     async interrupt() {
-      child.kill("SIGINT");
-      const code = await Promise.race([exited, new Promise<null>((r) => setTimeout(() => r(null), 30_000))]);
-      return { code, stdout };
+      cli.child.kill("SIGINT");
+      const code = await cli.exit(30_000);
+      return { code, stdout: cli.stdout() };
     },
   };
 }
@@ -87,7 +62,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
 
   it.skipIf(!haveMemcaslap)("memcaslap: gets and sets on 16 connections, every value verified, no misses; Ctrl-C prints the stats and the profile tree", async () => {
     const server = await startCli(["--smp", "2", "--memory", "32MiB", "--heapprof=64KiB", "--admin-port", "0"]);
-    expect(server.output()).toMatch(/^admin: http:\/\/127\.0\.0\.1:\d+$/m);
+    expect(server.cli.stdout()).toMatch(/^admin: http:\/\/127\.0\.0\.1:\d+$/m);
     const r = runClient("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-t", "2s", "-v", "1"], 60_000);
     expect(r.status, r.output).toBe(0);
     const figure = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(r.output)?.[1] ?? NaN);
@@ -108,7 +83,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
 
   it("--heapprof=RATE and --admin-port: the admin API serves the items' heap profile; Ctrl-C prints the stats and the profile tree", async () => {
     const server = await startCli(["--smp", "2", "--memory", "16MiB", "--heapprof=4096", "--admin-port", "0", "--max-item-size", "2MiB"]);
-    const url = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(server.output())?.[1];
+    const url = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(server.cli.stdout())?.[1];
     expect(url).toBeDefined();
     const c = await RawClient.open(server.port);
     const n = 200;
@@ -139,15 +114,17 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
 
   it.skipIf(!haveMemcaslap)("memcaslap into 1 MiB shards: items evicted and freed while others are written, no value ever wrong; the heap checks clean and flush_all gives the memory back", async () => {
     // In this process, so the heap can be checked; memcaslap runs beside it (async: the shards' threads serve it).
+    // 20,000 requests, a tenth of them sets of 4 KiB values: some 8 MB into 2 MiB of shards, however fast the machine.
     const server = await startMemcached({ shards: 2, memoryPerShard: "1MiB", port: 0 });
     try {
       const start = [0, 1].map((s) => server.smp.stats(s));
-      const r = await promisify(execFile)("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-t", "2s", "-v", "1"], { timeout: 60_000 }).then(
+      const r = await promisify(execFile)("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-x", "20000", "-X", "4096", "-v", "1"], { timeout: 60_000 }).then(
         ({ stdout, stderr }) => `${stdout}${stderr}`,
         (e: { stdout?: string; stderr?: string; message: string }) => `${e.message}${e.stdout ?? ""}${e.stderr ?? ""}`,
       );
       const figure = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(r)?.[1] ?? NaN);
       expect(figure("cmd_set"), r).toBeGreaterThan(1000);
+      expect(figure("cmd_get") + figure("cmd_set")).toBe(20_000);
       expect(figure("verify_failed")).toBe(0);
       const t = totals(server.config);
       // More was stored than the shards hold: items were evicted (the misses memcaslap saw), and every set found room.
@@ -162,11 +139,8 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
         c.close();
       }
       for (const s of [0, 1]) {
-        const deadline = Date.now() + 10_000;
-        while (server.smp.stats(s).liveObjects !== start[s]!.liveObjects || server.smp.stats(s).allocatedMemory !== start[s]!.allocatedMemory) {
-          if (Date.now() > deadline) expect(server.smp.stats(s), `shard ${s} back to the start`).toMatchObject({ liveObjects: start[s]!.liveObjects, allocatedMemory: start[s]!.allocatedMemory });
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
+        const back = (): boolean => server.smp.stats(s).liveObjects === start[s]!.liveObjects && server.smp.stats(s).allocatedMemory === start[s]!.allocatedMemory;
+        await waitFor(back, `shard ${s}'s memory back to the start`, 10_000);
       }
       expect(server.smp.heap.check()).toEqual([]);
     } finally {
@@ -176,7 +150,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
 
   it("bad flags: the usage and exit code 2", () => {
     for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"]]) {
-      const r = spawnSync(process.execPath, [cli, "memcached", ...args], { encoding: "utf8", env, timeout: 30_000 });
+      const r = runCli(["memcached", ...args], { timeoutMs: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr).toMatch(/shardheap memcached \[--smp N\]/);
     }

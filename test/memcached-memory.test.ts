@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedOptions, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
+import { waitFor } from "./helpers.js";
 import { lines, RawClient } from "./memcached-client.js";
 
 let servers: MemcachedServer[] = [];
@@ -41,14 +42,6 @@ function keyOn(shard: number, shards: number, prefix: string): string {
   for (let i = 0; ; i++) if (keyOwner(`${prefix}${i}`, shards) === shard) return `${prefix}${i}`;
 }
 
-/** Poll `check` until it holds, at most `ms`. */
-async function eventually(check: () => boolean, ms = 10_000, what = "condition"): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const live = (s: MemcachedServer, shard: number): number => s.smp.stats(shard).liveObjects;
 
@@ -64,7 +57,7 @@ describe("shardheap memcached on the shared heap", () => {
     expect(await writer.request(Buffer.concat([Buffer.from(`set ${key} 7 0 ${value.length}\r\n`), value, Buffer.from("\r\n")]))).toBe("STORED\r\n");
     // The item is on shard 1; the staging copy shard 0 made of it is gone.
     expect(live(server, 1)).toBe(before1 + 1);
-    await eventually(() => live(server, 0) === before0, 5000, "shard 0's staging copy to be freed");
+    await waitFor(() => live(server, 0) === before0, "shard 0's staging copy to be freed", 5000);
     const crossBefore = server.smp.stats(0).crossShardFrees;
 
     // Four gets of it (32 MiB of answers) to a client that does not read.
@@ -72,7 +65,7 @@ describe("shardheap memcached on the shared heap", () => {
     // Read before sending: the shard may hand the answers over before this thread looks again.
     const written = totals(server.config).bytes_written;
     reader.send(`get ${key}\r\n`.repeat(4));
-    await eventually(() => totals(server.config).bytes_written >= written + 4 * value.length, 30_000, "the answers to be handed to the socket");
+    await waitFor(() => totals(server.config).bytes_written >= written + 4 * value.length, "the answers to be handed to the socket", 30_000);
     expect(await writer.request(`delete ${key}\r\n`)).toBe("DELETED\r\n");
     expect(await writer.request(`get ${key}\r\n`, "END\r\n")).toBe("END\r\n");
     // Unlinked, but still held by the socket's writes: not freed.
@@ -90,7 +83,7 @@ describe("shardheap memcached on the shared heap", () => {
       expect(got.subarray(at + header.length, at + header.length + value.length).equals(value), `answer ${i} intact`).toBe(true);
     }
     // The last reference was shard 0's: its free went to shard 1's inbox.
-    await eventually(() => live(server, 1) === before1, 10_000, "shard 1's item to be freed");
+    await waitFor(() => live(server, 1) === before1, "shard 1's item to be freed", 10_000);
     expect(server.smp.stats(0).crossShardFrees).toBe(crossBefore + 1);
     expect(server.smp.heap.check()).toEqual([]);
   });
@@ -120,7 +113,7 @@ describe("shardheap memcached on the shared heap", () => {
     expect(t.curr_items).toBe(n - 50);
     for (const s of [0, 1]) {
       const linked = keys.filter((_, i) => owners[i] === s && (i < 100 || i >= 150)).length;
-      await eventually(() => server.smp.stats(s).liveObjects - start0[s]!.liveObjects === linked, 5000, `shard ${s}'s live objects`);
+      await waitFor(() => server.smp.stats(s).liveObjects - start0[s]!.liveObjects === linked, `shard ${s}'s live objects`, 5000);
     }
 
     expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
