@@ -17,7 +17,7 @@ import { diffProfiles } from "./report/diff.js";
 import { readProfileFile } from "./report/profile-file.js";
 import { SourceMapCache, mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
-import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
+import { parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
@@ -158,21 +158,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   let outDir: string | undefined;
   let adminPort: number | undefined;
   let adminHeapImage = false;
-  for (let i = 0; i < argv.length; ) {
-    const used = parseRuntimeFlag(argv, i, flags);
-    if (used > 0) {
-      i += used;
-      continue;
-    }
-    const arg = argv[i]!;
-    const [flag, inline] = splitFlag(arg);
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const v = argv[i + 1];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      i++;
-      return v;
-    };
+  parseCommandFlags(argv, flags, ({ arg, flag, inline, value }) => {
     switch (flag) {
       case "--duration":
         duration = parseDecimal(value(), "--duration", 0.001, 86400);
@@ -195,8 +181,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       default:
         throw new UsageError(`unknown flag for stress: ${arg}`);
     }
-    i++;
-  }
+  });
   // Alone it would do nothing, silently: the image is served by the admin API.
   if (adminHeapImage && adminPort === undefined) throw new UsageError("--admin-heap-image needs --admin-port P (it lets the admin API serve the heap image)");
   const options = fillSmpOptions({

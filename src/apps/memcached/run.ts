@@ -11,7 +11,7 @@ import { parseBoolean, parseInteger } from "../../parse.js";
 import { formatTree } from "../../report/tree.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
-import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "../../runtime/flags.js";
+import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT } from "./config.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, startMemcached, type MemcachedOptions } from "./server.js";
@@ -41,21 +41,7 @@ export interface MemcachedArgs extends MemcachedOptions {
 export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   const flags: RuntimeFlags = {};
   const a: MemcachedArgs = {};
-  for (let i = 0; i < argv.length; ) {
-    const used = parseRuntimeFlag(argv, i, flags);
-    if (used > 0) {
-      i += used;
-      continue;
-    }
-    const arg = argv[i]!;
-    const [flag, inline] = splitFlag(arg);
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const v = argv[i + 1];
-      if (v === undefined || v.startsWith("--")) throw new UsageError(`${flag} needs a value`);
-      i++;
-      return v;
-    };
+  parseCommandFlags(argv, flags, ({ arg, flag, inline, value }) => {
     switch (flag) {
       case "--port":
         a.port = parseInteger(value(), "--port", 0, 65535);
@@ -75,8 +61,7 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
       default:
         throw new UsageError(`unknown flag for memcached: ${arg}`);
     }
-    i++;
-  }
+  });
   if (flags.smp !== undefined) a.shards = flags.smp;
   if (flags.memory !== undefined) a.memoryPerShard = flags.memory;
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
