@@ -14,13 +14,14 @@ import { churn } from "./churn.js";
 import { crossShard } from "./cross-shard.js";
 import { dashboard } from "./dashboard.js";
 import { fragmentation } from "./fragmentation.js";
+import { memcached } from "./memcached.js";
 import { messaging } from "./messaging.js";
 import { profiler } from "./profiler.js";
 import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, dashboard, messaging, fragmentation];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, dashboard, messaging, fragmentation, memcached];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there

@@ -17,9 +17,10 @@ import { diffProfiles } from "./report/diff.js";
 import { readProfileFile } from "./report/profile-file.js";
 import { SourceMapCache, mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
-import { parseRuntimeFlag, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
+import { parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
+import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
 
 const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
                         [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
@@ -28,6 +29,7 @@ const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RA
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
        shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--shard N] [-o OUT]
+${MEMCACHED_USAGE}
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
@@ -65,6 +67,7 @@ signed sizes (+1.5M +1572864), collapsed stacks with signed bytes, a
 differential flamegraph (widths from NEXT, red grew, blue shrank), pprof
 with signed values (as go tool pprof -diff_base BASE NEXT), json.
 
+${MEMCACHED_HELP}
 shardheap --help prints this text, shardheap --version the version.
 `;
 
@@ -158,21 +161,7 @@ async function stress(argv: readonly string[]): Promise<void> {
   let outDir: string | undefined;
   let adminPort: number | undefined;
   let adminHeapImage = false;
-  for (let i = 0; i < argv.length; ) {
-    const used = parseRuntimeFlag(argv, i, flags);
-    if (used > 0) {
-      i += used;
-      continue;
-    }
-    const arg = argv[i]!;
-    const [flag, inline] = splitFlag(arg);
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const v = argv[i + 1];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      i++;
-      return v;
-    };
+  parseCommandFlags(argv, flags, ({ arg, flag, inline, value }) => {
     switch (flag) {
       case "--duration":
         duration = parseDecimal(value(), "--duration", 0.001, 86400);
@@ -198,8 +187,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       default:
         throw new UsageError(`unknown flag for stress: ${arg}`);
     }
-    i++;
-  }
+  });
   // Alone it would do nothing, silently: the image is served by the admin API.
   if (adminHeapImage && adminPort === undefined) throw new UsageError("--admin-heap-image needs --admin-port P (it lets the admin API serve the heap image)");
   const options = fillSmpOptions({
@@ -261,6 +249,10 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     if (command === "stress") {
       await stress(rest);
+      return 0;
+    }
+    if (command === "memcached") {
+      await memcachedCommand(rest);
       return 0;
     }
     throw new UsageError(`unknown command ${JSON.stringify(command)}`);

@@ -58,3 +58,42 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
       return 0;
   }
 }
+
+/** One of a command's own flags, as parseCommandFlags hands it over. */
+export interface CommandFlag {
+  /** The argument as written (`--port=11211`). */
+  arg: string;
+  /** Its name (`--port`). */
+  flag: string;
+  /** The value after `=`, if any. */
+  inline: string | undefined;
+  /** Its value: after `=`, else the next argument (then taken); a UsageError when there is none. */
+  value(): string;
+}
+
+/**
+ * Walk a command's arguments: the runtime flags go into `into`, every
+ * other argument to `each`, which reads a value only for the flags that
+ * take one (a switch's next argument stays the next flag).
+ */
+export function parseCommandFlags(argv: readonly string[], into: RuntimeFlags, each: (f: CommandFlag) => void): void {
+  for (let i = 0; i < argv.length; ) {
+    const used = parseRuntimeFlag(argv, i, into);
+    if (used > 0) {
+      i += used;
+      continue;
+    }
+    const arg = argv[i]!;
+    const [flag, inline] = splitFlag(arg);
+    let taken = 1;
+    const value = (): string => {
+      if (inline !== undefined) return inline;
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith("--")) throw new UsageError(`${flag} needs a value`);
+      taken = 2;
+      return next;
+    };
+    each({ arg, flag, inline, value });
+    i += taken;
+  }
+}

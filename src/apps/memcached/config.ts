@@ -1,0 +1,32 @@
+/**
+ * What every shard of `shardheap memcached` is told at start (the main
+ * thread's server.ts fills it, shard.ts keeps it): limits, identity and
+ * the shared statistics block. Plain data: it travels to each shard as a
+ * task argument (the SharedArrayBuffer arrives shared).
+ */
+
+/** memcached's default port. */
+export const DEFAULT_PORT = 11211;
+/** memcached's default item size limit (-I), header and key included. */
+export const DEFAULT_MAX_ITEM_SIZE = 1024 * 1024;
+/**
+ * What `version` answers: the protocol level of memcached this server
+ * speaks (clients such as libmemcached parse major.minor.micro from the
+ * front), then shardheap's name.
+ */
+export const VERSION = "1.6.18-shardheap";
+
+export interface ServerConfig {
+  /** Largest item (header, key and value), bytes. */
+  maxItemSize: number;
+  shards: number;
+  /** Bytes of each shard's heap region (--memory). */
+  memoryPerShard: number;
+  /** Unix seconds when the server started (stats: uptime). */
+  startedAt: number;
+  /** Where it listens (stats settings). */
+  host: string;
+  port: number;
+  /** The per-shard counters (stats.ts), shared by every shard. */
+  statsBuffer: SharedArrayBuffer;
+}

@@ -1,0 +1,552 @@
+/**
+ * One client connection, on the shard that accepted it: bytes in
+ * (reader.ts frames them, protocol.ts reads each line), each request run
+ * on the store of the shard owning its key (this shard's directly; another
+ * shard's through remote.ts), answers out in request order.
+ *
+ * Answers: a request answered on this shard appends its answer to `out`
+ * at once; one that waits for another shard takes a place in `queue`, and
+ * everything after it waits behind it. `out` goes to the socket once per
+ * socket read (and whenever a waiting answer completes) as one corked
+ * write, so pipelined requests cost one writev.
+ *
+ * Values are written from the shared heap: a hit's answer is a Buffer view
+ * of the item (item.ts) holding one reference, dropped when the socket has
+ * taken the bytes (the write's callback) or the connection closes; the
+ * one who drops the last reference frees the item, through a cross-shard
+ * free when it is another shard's. A value being stored is copied from the
+ * socket's buffers straight into an item allocated on this shard: the
+ * final item when this shard owns the key, else a staging copy the owner
+ * copies into its own memory.
+ *
+ * Bad input never costs more than this connection: every error is
+ * answered with memcached's words and the connection carries on (or, for
+ * a line too long, the binary protocol, an HTTP request or a failure of
+ * this code, is answered and closed); reading pauses while the client
+ * does not read its answers.
+ */
+import type { Socket } from "node:net";
+import type { ShardAllocator } from "../../memory/shard-allocator.js";
+import type { SharedHeap } from "../../memory/shared-heap.js";
+import { VERSION, type ServerConfig } from "./config.js";
+import { itemSize, type ItemViews } from "./item.js";
+import { keyOwner } from "./key-owner.js";
+import { MODE_SET, REPLY, absoluteExptime, parseCommand, type Command } from "./protocol.js";
+import { RequestReader, type ReaderSink } from "./reader.js";
+import { OP_DECR, OP_DELETE, OP_FORGET, OP_GAT, OP_GET, OP_INCR, OP_STORE, OP_TOUCH, type OpResult, type RemoteOps } from "./remote.js";
+import { formatSettings, formatStats, STAT } from "./stats.js";
+import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "./store.js";
+
+/** What a connection needs of its shard (shard.ts builds it). */
+export interface ConnectionContext {
+  readonly shard: number;
+  readonly shards: number;
+  readonly views: ItemViews;
+  readonly store: ItemStore;
+  readonly remote: RemoteOps;
+  readonly memory: ShardAllocator;
+  readonly heap: SharedHeap;
+  readonly config: ServerConfig;
+  /** This shard's row of counters. */
+  readonly counters: Float64Array;
+  /** flush_all on every shard: this one at once, the others by message (after this shard's queued operations). */
+  flushAll(delay: number): Promise<void>;
+  /** stats reset on every shard. */
+  resetStats(): Promise<void>;
+}
+
+type Chunk = Buffer | string;
+
+/** An answer in the queue: waiting for another shard, or ready behind one that is. */
+interface Pending {
+  chunks: Chunk[];
+  /** Items the chunks are views of (one reference each). */
+  refs: number[];
+  ready: boolean;
+  /** End the connection once this answer is written. */
+  close: boolean;
+}
+
+/** A storage command whose data is arriving. */
+interface Incoming {
+  cmd: Extract<Command, { kind: "store" }>;
+  /** The item being filled (0: the data is being skipped; its answer was given). */
+  ptr: number;
+  /** Where the next data byte goes. */
+  at: number;
+  owner: number;
+}
+
+const line = (text: string): Buffer => Buffer.from(`${text}\r\n`, "latin1");
+const END = line(REPLY.END);
+/** Fixed answers as buffers, made once. */
+const WORDS = new Map<string, Buffer>(Object.values(REPLY).map((w) => [w, line(w)]));
+const word = (w: string): Buffer => WORDS.get(w) ?? line(w);
+const VERSION_LINE = line(`VERSION ${VERSION}`);
+/** Store results (store.ts R_*) -> answers. */
+const STORE_ANSWER: Record<number, string> = {
+  [R_STORED]: REPLY.STORED,
+  [R_NOT_STORED]: REPLY.NOT_STORED,
+  [R_EXISTS]: REPLY.EXISTS,
+  [R_NOT_FOUND]: REPLY.NOT_FOUND,
+  [R_DELETED]: REPLY.DELETED,
+  [R_TOUCHED]: REPLY.TOUCHED,
+  [R_NO_MEMORY]: REPLY.NO_MEMORY_STORING,
+};
+/** Stop reading while this many bytes wait to be sent (a client that does not read its answers). */
+const MAX_UNSENT_BYTES = 4 << 20;
+/** Stop reading while this many answers wait for other shards. */
+const MAX_WAITING = 4096;
+/** A binary request's answer: the response magic, status 0x0083 "not supported", a text body. */
+const BINARY_REFUSAL = "shardheap memcached speaks the ASCII protocol only";
+
+export class Connection implements ReaderSink {
+  private readonly socket: Socket;
+  private readonly ctx: ConnectionContext;
+  private readonly reader: RequestReader;
+  private readonly queue: Pending[] = [];
+  private out: Chunk[] = [];
+  private outRefs: number[] = [];
+  private endAfterOut = false;
+  /**
+   * The references each write still in the socket holds, oldest first: the
+   * socket calls back its writes in order, so one shared callback drops the
+   * oldest (no closure per write, and Node merges the callbacks of writes
+   * that complete at once into one tick).
+   */
+  private writing: number[][] = [];
+  private readonly written = (): void => {
+    const refs = this.writing.shift();
+    if (refs !== undefined) this.releaseAll(refs);
+  };
+  private incoming: Incoming | undefined;
+  /** Unix seconds, read once per socket read. */
+  private now = 0;
+  private closed = false;
+  private paused = false;
+
+  constructor(socket: Socket, ctx: ConnectionContext) {
+    this.socket = socket;
+    this.ctx = ctx;
+    this.reader = new RequestReader(this);
+    ctx.counters[STAT.curr_connections]++;
+    ctx.counters[STAT.total_connections]++;
+    socket.setNoDelay(true);
+    socket.on("data", (chunk: Buffer) => this.received(chunk));
+    // The client finished sending: answer what it asked, then close (the server runs with allowHalfOpen).
+    socket.on("end", () => {
+      this.endAfter();
+      this.flushOut();
+    });
+    socket.on("error", () => {}); // a reset by the client; "close" follows
+    socket.on("close", () => this.closedByEither());
+    socket.on("drain", () => this.maybeResume());
+  }
+
+  private received(chunk: Buffer): void {
+    if (this.closed) return;
+    this.ctx.counters[STAT.bytes_read] += chunk.length;
+    this.now = Math.floor(Date.now() / 1000);
+    try {
+      this.reader.push(chunk);
+    } catch (e) {
+      // A defect here must not take the shard down: answer, and end this connection.
+      this.reader.stop();
+      this.answer(line(`SERVER_ERROR ${(e as Error)?.message ?? String(e)}`.replace(/[\r\n]+/g, " ")));
+      this.endAfter();
+    }
+    this.flushOut();
+  }
+
+  // ---- ReaderSink ----
+
+  line(text: string): number {
+    const cmd = parseCommand(text);
+    switch (cmd.kind) {
+      case "get":
+        this.get(cmd.keys, cmd.withCas, cmd.touch ? absoluteExptime(cmd.exptime, this.now) : undefined);
+        return 0;
+      case "store":
+        return this.beginStore(cmd);
+      case "delete":
+        this.keyOp(cmd.key, [OP_DELETE, cmd.key], (s) => s.delete(cmd.key, this.now), cmd.noreply, REPLY.NO_MEMORY);
+        return 0;
+      case "arith": {
+        const op = cmd.incr ? OP_INCR : OP_DECR;
+        this.keyOp(cmd.key, [op, cmd.key, cmd.delta], (s) => s.arith(cmd.key, cmd.incr, cmd.delta, this.now), cmd.noreply, REPLY.NO_MEMORY);
+        return 0;
+      }
+      case "touch": {
+        const exptime = absoluteExptime(cmd.exptime, this.now);
+        this.keyOp(cmd.key, [OP_TOUCH, cmd.key, exptime], (s) => s.touch(cmd.key, exptime, this.now), cmd.noreply, REPLY.NO_MEMORY);
+        return 0;
+      }
+      case "flush":
+        this.ctx.counters[STAT.cmd_flush]++;
+        this.whenDone(this.ctx.flushAll(cmd.delay), word(REPLY.OK), cmd.noreply);
+        return 0;
+      case "version":
+        this.answer(VERSION_LINE);
+        return 0;
+      case "verbosity":
+        if (!cmd.noreply) this.answer(word(REPLY.OK));
+        return 0;
+      case "stats":
+        this.stats(cmd.args);
+        return 0;
+      case "quit":
+        this.reader.stop();
+        this.endAfter();
+        return 0;
+      case "error":
+        if (!cmd.noreply) this.answer(word(cmd.reply));
+        if (cmd.close) {
+          this.reader.stop();
+          this.endAfter();
+        }
+        return 0;
+    }
+  }
+
+  data(chunk: Buffer, start: number, end: number): void {
+    const inc = this.incoming;
+    if (inc === undefined || inc.ptr === 0) return;
+    chunk.copy(this.ctx.views.bytes, inc.at, start, end);
+    inc.at += end - start;
+  }
+
+  dataEnd(): void {
+    const inc = this.incoming;
+    this.incoming = undefined;
+    if (inc === undefined || inc.ptr === 0) return;
+    const { ctx } = this;
+    const { cmd, ptr } = inc;
+    if (!ctx.views.terminated(ptr)) {
+      ctx.memory.free(ptr);
+      if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
+      return;
+    }
+    if (inc.owner === ctx.shard) {
+      const result = ctx.store.store(cmd.mode, cmd.key, ptr, true, cmd.cas, this.now);
+      if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
+      return;
+    }
+    const pending = cmd.noreply ? undefined : this.later();
+    ctx.remote.call(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
+      // The owner has copied the staging item (or refused it): it is ours to free.
+      ctx.memory.free(ptr);
+      if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+    });
+  }
+
+  binary(request: Buffer): void {
+    // A binary response (header as memcached's protocol_binary.h) a binary client can read, then the end.
+    const body = Buffer.from(BINARY_REFUSAL, "latin1");
+    const header = Buffer.alloc(24);
+    header[0] = 0x81; // response magic
+    header[1] = request.length > 1 ? request[1]! : 0; // the request's opcode
+    header.writeUInt16BE(0x0083, 6); // status: not supported
+    header.writeUInt32BE(body.length, 8);
+    if (request.length >= 16) request.copy(header, 12, 12, 16); // its opaque
+    this.answer(Buffer.concat([header, body]));
+    this.endAfter();
+  }
+
+  lineTooLong(): void {
+    this.answer(word(REPLY.LINE_TOO_LONG));
+    this.endAfter();
+  }
+
+  // ---- requests ----
+
+  private get(keys: string[], withCas: boolean, touchTo: number | undefined): void {
+    if (keys.length === 1) return this.getOne(keys[0]!, withCas, touchTo);
+    const { ctx } = this;
+    const ptrs = new Array<number>(keys.length).fill(0);
+    let waiting = 0;
+    let failed: Error | undefined;
+    const finish = (target: Pending | undefined): void => {
+      const chunks: Chunk[] = [];
+      const refs: number[] = [];
+      const last = ptrs.length - 1;
+      for (let i = 0; i <= last; i++) {
+        const ptr = ptrs[i]!;
+        if (ptr === 0) continue;
+        refs.push(ptr);
+        this.itemAnswer(ptr, withCas, i === last, chunks);
+      }
+      if (failed) {
+        this.releaseAll(refs);
+        this.deliver(target, [this.failure(failed)], []);
+        return;
+      }
+      if (last < 0 || ptrs[last] === 0) chunks.push(END);
+      this.deliver(target, chunks, refs);
+    };
+    let pending: Pending | undefined;
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      const owner = keyOwner(key, ctx.shards);
+      if (owner === ctx.shard) {
+        ptrs[i] = ctx.store.get(key, this.now, touchTo);
+        continue;
+      }
+      waiting++;
+      pending ??= this.later();
+      const target = pending;
+      ctx.remote.call(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
+        if (r instanceof Error) failed = r;
+        else ptrs[i] = r as number;
+        if (--waiting === 0) finish(target);
+      });
+    }
+    if (waiting === 0) finish(undefined);
+  }
+
+  /** A get of one key (the common case), without the multi-key bookkeeping. */
+  private getOne(key: string, withCas: boolean, touchTo: number | undefined): void {
+    const { ctx } = this;
+    const owner = keyOwner(key, ctx.shards);
+    if (owner === ctx.shard) {
+      const ptr = ctx.store.get(key, this.now, touchTo);
+      if (ptr === 0) this.answer(END);
+      else if (this.queue.length === 0) {
+        this.itemAnswer(ptr, withCas, true, this.out);
+        this.outRefs.push(ptr);
+      } else {
+        const chunks: Chunk[] = [];
+        this.itemAnswer(ptr, withCas, true, chunks);
+        this.queue.push({ chunks, refs: [ptr], ready: true, close: false });
+      }
+      return;
+    }
+    const pending = this.later();
+    ctx.remote.call(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
+      if (r instanceof Error) this.settle(pending, [this.failure(r)], []);
+      else if (r === 0) this.settle(pending, [END], []);
+      else {
+        const chunks: Chunk[] = [];
+        this.itemAnswer(r as number, withCas, true, chunks);
+        this.settle(pending, chunks, [r as number]);
+      }
+    });
+  }
+
+  /** An item's part of a get's answer: one view of it (get), or three parts with its cas (gets); `last` carries the END line. */
+  private itemAnswer(ptr: number, withCas: boolean, last: boolean, into: Chunk[]): void {
+    const v = this.ctx.views;
+    if (withCas) into.push(v.getsLineView(ptr), ` ${v.cas(ptr)}\r\n`, v.getsValueView(ptr, last));
+    else into.push(v.getView(ptr, last));
+  }
+
+  private beginStore(cmd: Extract<Command, { kind: "store" }>): number {
+    const { ctx } = this;
+    const owner = keyOwner(cmd.key, ctx.shards);
+    const size = itemSize(cmd.key.length, cmd.flags, cmd.bytes);
+    let ptr = 0;
+    if (size > ctx.config.maxItemSize) {
+      ctx.counters[STAT.store_too_large]++;
+      if (!cmd.noreply) this.answer(word(REPLY.TOO_LARGE));
+    } else {
+      ptr = ctx.store.allocate(size);
+      if (ptr === 0) {
+        ctx.counters[STAT.store_no_memory]++;
+        if (!cmd.noreply) this.answer(word(REPLY.NO_MEMORY_STORING));
+      }
+    }
+    if (ptr === 0) {
+      // memcached: a set that fails leaves no stale value behind.
+      if (cmd.mode === MODE_SET) {
+        if (owner === ctx.shard) ctx.store.forget(cmd.key);
+        else ctx.remote.call(owner, [OP_FORGET, cmd.key], () => {});
+      }
+    } else {
+      ctx.views.writeHead(ptr, ctx.memory.objectSize(ptr), cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
+    }
+    this.incoming = { cmd, ptr, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner };
+    return cmd.bytes + 2;
+  }
+
+  /** A one-key command: run here when this shard owns the key, else on its owner. */
+  private keyOp(key: string, remoteOp: Array<string | number>, local: (store: ItemStore) => OpResult, noreply: boolean, noMemory: string): void {
+    const { ctx } = this;
+    const owner = keyOwner(key, ctx.shards);
+    if (owner === ctx.shard) {
+      const r = local(ctx.store);
+      if (!noreply) this.answer(this.resultLine(r, noMemory));
+      return;
+    }
+    const pending = noreply ? undefined : this.later();
+    ctx.remote.call(owner, remoteOp, (r) => {
+      if (pending) this.settle(pending, [this.resultLine(r, noMemory)], []);
+    });
+  }
+
+  private stats(args: string[]): void {
+    const { ctx } = this;
+    const sub = args[0];
+    if (sub === undefined) this.answer(formatStats(ctx.config, ctx.heap));
+    else if (sub === "reset" && args.length === 1) this.whenDone(ctx.resetStats(), word(REPLY.RESET), false);
+    else if (sub === "settings" && args.length === 1) this.answer(formatSettings(ctx.config));
+    // Nothing to list: there are no slab classes, and connections are counted, not listed.
+    else if ((sub === "items" || sub === "slabs" || sub === "conns") && args.length === 1) this.answer(END);
+    else this.answer(word(REPLY.ERROR));
+  }
+
+  /** An operation's result as its answer line. */
+  private resultLine(r: OpResult | Error, noMemory: string): Chunk {
+    if (r instanceof Error) return this.failure(r);
+    if (typeof r === "string") return `${r}\r\n`;
+    if (r === R_NON_NUMERIC) return word(REPLY.NON_NUMERIC);
+    if (r === R_NO_MEMORY) return word(noMemory);
+    return word(STORE_ANSWER[r]!);
+  }
+
+  /** Another shard could not answer (it failed or is stopping). */
+  private failure(e: Error): Buffer {
+    return line(`SERVER_ERROR ${e.message}`.replace(/[\r\n]+/g, " "));
+  }
+
+  private whenDone(done: Promise<void>, answer: Buffer, noreply: boolean): void {
+    const pending = noreply ? undefined : this.later();
+    done.then(
+      () => pending && this.settle(pending, [answer], []),
+      (e: unknown) => pending && this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
+    );
+  }
+
+  // ---- answers in order ----
+
+  /** An answer ready now: straight to `out`, or behind the answers still waiting. */
+  private answer(chunk: Chunk): void {
+    if (this.queue.length === 0) this.out.push(chunk);
+    else this.queue.push({ chunks: [chunk], refs: [], ready: true, close: false });
+  }
+
+  /** A place in line for an answer another shard will complete. */
+  private later(): Pending {
+    const p: Pending = { chunks: [], refs: [], ready: false, close: false };
+    this.queue.push(p);
+    if (this.queue.length > MAX_WAITING) this.pause();
+    return p;
+  }
+
+  /** Complete an answer: now (`target` undefined) or in its place in line. */
+  private deliver(target: Pending | undefined, chunks: Chunk[], refs: number[]): void {
+    if (target === undefined) {
+      if (this.queue.length === 0) {
+        for (const c of chunks) this.out.push(c);
+        for (const r of refs) this.outRefs.push(r);
+      } else {
+        this.queue.push({ chunks, refs, ready: true, close: false });
+      }
+      return;
+    }
+    this.settle(target, chunks, refs);
+  }
+
+  private settle(p: Pending, chunks: Chunk[], refs: number[]): void {
+    if (this.closed) {
+      this.releaseAll(refs);
+      return;
+    }
+    p.chunks = chunks;
+    p.refs = refs;
+    p.ready = true;
+    while (this.queue.length > 0 && this.queue[0]!.ready) {
+      const head = this.queue.shift()!;
+      for (const c of head.chunks) this.out.push(c);
+      for (const r of head.refs) this.outRefs.push(r);
+      if (head.close) this.endAfterOut = true;
+    }
+    this.flushOut();
+    this.maybeResume();
+  }
+
+  /** End the connection once every answer so far is written. */
+  private endAfter(): void {
+    if (this.queue.length === 0) this.endAfterOut = true;
+    else this.queue.push({ chunks: [], refs: [], ready: true, close: true });
+  }
+
+  /** Write `out` (one corked writev), its references dropped when the socket has taken it. */
+  private flushOut(): void {
+    const out = this.out;
+    const refs = this.outRefs;
+    if (out.length > 0) {
+      this.out = [];
+      this.outRefs = [];
+      const socket = this.socket;
+      if (this.closed || socket.writableEnded) {
+        this.releaseAll(refs);
+      } else {
+        let bytes = 0;
+        for (const c of out) bytes += c.length; // strings here are ASCII: one byte a char
+        this.ctx.counters[STAT.bytes_written] += bytes;
+        let done: (() => void) | undefined;
+        if (refs.length > 0) {
+          this.writing.push(refs);
+          done = this.written;
+        }
+        if (out.length === 1) {
+          socket.write(out[0]!, done);
+        } else {
+          socket.cork();
+          const last = out.length - 1;
+          for (let i = 0; i < last; i++) socket.write(out[i]!);
+          socket.write(out[last]!, done);
+          socket.uncork();
+        }
+        if (socket.writableLength > MAX_UNSENT_BYTES) this.pause();
+      }
+    }
+    if (this.endAfterOut && !this.closed) {
+      this.endAfterOut = false;
+      this.reader.stop();
+      this.socket.end();
+    }
+  }
+
+  private pause(): void {
+    if (this.paused) return;
+    this.paused = true;
+    this.socket.pause();
+  }
+
+  private maybeResume(): void {
+    if (!this.paused || this.socket.writableLength > MAX_UNSENT_BYTES || this.queue.length > MAX_WAITING / 2) return;
+    this.paused = false;
+    this.socket.resume();
+  }
+
+  /** Drop one reference to each item; free those nobody holds any more (another shard's: a cross-shard free). */
+  private releaseAll(refs: number[]): void {
+    const { views, memory } = this.ctx;
+    for (const ptr of refs) if (views.release(ptr)) memory.free(ptr);
+  }
+
+  private closedByEither(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.reader.stop();
+    this.ctx.counters[STAT.curr_connections]--;
+    // Half a value, its client gone.
+    const inc = this.incoming;
+    this.incoming = undefined;
+    if (inc !== undefined && inc.ptr !== 0) this.ctx.memory.free(inc.ptr);
+    // What the socket will never write.
+    const writing = this.writing;
+    this.writing = [];
+    for (const refs of writing) this.releaseAll(refs);
+    this.releaseAll(this.outRefs);
+    this.outRefs = [];
+    this.out = [];
+    for (const p of this.queue) if (p.ready) this.releaseAll(p.refs);
+    this.queue.length = 0;
+  }
+
+  /** Close now (the server is stopping). */
+  destroy(): void {
+    this.socket.destroy();
+  }
+}

@@ -1,0 +1,221 @@
+/**
+ * An item of the memcached store: ONE allocation in the shared heap of the
+ * shard that owns its key (key-owner.ts), laid out so that a `get` hit is
+ * answered by writing one view of it to the socket, the bytes never copied
+ * into a JS string. (Seastar's memcached keeps the " flags bytes" part of
+ * the answer in the item for the same reason; here the whole VALUE line is
+ * kept, key included, and the END line after the value: a single-key get
+ * is then one write of one view, where separate END and value buffers went
+ * through Node's corked writev, measured 15% more CPU per get under
+ * memcaslap.)
+ *
+ *   offset size  field
+ *   0      4     refs        references, changed only with Atomics: 1 while the
+ *                            owner's store links the item, +1 for every
+ *                            connection (on any shard) still writing it
+ *   4      4     flags       the client's 32-bit flags
+ *   8      4     exptime     absolute Unix seconds; 0 = never expires
+ *   12     4     length      value bytes, without the trailing \r\n
+ *   16     8     cas         two u32 words, low then high (a number < 2^53)
+ *   24     2     lineLength  bytes of the VALUE line, its \r\n included
+ *   26     1     keyLength   1..250
+ *   27     1     referenced  set by a hit, cleared when eviction passes it over
+ *                            (store.ts: LRU by second chance)
+ *   28     4     allocated   the allocator's size of this object (objectSize),
+ *                            what the store's memory budget counts
+ *   32     line  "VALUE <key> <flags> <length>\r\n"
+ *   32+line      the value, then "\r\n"
+ *
+ * Invariants (checked by the store's tests through heap.check() and the
+ * counts): HEADER_BYTES + lineLength + length + 2 + 5 <= allocated; the
+ * seven bytes after the value are "\r\nEND\r\n" once the item is linked
+ * (the END from writeHead, the \r\n from the client's data); flags, length,
+ * cas and the line never change while anyone may read them (incr rewrites
+ * digits in place only while refs == 1: nobody but the owner holds it).
+ *
+ * Who frees: the one whose release takes refs from 1 to 0, on whatever
+ * thread it runs. The owner's store drops its reference when the item is
+ * replaced, deleted, expired, evicted or flushed; a connection drops its
+ * reference when the socket has taken the bytes. Only the owner acquires
+ * (while it still holds its own reference), so a count never rises from
+ * 0, and a release that reaches 0 on another shard's thread is an ordinary
+ * cross-shard free (ShardAllocator.free pushes it to the owner's inbox).
+ * Once freed, the first word becomes the allocator's free-list link: nobody
+ * touches an item after dropping their reference.
+ */
+import type { SharedHeap } from "../../memory/shared-heap.js";
+
+export const HEADER_BYTES = 32;
+/** memcached's KEY_MAX_LENGTH. */
+export const MAX_KEY_LENGTH = 250;
+
+// Word indexes (i32/u32) and byte offsets of the header fields.
+const W_REFS = 0;
+const W_FLAGS = 1;
+const W_EXPTIME = 2;
+const W_LENGTH = 3;
+const W_CAS_LO = 4;
+const W_CAS_HI = 5;
+const H_LINE_LENGTH = 24; // u16
+const B_KEY_LENGTH = 26;
+const B_REFERENCED = 27;
+const W_ALLOCATED = 7;
+/** "VALUE " */
+const LINE_PREFIX = 6;
+/** The value's "\r\n" and the answer's "END\r\n" after it. */
+const TRAILER = 2 + 5;
+const END = Buffer.from("END\r\n", "latin1");
+
+/** Views of the heap's buffer, made once per thread. */
+export class ItemViews {
+  readonly i32: Int32Array;
+  readonly u32: Uint32Array;
+  readonly u16: Uint16Array;
+  /** The whole heap as a Buffer (no copy): slices of it go to sockets. */
+  readonly bytes: Buffer;
+
+  constructor(heap: SharedHeap) {
+    this.i32 = new Int32Array(heap.buffer);
+    this.u32 = new Uint32Array(heap.buffer);
+    this.u16 = new Uint16Array(heap.buffer);
+    this.bytes = Buffer.from(heap.buffer);
+  }
+
+  flags(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_FLAGS]!;
+  }
+  exptime(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_EXPTIME]!;
+  }
+  setExptime(ptr: number, exptime: number): void {
+    this.u32[(ptr >>> 2) + W_EXPTIME] = exptime;
+  }
+  length(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_LENGTH]!;
+  }
+  cas(ptr: number): number {
+    const w = ptr >>> 2;
+    return this.u32[w + W_CAS_HI]! * 2 ** 32 + this.u32[w + W_CAS_LO]!;
+  }
+  setCas(ptr: number, cas: number): void {
+    const w = ptr >>> 2;
+    this.u32[w + W_CAS_LO] = cas >>> 0;
+    this.u32[w + W_CAS_HI] = Math.floor(cas / 2 ** 32);
+  }
+  lineLength(ptr: number): number {
+    return this.u16[(ptr + H_LINE_LENGTH) >>> 1]!;
+  }
+  keyLength(ptr: number): number {
+    return this.bytes[ptr + B_KEY_LENGTH]!;
+  }
+  /** Whether a hit has used the item since eviction last passed it over. */
+  referenced(ptr: number): boolean {
+    return this.bytes[ptr + B_REFERENCED] !== 0;
+  }
+  setReferenced(ptr: number, used: boolean): void {
+    this.bytes[ptr + B_REFERENCED] = used ? 1 : 0;
+  }
+  allocated(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_ALLOCATED]!;
+  }
+  setAllocated(ptr: number, bytes: number): void {
+    this.u32[(ptr >>> 2) + W_ALLOCATED] = bytes;
+  }
+  /** Byte offset of the value. */
+  dataStart(ptr: number): number {
+    return ptr + HEADER_BYTES + this.lineLength(ptr);
+  }
+  /** Bytes the item occupies: header, line, value, its \r\n and END\r\n. */
+  itemBytes(ptr: number): number {
+    return HEADER_BYTES + this.lineLength(ptr) + this.length(ptr) + TRAILER;
+  }
+  /** The key as the store's map holds it (latin1: one char per byte). */
+  key(ptr: number): string {
+    const start = ptr + HEADER_BYTES + LINE_PREFIX;
+    return this.bytes.toString("latin1", start, start + this.keyLength(ptr));
+  }
+  /** The value's bytes (a view; valid while a reference is held). */
+  value(ptr: number): Buffer {
+    const start = this.dataStart(ptr);
+    return this.bytes.subarray(start, start + this.length(ptr));
+  }
+  /** Whether the value is followed by \r\n (memcached's "bad data chunk" check). */
+  terminated(ptr: number): boolean {
+    const end = this.dataStart(ptr) + this.length(ptr);
+    return this.bytes[end] === 0x0d && this.bytes[end + 1] === 0x0a;
+  }
+
+  /** This item's part of a get's answer, its VALUE line, value and \r\n, as one view; `end`: with the END line after it. */
+  getView(ptr: number, end: boolean): Buffer {
+    const start = ptr + HEADER_BYTES;
+    return this.bytes.subarray(start, start + this.lineLength(ptr) + this.length(ptr) + (end ? TRAILER : 2));
+  }
+  /** A gets answer in three parts: the line without its \r\n, then " <cas>\r\n" (the caller's), then value and \r\n (and END). */
+  getsLineView(ptr: number): Buffer {
+    const start = ptr + HEADER_BYTES;
+    return this.bytes.subarray(start, start + this.lineLength(ptr) - 2);
+  }
+  getsValueView(ptr: number, end: boolean): Buffer {
+    const start = this.dataStart(ptr);
+    return this.bytes.subarray(start, start + this.length(ptr) + (end ? TRAILER : 2));
+  }
+
+  /** One more reference (the owner only, while it holds its own). */
+  acquire(ptr: number): void {
+    Atomics.add(this.i32, ptr >>> 2, 1);
+  }
+  /** Drop a reference; true when it was the last (the caller then frees the item). */
+  release(ptr: number): boolean {
+    return Atomics.sub(this.i32, ptr >>> 2, 1) === 1;
+  }
+  /** References now (for incr's in-place rewrite: 1 means only the store holds it). */
+  refs(ptr: number): number {
+    return Atomics.load(this.i32, ptr >>> 2);
+  }
+
+  /**
+   * Fill a new item's header, VALUE line and END line (refs = 1, cas 0) in
+   * an object of `allocated` bytes at `ptr`; the value and its \r\n go at
+   * dataStart(ptr). `key` is latin1 (one char per byte), at most
+   * MAX_KEY_LENGTH chars.
+   */
+  writeHead(ptr: number, allocated: number, key: string, flags: number, exptime: number, length: number): void {
+    const w = ptr >>> 2;
+    const line = `VALUE ${key} ${flags} ${length}\r\n`;
+    this.i32[w + W_REFS] = 1;
+    this.u32[w + W_FLAGS] = flags;
+    this.u32[w + W_EXPTIME] = exptime;
+    this.u32[w + W_LENGTH] = length;
+    this.u32[w + W_CAS_LO] = 0;
+    this.u32[w + W_CAS_HI] = 0;
+    this.u16[(ptr + H_LINE_LENGTH) >>> 1] = line.length;
+    this.bytes[ptr + B_KEY_LENGTH] = key.length;
+    this.bytes[ptr + B_REFERENCED] = 0;
+    this.u32[w + W_ALLOCATED] = allocated;
+    this.bytes.write(line, ptr + HEADER_BYTES, line.length, "latin1");
+    END.copy(this.bytes, ptr + HEADER_BYTES + line.length + length + 2);
+  }
+
+  /** Write the \r\n after the value (items the server builds itself: append, incr). */
+  terminate(ptr: number): void {
+    const end = this.dataStart(ptr) + this.length(ptr);
+    this.bytes[end] = 0x0d;
+    this.bytes[end + 1] = 0x0a;
+  }
+}
+
+/** Digits of a non-negative integer below 2^32. */
+function digits(n: number): number {
+  let d = 1;
+  while (n >= 10) {
+    n = Math.floor(n / 10);
+    d++;
+  }
+  return d;
+}
+
+/** Bytes an item with this key, flags and value length needs. */
+export function itemSize(keyLength: number, flags: number, length: number): number {
+  const line = LINE_PREFIX + keyLength + 1 + digits(flags) + 1 + digits(length) + 2;
+  return HEADER_BYTES + line + length + TRAILER;
+}

@@ -1,0 +1,267 @@
+/**
+ * The memcached ASCII protocol's command lines: one line (its \r\n already
+ * removed by reader.ts) -> a Command, or the exact answer memcached gives
+ * to a malformed one. The rules follow memcached 1.6 (proto_text.c:
+ * tokenize_command, the WANT_TOKENS checks, set_noreply_maybe,
+ * safe_strto*), checked against Debian's memcached 1.6.18 by
+ * test/memcached-protocol.test.ts, which sends the same bytes to both:
+ *   - tokens are split on spaces only; a NUL ends the line (strlen);
+ *   - a wrong number of tokens, or an unknown command: "ERROR";
+ *   - a malformed field: "CLIENT_ERROR bad command line format" (or the
+ *     command's own words: invalid exptime / numeric delta argument);
+ *   - "noreply" is the LAST token, and silences every answer of that
+ *     command, errors included (memcached's out_string), except the
+ *     token-count "ERROR", which comes before it is read.
+ * Where memcached reads a number past its field's width and keeps the low
+ * bits (flags 4294967296 stored as 0, a length of 99999999999 read as
+ * 1215752191 bytes to swallow), this parser refuses it with "CLIENT_ERROR
+ * bad command line format" instead.
+ */
+import { MAX_KEY_LENGTH } from "./item.js";
+
+/** Answers, as memcached words them (without the \r\n). */
+export const REPLY = {
+  ERROR: "ERROR",
+  BAD_FORMAT: "CLIENT_ERROR bad command line format",
+  BAD_DATA_CHUNK: "CLIENT_ERROR bad data chunk",
+  BAD_EXPTIME: "CLIENT_ERROR invalid exptime argument",
+  BAD_DELTA: "CLIENT_ERROR invalid numeric delta argument",
+  NON_NUMERIC: "CLIENT_ERROR cannot increment or decrement non-numeric value",
+  DELETE_USAGE: "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]",
+  TOO_LARGE: "SERVER_ERROR object too large for cache",
+  NO_MEMORY_STORING: "SERVER_ERROR out of memory storing object",
+  NO_MEMORY: "SERVER_ERROR out of memory",
+  LINE_TOO_LONG: "CLIENT_ERROR line too long",
+  STORED: "STORED",
+  NOT_STORED: "NOT_STORED",
+  EXISTS: "EXISTS",
+  NOT_FOUND: "NOT_FOUND",
+  DELETED: "DELETED",
+  TOUCHED: "TOUCHED",
+  OK: "OK",
+  END: "END",
+  RESET: "RESET",
+} as const;
+
+/** Storage modes (set, add, replace, append, prepend, cas), as the store and the wire between shards number them. */
+export const MODE_SET = 0;
+export const MODE_ADD = 1;
+export const MODE_REPLACE = 2;
+export const MODE_APPEND = 3;
+export const MODE_PREPEND = 4;
+export const MODE_CAS = 5;
+export type StoreMode = 0 | 1 | 2 | 3 | 4 | 5;
+
+export type Command =
+  /** get, gets, gat, gats (and bget, memcached's old alias of get). */
+  | { kind: "get"; keys: string[]; withCas: boolean; touch: boolean; exptime: number }
+  /** set, add, replace, append, prepend, cas: `bytes` of data and \r\n follow the line. cas: the client's value, a decimal string ("" for the others). */
+  | { kind: "store"; mode: StoreMode; key: string; flags: number; exptime: number; bytes: number; cas: string; noreply: boolean }
+  | { kind: "delete"; key: string; noreply: boolean }
+  /** incr / decr; delta: a decimal below 2^64 (a string: it travels between shards as one). */
+  | { kind: "arith"; key: string; incr: boolean; delta: string; noreply: boolean }
+  | { kind: "touch"; key: string; exptime: number; noreply: boolean }
+  | { kind: "flush"; delay: number; noreply: boolean }
+  | { kind: "version" }
+  | { kind: "verbosity"; noreply: boolean }
+  | { kind: "stats"; args: string[] }
+  | { kind: "quit" }
+  /**
+   * A line that gets an error (or nothing, when noreply). `swallow`: data
+   * bytes (and \r\n) the client sends after the line, to be skipped
+   * (a storage command too large to store); `close`: end the connection
+   * after answering (memcached closes on an HTTP request line).
+   */
+  | { kind: "error"; reply: string; noreply: boolean; swallow: number; close: boolean };
+
+/** Seconds in 30 days: a larger exptime is a Unix time, not an offset (memcached's REALTIME_MAXDELTA). */
+export const MAX_RELATIVE_EXPTIME = 60 * 60 * 24 * 30;
+const U32 = /^\+?\d{1,10}$/;
+const I32 = /^[+-]?\d{1,10}$/;
+const U64 = /^\+?\d{1,20}$/;
+const MAX_U64 = 2n ** 64n - 1n;
+
+function error(reply: string, noreply = false, swallow = 0, close = false): Command {
+  return { kind: "error", reply, noreply, swallow, close };
+}
+
+/** A token as an unsigned 32-bit number, or -1. */
+export function parseU32(token: string): number {
+  if (!U32.test(token)) return -1;
+  const n = Number(token);
+  return n <= 0xffffffff ? n : -1;
+}
+
+/** A token as a signed 32-bit number, or undefined. */
+export function parseI32(token: string): number | undefined {
+  if (!I32.test(token)) return undefined;
+  const n = Number(token);
+  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
+}
+
+/** A token as an unsigned 64-bit number, or undefined. */
+export function parseU64(token: string): bigint | undefined {
+  if (!U64.test(token)) return undefined;
+  const n = BigInt(token);
+  return n <= MAX_U64 ? n : undefined;
+}
+
+/** memcached's tokenizer: split on spaces, empty tokens dropped. */
+function tokenize(line: string): string[] {
+  const nul = line.indexOf("\0");
+  if (nul >= 0) line = line.slice(0, nul);
+  const parts = line.split(" ");
+  let n = 0;
+  for (const p of parts) if (p !== "") parts[n++] = p;
+  parts.length = n;
+  return parts;
+}
+
+/**
+ * One command line -> a Command. A storage command's length is only
+ * checked against what memcached itself refuses (negative, or past
+ * INT_MAX - 2); the item size limit is the connection's to apply, as it
+ * knows the whole item's size.
+ */
+export function parseCommand(line: string): Command {
+  // The most common line, "get <key>", without tokenizing.
+  if (line.length > 4 && line.length <= 4 + MAX_KEY_LENGTH && line.startsWith("get ") && line.indexOf(" ", 4) < 0 && line.indexOf("\0") < 0) {
+    return { kind: "get", keys: [line.slice(4)], withCas: false, touch: false, exptime: 0 };
+  }
+  const t = tokenize(line);
+  // memcached counts a terminal token too: its WANT_TOKENS(n) is t.length + 1 here.
+  const n = t.length;
+  const name = t[0];
+  if (name === undefined || name.length < 2) return error(REPLY.ERROR);
+  switch (name) {
+    case "get":
+    case "bget":
+      return n >= 2 ? getCommand(t, 1, false, false, 0) : error(REPLY.ERROR);
+    case "gets":
+      return n >= 2 ? getCommand(t, 1, true, false, 0) : error(REPLY.ERROR);
+    case "gat":
+    case "gats": {
+      if (n < 2) return error(REPLY.ERROR);
+      const exptime = parseI32(t[1]!);
+      if (exptime === undefined) return error(REPLY.BAD_EXPTIME);
+      return getCommand(t, 2, name === "gats", true, exptime);
+    }
+    case "set":
+      return n === 5 || n === 6 ? storeCommand(t, MODE_SET) : error(REPLY.ERROR);
+    case "add":
+      return n === 5 || n === 6 ? storeCommand(t, MODE_ADD) : error(REPLY.ERROR);
+    case "replace":
+      return n === 5 || n === 6 ? storeCommand(t, MODE_REPLACE) : error(REPLY.ERROR);
+    case "append":
+      return n === 5 || n === 6 ? storeCommand(t, MODE_APPEND) : error(REPLY.ERROR);
+    case "prepend":
+      return n === 5 || n === 6 ? storeCommand(t, MODE_PREPEND) : error(REPLY.ERROR);
+    case "cas":
+      return n === 6 || n === 7 ? storeCommand(t, MODE_CAS) : error(REPLY.ERROR);
+    case "delete":
+      return n >= 2 && n <= 4 ? deleteCommand(t) : error(REPLY.ERROR);
+    case "incr":
+    case "decr":
+      return n === 3 || n === 4 ? arithCommand(t, name === "incr") : error(REPLY.ERROR);
+    case "touch": {
+      if (n !== 3 && n !== 4) return error(REPLY.ERROR);
+      const noreply = isNoreply(t);
+      if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
+      const exptime = parseI32(t[2]!);
+      if (exptime === undefined) return error(REPLY.BAD_EXPTIME, noreply);
+      return { kind: "touch", key: t[1]!, exptime, noreply };
+    }
+    case "flush_all": {
+      if (n > 3) return error(REPLY.ERROR);
+      const noreply = isNoreply(t);
+      let delay = 0;
+      if (n !== (noreply ? 2 : 1)) {
+        const d = parseI32(t[1]!);
+        if (d === undefined) return error(REPLY.BAD_EXPTIME, noreply);
+        delay = d;
+      }
+      return { kind: "flush", delay, noreply };
+    }
+    case "version":
+      return { kind: "version" };
+    case "verbosity": {
+      if (n !== 2 && n !== 3) return error(REPLY.ERROR);
+      const noreply = isNoreply(t);
+      return parseU32(t[1]!) < 0 ? error(REPLY.BAD_FORMAT, noreply) : { kind: "verbosity", noreply };
+    }
+    case "stats":
+      return { kind: "stats", args: t.slice(1) };
+    case "quit":
+      return { kind: "quit" };
+    default:
+      // memcached hangs up on what looks like an HTTP request line.
+      return t[n - 1]!.startsWith("HTTP/") ? error(REPLY.ERROR, true, 0, true) : error(REPLY.ERROR);
+  }
+}
+
+function isNoreply(t: string[]): boolean {
+  return t[t.length - 1] === "noreply";
+}
+
+function getCommand(t: string[], first: number, withCas: boolean, touch: boolean, exptime: number): Command {
+  // memcached answers a key that is too long with the error alone, whatever came before it.
+  for (let i = first; i < t.length; i++) if (t[i]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT);
+  return { kind: "get", keys: first === 1 && t.length === 2 ? [t[1]!] : t.slice(first), withCas, touch, exptime };
+}
+
+function storeCommand(t: string[], mode: StoreMode): Command {
+  const noreply = isNoreply(t);
+  const key = t[1]!;
+  if (key.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
+  const flags = parseU32(t[2]!);
+  const exptime = parseI32(t[3]!);
+  const bytes = parseI32(t[4]!);
+  if (flags < 0 || exptime === undefined || bytes === undefined) return error(REPLY.BAD_FORMAT, noreply);
+  let cas = "";
+  if (mode === MODE_CAS) {
+    const c = parseU64(t[5]!);
+    if (c === undefined) return error(REPLY.BAD_FORMAT, noreply);
+    cas = c.toString();
+  }
+  // memcached: vlen < 0 || vlen > INT_MAX - 2.
+  if (bytes < 0 || bytes > 0x7fffffff - 2) return error(REPLY.BAD_FORMAT, noreply);
+  return { kind: "store", mode, key, flags, exptime, bytes, cas, noreply };
+}
+
+function deleteCommand(t: string[]): Command {
+  let noreply = false;
+  if (t.length > 2) {
+    // memcached still takes the old "delete <key> 0" (a hold time of zero).
+    const holdIsZero = t[2] === "0";
+    noreply = isNoreply(t);
+    const valid = (t.length === 3 && (holdIsZero || noreply)) || (t.length === 4 && holdIsZero && noreply);
+    if (!valid) return error(REPLY.DELETE_USAGE, noreply);
+  }
+  if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
+  return { kind: "delete", key: t[1]!, noreply };
+}
+
+function arithCommand(t: string[], incr: boolean): Command {
+  const noreply = isNoreply(t);
+  if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
+  const delta = parseU64(t[2]!);
+  if (delta === undefined) return error(REPLY.BAD_DELTA, noreply);
+  return { kind: "arith", key: t[1]!, incr, delta: delta.toString(), noreply };
+}
+
+/**
+ * A client's exptime -> the absolute Unix second it expires at (0: never),
+ * as memcached's realtime(): 0 never; negative: already expired; up to 30
+ * days: an offset from now; more: a Unix time (already past: expired).
+ */
+export function absoluteExptime(exptime: number, now: number): number {
+  if (exptime === 0) return 0;
+  if (exptime < 0) return 1;
+  if (exptime <= MAX_RELATIVE_EXPTIME) return now + exptime;
+  return exptime;
+}
+
+/** Whether an item with this absolute exptime has expired at `now` (Unix seconds). */
+export function expired(exptime: number, now: number): boolean {
+  return exptime !== 0 && exptime <= now;
+}

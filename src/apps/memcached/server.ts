@@ -1,0 +1,135 @@
+/**
+ * The main thread's side of `shardheap memcached`: start the shards
+ * (Smp, with shard.ts as their module), configure them, open the one
+ * listening port across them (listener.ts), and stop it all. The CLI's
+ * runner (run.ts) and the tests start servers through startMemcached.
+ */
+import { InvalidValueError } from "../../errors.js";
+import { Smp } from "../../smp/smp.js";
+import { fillSmpOptions } from "../../smp/options.js";
+import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, type ServerConfig } from "./config.js";
+import { listenMode, type ListenMode, type ListenSpec } from "./listener.js";
+import { createStatsBuffer } from "./stats.js";
+
+const SHARD_MODULE = new URL("./shard.js", import.meta.url);
+/** memcached's -I bounds. */
+export const MIN_ITEM_SIZE = 1024;
+export const MAX_ITEM_SIZE = 1024 * 1024 * 1024;
+
+export interface MemcachedOptions {
+  /** Shards (worker threads); default: one per core. */
+  shards?: number;
+  /** Memory per shard, bytes or "64MiB"; default 64 MiB. */
+  memoryPerShard?: number | string;
+  /** As --heapprof: true every allocation, N one sample per N bytes, 0/false off (the default). */
+  heapprof?: boolean | number;
+  /** Default 127.0.0.1 (memcached has no authentication: listen wider on purpose, with --host 0.0.0.0). */
+  host?: string;
+  /** Default 11211; 0 picks a free port. */
+  port?: number;
+  /** Largest item (header, key and value), bytes; default 1 MiB. */
+  maxItemSize?: number;
+  /** Override how the shards share the port (tests). */
+  listenMode?: ListenMode;
+}
+
+export interface MemcachedServer {
+  readonly smp: Smp;
+  readonly host: string;
+  readonly port: number;
+  readonly shards: number;
+  readonly listenMode: ListenMode;
+  readonly config: Readonly<ServerConfig>;
+  /** Stop accepting and close every connection (the items stay, for a last look at the heap). */
+  stopAccepting(): Promise<void>;
+  /** stopAccepting, then stop the shards. Idempotent. */
+  close(): Promise<void>;
+}
+
+export async function startMemcached(o: MemcachedOptions = {}): Promise<MemcachedServer> {
+  const options = fillSmpOptions({
+    ...(o.shards === undefined ? {} : { shards: o.shards }),
+    ...(o.memoryPerShard === undefined ? {} : { memoryPerShard: o.memoryPerShard }),
+    heapprof: o.heapprof ?? false,
+  });
+  const host = o.host ?? "127.0.0.1";
+  const port = o.port ?? DEFAULT_PORT;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidValueError("port", `port must be a whole number from 0 to 65535, got ${String(port)}`);
+  const maxItemSize = o.maxItemSize ?? DEFAULT_MAX_ITEM_SIZE;
+  // An item larger than a shard's memory is allowed here and refused when stored ("SERVER_ERROR out of memory storing object").
+  if (!Number.isSafeInteger(maxItemSize) || maxItemSize < MIN_ITEM_SIZE || maxItemSize > MAX_ITEM_SIZE) {
+    throw new InvalidValueError("maxItemSize", `the item size limit must be a whole number of bytes from ${MIN_ITEM_SIZE} to ${MAX_ITEM_SIZE}, got ${String(maxItemSize)}`);
+  }
+  const mode = o.listenMode ?? listenMode();
+  const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });
+  try {
+    const config: ServerConfig = {
+      maxItemSize,
+      shards: options.shards,
+      memoryPerShard: options.memoryPerShard,
+      startedAt: Math.floor(Date.now() / 1000),
+      host,
+      port,
+      statsBuffer: createStatsBuffer(options.shards),
+    };
+    await smp.invokeOnAll("configure", config);
+    const first = await smp.submitTo<{ port: number; fd: number }>(0, "listen", { host, port, mode } satisfies ListenSpec);
+    config.port = first.port;
+    let shared: ListenMode = mode;
+    if (mode === "sharedFd" && first.fd < 0) shared = "single"; // no descriptor to share on this system
+    if (shared !== "single") {
+      const spec: ListenSpec = shared === "sharedFd" ? { host, port: first.port, mode: shared, fd: first.fd } : { host, port: first.port, mode: shared };
+      await Promise.all([...Array(options.shards).keys()].slice(1).map((s) => smp.submitTo(s, "listen", spec)));
+    }
+    return new Server(smp, host, first.port, shared, config);
+  } catch (e) {
+    await smp.stop();
+    throw e;
+  }
+}
+
+class Server implements MemcachedServer {
+  readonly smp: Smp;
+  readonly host: string;
+  readonly port: number;
+  readonly shards: number;
+  readonly listenMode: ListenMode;
+  readonly config: Readonly<ServerConfig>;
+  private accepting: Promise<void> | undefined;
+  private closing: Promise<void> | undefined;
+  /**
+   * Keeps this thread's event loop alive while the server runs, as a
+   * listening net.Server does (the sockets live in the shards' threads,
+   * which do not hold the process open: piscina unrefs them).
+   */
+  private readonly keepAlive = setInterval(() => {}, 2 ** 30);
+
+  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig) {
+    this.smp = smp;
+    this.host = host;
+    this.port = port;
+    this.shards = smp.shards;
+    this.listenMode = mode;
+    this.config = config;
+  }
+
+  stopAccepting(): Promise<void> {
+    this.accepting ??= (async () => {
+      await this.smp.invokeOnAll("stopListening");
+      await this.smp.invokeOnAll("closeConnections");
+    })();
+    return this.accepting;
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      try {
+        await this.stopAccepting();
+      } finally {
+        await this.smp.stop();
+        clearInterval(this.keepAlive);
+      }
+    })();
+    return this.closing;
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * What runs in every shard of `shardheap memcached` (the Smp module): the
+ * shard's store, its listening socket and its connections. Each exported
+ * function is a task the main thread (server.ts) or another shard
+ * (remote.ts: applyOps, flush, resetStats) runs here with submitTo.
+ */
+import { createServer, type Server } from "node:net";
+import type { ShardContext } from "../../smp/current-shard.js";
+import type { ServerConfig } from "./config.js";
+import { Connection, type ConnectionContext } from "./connection.js";
+import { ItemViews } from "./item.js";
+import { listenOn, type ListenSpec } from "./listener.js";
+import { absoluteExptime } from "./protocol.js";
+import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
+import { resetCounters, shardCounters } from "./stats.js";
+import { ItemStore } from "./store.js";
+
+interface ShardState {
+  ctx: ConnectionContext;
+  server: Server | undefined;
+  connections: Set<Connection>;
+}
+
+let state: ShardState | undefined;
+
+function configured(): ShardState {
+  if (state === undefined) throw new Error("memcached: this shard has not been configured");
+  return state;
+}
+
+/** Set the shard up: its store, counters and the way to the other shards. */
+export function configure(config: ServerConfig, shard: ShardContext): number {
+  const views = new ItemViews(shard.heap);
+  const counters = shardCounters(config.statsBuffer, shard.id);
+  const store = new ItemStore({ memory: shard.memory, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
+  const remote = new RemoteOps(shard);
+  const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
+  const ctx: ConnectionContext = {
+    shard: shard.id,
+    shards: shard.shards,
+    views,
+    store,
+    remote,
+    memory: shard.memory,
+    heap: shard.heap,
+    config,
+    counters,
+    async flushAll(delay: number): Promise<void> {
+      // Operations this shard queued for the others go first; this shard's own keys flush now.
+      remote.flush();
+      const now = Math.floor(Date.now() / 1000);
+      const seconds = delay > 0 ? absoluteExptime(delay, now) - now : 0;
+      store.flush(seconds);
+      await Promise.all(others.map((s) => shard.submitTo(s, "flush", seconds)));
+    },
+    async resetStats(): Promise<void> {
+      resetCounters(counters);
+      await Promise.all(others.map((s) => shard.submitTo(s, "resetStats")));
+    },
+  };
+  state = { ctx, server: undefined, connections: new Set() };
+  return shard.id;
+}
+
+/** Start accepting connections; the port bound and the descriptor to share (listener.ts). */
+export async function listen(spec: ListenSpec): Promise<{ port: number; fd: number }> {
+  const s = configured();
+  const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+    const connection = new Connection(socket, s.ctx);
+    s.connections.add(connection);
+    socket.once("close", () => s.connections.delete(connection));
+  });
+  const bound = await listenOn(server, spec);
+  // After listening, errors are failed accepts (EMFILE under a flood of connections): the server keeps listening.
+  server.on("error", () => {});
+  s.server = server;
+  s.ctx.config.port = bound.port;
+  return bound;
+}
+
+/** The owner's side of remote.ts. */
+export function applyOps(ops: OpArg[]): OpResult[] {
+  return runOps(configured().ctx.store, ops, Math.floor(Date.now() / 1000));
+}
+
+/** flush_all from another shard: `seconds` from now (0: now). */
+export function flush(seconds: number): void {
+  configured().ctx.store.flush(seconds);
+}
+
+export function resetStats(): void {
+  resetCounters(configured().ctx.counters);
+}
+
+/**
+ * Stop accepting (every shard at once: see listener.ts for the shared
+ * descriptor). The listening handle closes now; close()'s callback would
+ * wait for the connections, which closeConnections ends.
+ */
+export function stopListening(): boolean {
+  const s = configured();
+  const server = s.server;
+  s.server = undefined;
+  server?.close();
+  return server !== undefined;
+}
+
+/** Close every connection; how many there were. */
+export function closeConnections(): number {
+  const s = configured();
+  const n = s.connections.size;
+  for (const c of s.connections) c.destroy();
+  return n;
+}
+
+/** Unlink every item (what a client's flush_all does, for the server's own use). */
+export function dropItems(): number {
+  const store = configured().ctx.store;
+  const n = store.size;
+  store.flushNow();
+  return n;
+}
+
+/** This shard's connections and items now. */
+export function census(): { connections: number; items: number } {
+  const s = configured();
+  return { connections: s.connections.size, items: s.ctx.store.size };
+}

@@ -1,0 +1,120 @@
+/**
+ * Bad clients never take down a shard or the server, and never leave
+ * memory behind: random bytes, huge lengths, half a value and then gone,
+ * a client that never reads what it asked for, and 10,000 connections
+ * opened and dropped. After each, the server still answers, the heap
+ * checks clean, and (once idle) each shard's memory is back to the start.
+ */
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
+import { totals } from "../dist/apps/memcached/stats.js";
+import { waitFor } from "./helpers.js";
+import { RawClient } from "./memcached-client.js";
+
+let server: MemcachedServer;
+let baseline: Array<{ liveObjects: number; allocatedMemory: number }>;
+/** What the shards' threads reported failing (a shard that died, a task that threw outside a request). */
+const shardErrors: string[] = [];
+
+beforeAll(async () => {
+  server = await startMemcached({ shards: 2, memoryPerShard: "16MiB", port: 0 });
+  server.smp.on("error", (e) => shardErrors.push(`shard ${e.shard}: ${e.message}`));
+  baseline = [0, 1].map((s) => server.smp.stats(s));
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+
+/** No shard died, the server answers, holds no item and no connection but ours, the heap is sound, and every shard's memory is back. */
+async function healthy(): Promise<void> {
+  expect(shardErrors).toEqual([]);
+  // Each shard's thread still runs its tasks (the listening sockets and stores live there).
+  for (const s of [0, 1]) expect(await server.smp.submitTo<{ connections: number }>(s, "census")).toHaveProperty("connections");
+  const c = await RawClient.open(server.port);
+  try {
+    expect(await c.request("set probe 0 0 2\r\nok\r\nget probe\r\ndelete probe\r\n", "DELETED\r\n")).toBe("STORED\r\nVALUE probe 0 2\r\nok\r\nEND\r\nDELETED\r\n");
+    expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
+    await waitFor(() => totals(server.config).curr_connections === 1, "the other connections to close", 10_000);
+  } finally {
+    c.close();
+  }
+  await waitFor(() => totals(server.config).curr_connections === 0, "the probe connection to close", 10_000);
+  expect(server.smp.heap.check()).toEqual([]);
+  for (const s of [0, 1]) {
+    await waitFor(() => server.smp.stats(s).liveObjects === baseline[s]!.liveObjects && server.smp.stats(s).allocatedMemory === baseline[s]!.allocatedMemory, `shard ${s}'s memory back to the start`, 10_000);
+  }
+}
+
+describe("shardheap memcached under bad input", () => {
+  it("random bytes on many connections", async () => {
+    const clients = await Promise.all(Array.from({ length: 16 }, () => RawClient.open(server.port)));
+    for (const [i, c] of clients.entries()) {
+      // Not the binary magic first (that is refused at once); then anything, in pieces.
+      c.send(Buffer.from([0x61 + (i % 20)]));
+      for (let n = 0; n < 20; n++) c.send(randomBytes(1 + ((n * 997 + i * 131) % 3000)));
+    }
+    await new Promise((r) => setTimeout(r, 300));
+    for (const c of clients) c.close();
+    await healthy();
+  });
+
+  it("storage commands with lengths that are lies, and data that stops halfway", async () => {
+    const lies = [
+      "set a 0 0 1000000\r\nonly this", // half a value, then gone
+      "set b 0 0 2000000000\r\n", // longer than any item: skipped as it comes
+      `set c 0 0 500000\r\n${"x".repeat(250_000)}`,
+      "append d 0 0 100000\r\nabc",
+      "cas e 0 0 100 5\r\n",
+      "get f g h", // an unfinished line
+      `get ${"k ".repeat(50_000)}`, // a long multi-get never finished
+    ];
+    for (const text of lies) {
+      const c = await RawClient.open(server.port);
+      c.send(text);
+      await new Promise((r) => setTimeout(r, 30));
+      c.close();
+    }
+    // The same keys still work for an honest client.
+    const c = await RawClient.open(server.port);
+    try {
+      expect(await c.request("set a 0 0 1\r\n1\r\nget a b c\r\n", "END\r\n")).toBe("STORED\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
+    } finally {
+      c.close();
+    }
+    await healthy();
+  });
+
+  it("a client that asks and never reads: the server stops reading it, and lets go of everything when it leaves", async () => {
+    const writer = await RawClient.open(server.port);
+    const value = "v".repeat(100_000);
+    expect(await writer.request(`set fat 0 0 ${value.length}\r\n${value}\r\n`)).toBe("STORED\r\n");
+    const hog = await RawClient.open(server.port);
+    hog.socket.pause();
+    const gets = Buffer.from("get fat\r\n".repeat(20_000)); // 2 GB of answers asked for
+    for (let i = 0; i < 20; i++) hog.send(gets);
+    await new Promise((r) => setTimeout(r, 500));
+    // The server still serves others meanwhile.
+    expect(await writer.request("get fat\r\n", "END\r\n")).toBe(`VALUE fat 0 ${value.length}\r\n${value}\r\nEND\r\n`);
+    // It read only part of what the hog sent (it stopped reading while the answers piled up).
+    expect(totals(server.config).bytes_written).toBeLessThan(2e9);
+    hog.close();
+    writer.close();
+    await healthy();
+  });
+
+  it("10,000 connections opened and dropped", async () => {
+    const before = totals(server.config).total_connections;
+    for (let wave = 0; wave < 20; wave++) {
+      const opened = await Promise.all(Array.from({ length: 500 }, () => RawClient.open(server.port, "127.0.0.1", 30_000)));
+      opened.forEach((c, i) => {
+        if (i % 3 === 0) c.send("get x\r\n");
+        if (i % 3 === 1) c.send("set y 0 0 10\r\nabc");
+        c.close();
+      });
+    }
+    await waitFor(() => totals(server.config).total_connections - before >= 10_000, "every connection to be accepted", 30_000);
+    await healthy();
+  });
+});

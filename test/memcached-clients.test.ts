@@ -1,0 +1,164 @@
+/**
+ * `shardheap memcached` from the command line, checked by real memcached
+ * clients rather than ours: libmemcached's memccapable (every ASCII
+ * conformance test) and memcaslap (a load of gets and sets over several
+ * connections, every value verified). Debian installs them as
+ * libmemcached-tools (.ci/run does); the tests that need them say that
+ * they skipped when they are missing. Each server is a child process,
+ * stopped with Ctrl-C (SIGINT) at the end of its test, which also checks
+ * what it prints then; but the eviction run's is in this process, so its
+ * heap can be checked afterwards.
+ */
+import { execFile, spawnSync } from "node:child_process";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { startMemcached } from "../dist/apps/memcached/server.js";
+import { totals } from "../dist/apps/memcached/stats.js";
+import { runCli, spawnCli, waitFor, type CliChild } from "./helpers.js";
+import { installed, lines, RawClient } from "./memcached-client.js";
+
+const haveMemccapable = installed("memccapable", ["-h"]);
+const haveMemcaslap = installed("memcaslap", ["-V"]);
+
+interface Running {
+  cli: CliChild;
+  port: number;
+  /** Ctrl-C, then everything it printed and its exit code (bounded). */
+  interrupt(): Promise<{ code: number | null; stdout: string }>;
+}
+
+/** `shardheap memcached --port 0 ARGS`, once it says where it listens (killed when the test ends). */
+async function startCli(args: string[]): Promise<Running> {
+  const cli = spawnCli(["memcached", "--port", "0", ...args]);
+  const m = await cli.output(/^memcached: listening on 127\.0\.0\.1:(\d+) \(\d+ shards\)$/m);
+  return {
+    cli,
+    port: Number(m[1]),
+    async interrupt() {
+      cli.child.kill("SIGINT");
+      const code = await cli.exit(30_000);
+      return { code, stdout: cli.stdout() };
+    },
+  };
+}
+
+/** Run a client program to completion (bounded). */
+function runClient(program: string, args: string[], timeoutMs: number): { status: number | null; output: string } {
+  const r = spawnSync(program, args, { encoding: "utf8", timeout: timeoutMs });
+  return { status: r.status, output: `${r.stdout}${r.stderr}` };
+}
+
+describe("shardheap memcached (the command) with real memcached clients", () => {
+  it.skipIf(!haveMemccapable)("memccapable -a: every ASCII test passes", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "16MiB"]);
+    const r = runClient("memccapable", ["-a", "-h", "127.0.0.1", "-p", String(server.port)], 120_000);
+    expect(r.output).toMatch(/All tests passed/);
+    expect(r.output).not.toMatch(/\[fail\]/);
+    expect(r.output.match(/^ascii .*\[pass\]$/gm)?.length).toBeGreaterThanOrEqual(27);
+    expect(r.status).toBe(0);
+    const { code } = await server.interrupt();
+    expect(code).toBe(0);
+  });
+
+  it.skipIf(!haveMemcaslap)("memcaslap: gets and sets on 16 connections, every value verified, no misses; Ctrl-C prints the stats and the profile tree", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "32MiB", "--heapprof=64KiB", "--admin-port", "0"]);
+    expect(server.cli.stdout()).toMatch(/^admin: http:\/\/127\.0\.0\.1:\d+$/m);
+    const r = runClient("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-t", "2s", "-v", "1"], 60_000);
+    expect(r.status, r.output).toBe(0);
+    const figure = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(r.output)?.[1] ?? NaN);
+    expect(figure("cmd_get")).toBeGreaterThan(100);
+    expect(figure("cmd_set")).toBeGreaterThan(10);
+    expect(figure("get_misses")).toBe(0);
+    expect(figure("verify_misses")).toBe(0);
+    expect(figure("verify_failed")).toBe(0);
+    const { code, stdout } = await server.interrupt();
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^memcached: stopping$/m);
+    expect(stdout).toMatch(/^\d+k? connections, \S+ gets \(\S+ hits\), \S+ sets, 0 evictions; \S+ items, \S+ in them$/m);
+    expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
+    // The live heap is the items, allocated where connections stored them or where another shard's request copied them in.
+    expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
+    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+  });
+
+  it("--heapprof=RATE and --admin-port: the admin API serves the items' heap profile; Ctrl-C prints the stats and the profile tree", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "16MiB", "--heapprof=4096", "--admin-port", "0", "--max-item-size", "2MiB"]);
+    const url = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(server.cli.stdout())?.[1];
+    expect(url).toBeDefined();
+    const c = await RawClient.open(server.port);
+    const n = 200;
+    const value = "v".repeat(1000);
+    try {
+      const script = Array.from({ length: n }, (_, i) => `set key${i} 0 0 ${value.length}\r\n${value}\r\n`).join("");
+      expect(await c.request(script, lines("STORED", n), 20_000)).toBe("STORED\r\n".repeat(n));
+      // Past 1 MiB, within --max-item-size 2MiB: stored.
+      const big = "b".repeat(1_500_000);
+      expect(await c.request(`set big 0 0 ${big.length}\r\n${big}\r\n`, "\r\n", 20_000)).toBe("STORED\r\n");
+    } finally {
+      c.close();
+    }
+    const metrics = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+    expect(metrics).toMatch(/^shardheap_memory_malloc_live_objects\{shard="1"\} \d+/m);
+    const profile = (await (await fetch(`${url}/v1/heapprof?format=json`, { signal: AbortSignal.timeout(10_000) })).json()) as { totalSize: number };
+    // 200 KB of small items and a 1.5 MB one, sampled one per 4 KiB: the estimate is near what was stored.
+    expect(profile.totalSize).toBeGreaterThan(1_000_000);
+    const { code, stdout } = await server.interrupt();
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^memcached: stopping$/m);
+    expect(stdout).toMatch(new RegExp(`, ${n + 1} sets, 0 evictions; ${n + 1} items, `, "m"));
+    expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
+    expect(stdout).toMatch(/^Heap profile \(live bytes, all shards/m);
+    expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
+    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+  });
+
+  it.skipIf(!haveMemcaslap)("memcaslap into 1 MiB shards: items evicted and freed while others are written, no value ever wrong; the heap checks clean and flush_all gives the memory back", async () => {
+    // In this process, so the heap can be checked; memcaslap runs beside it (async: the shards' threads serve it).
+    // 20,000 requests, a tenth of them sets of 4 KiB values: some 8 MB into 2 MiB of shards, however fast the machine.
+    const server = await startMemcached({ shards: 2, memoryPerShard: "1MiB", port: 0 });
+    try {
+      const start = [0, 1].map((s) => server.smp.stats(s));
+      const r = await promisify(execFile)("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-x", "20000", "-X", "4096", "-v", "1"], { timeout: 60_000 }).then(
+        ({ stdout, stderr }) => `${stdout}${stderr}`,
+        (e: { stdout?: string; stderr?: string; message: string }) => `${e.message}${e.stdout ?? ""}${e.stderr ?? ""}`,
+      );
+      const figure = (name: string): number => Number(new RegExp(`^${name}: (\\d+)$`, "m").exec(r)?.[1] ?? NaN);
+      expect(figure("cmd_set"), r).toBeGreaterThan(1000);
+      expect(figure("cmd_get") + figure("cmd_set")).toBe(20_000);
+      expect(figure("verify_failed")).toBe(0);
+      const t = totals(server.config);
+      // More was stored than the shards hold: items were evicted (the misses memcaslap saw), and every set found room.
+      expect(t.evictions).toBeGreaterThan(0);
+      expect(t.cmd_set).toBeGreaterThanOrEqual(figure("cmd_set"));
+      expect(t.store_no_memory).toBe(0);
+      expect(server.smp.heap.check()).toEqual([]);
+      const c = await RawClient.open(server.port);
+      try {
+        expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
+      } finally {
+        c.close();
+      }
+      for (const s of [0, 1]) {
+        const back = (): boolean => server.smp.stats(s).liveObjects === start[s]!.liveObjects && server.smp.stats(s).allocatedMemory === start[s]!.allocatedMemory;
+        await waitFor(back, `shard ${s}'s memory back to the start`, 10_000);
+      }
+      expect(server.smp.heap.check()).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("bad flags: the usage and exit code 2", () => {
+    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"]]) {
+      const r = runCli(["memcached", ...args], { timeoutMs: 30_000 });
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr).toMatch(/shardheap memcached \[--smp N\]/);
+    }
+  });
+});
+
+if (!haveMemccapable || !haveMemcaslap) {
+  describe("real memcached clients", () => {
+    it.skip("skipped: libmemcached-tools (memccapable, memcaslap) is not installed (apt-get install libmemcached-tools)", () => {});
+  });
+}

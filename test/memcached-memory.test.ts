@@ -1,0 +1,185 @@
+/**
+ * `shardheap memcached` and the shared heap: items live on the shard that
+ * owns their key; a get from another shard's connection writes the item
+ * from the heap while holding a reference, and whoever drops the last
+ * reference frees it (a cross-shard free when that is another shard);
+ * LRU eviction under a small --memory; memory back to where it started
+ * once everything is deleted. Servers run in this process (two shards on
+ * real threads); with listenMode "single" every connection is on shard 0,
+ * so which requests cross shards is known.
+ */
+import { randomBytes } from "node:crypto";
+import { afterEach, describe, expect, it } from "vitest";
+import { keyOwner } from "../dist/apps/memcached/key-owner.js";
+import { startMemcached, type MemcachedOptions, type MemcachedServer } from "../dist/apps/memcached/server.js";
+import { totals } from "../dist/apps/memcached/stats.js";
+import { waitFor } from "./helpers.js";
+import { lines, RawClient } from "./memcached-client.js";
+
+let servers: MemcachedServer[] = [];
+let clients: RawClient[] = [];
+afterEach(async () => {
+  for (const c of clients) c.close();
+  clients = [];
+  await Promise.all(servers.map((s) => s.close()));
+  servers = [];
+});
+
+async function start(o: MemcachedOptions): Promise<MemcachedServer> {
+  const s = await startMemcached({ port: 0, ...o });
+  servers.push(s);
+  return s;
+}
+
+async function open(server: MemcachedServer): Promise<RawClient> {
+  const c = await RawClient.open(server.port);
+  clients.push(c);
+  return c;
+}
+
+/** A key `shard` owns (of `shards`), with this prefix. */
+function keyOn(shard: number, shards: number, prefix: string): string {
+  for (let i = 0; ; i++) if (keyOwner(`${prefix}${i}`, shards) === shard) return `${prefix}${i}`;
+}
+
+
+const live = (s: MemcachedServer, shard: number): number => s.smp.stats(shard).liveObjects;
+
+describe("shardheap memcached on the shared heap", () => {
+  it("a connection on shard 0 writes shard 1's item from the heap; deleted meanwhile, the item lives until written, then shard 0's release frees it across shards", async () => {
+    const server = await start({ shards: 2, memoryPerShard: "64MiB", maxItemSize: 16 << 20, listenMode: "single" });
+    const key = keyOn(1, 2, "big");
+    const value = randomBytes(8 << 20);
+    const reader = await open(server);
+    const writer = await open(server);
+    const before1 = live(server, 1);
+    const before0 = live(server, 0);
+    expect(await writer.request(Buffer.concat([Buffer.from(`set ${key} 7 0 ${value.length}\r\n`), value, Buffer.from("\r\n")]))).toBe("STORED\r\n");
+    // The item is on shard 1; the staging copy shard 0 made of it is gone.
+    expect(live(server, 1)).toBe(before1 + 1);
+    await waitFor(() => live(server, 0) === before0, "shard 0's staging copy to be freed", 5000);
+    const crossBefore = server.smp.stats(0).crossShardFrees;
+
+    // Four gets of it (32 MiB of answers) to a client that does not read.
+    reader.socket.pause();
+    // Read before sending: the shard may hand the answers over before this thread looks again.
+    const written = totals(server.config).bytes_written;
+    reader.send(`get ${key}\r\n`.repeat(4));
+    await waitFor(() => totals(server.config).bytes_written >= written + 4 * value.length, "the answers to be handed to the socket", 30_000);
+    expect(await writer.request(`delete ${key}\r\n`)).toBe("DELETED\r\n");
+    expect(await writer.request(`get ${key}\r\n`, "END\r\n")).toBe("END\r\n");
+    // Unlinked, but still held by the socket's writes: not freed.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(live(server, 1)).toBe(before1 + 1);
+    expect(server.smp.stats(0).crossShardFrees).toBe(crossBefore);
+
+    reader.socket.resume();
+    const header = `VALUE ${key} 7 ${value.length}\r\n`;
+    const one = header.length + value.length + 2;
+    const got = await reader.untilBytes(4 * (one + 5), 30_000);
+    for (let i = 0; i < 4; i++) {
+      const at = i * (one + 5); // each answer: VALUE line, value, \r\n, END\r\n
+      expect(got.toString("latin1", at, at + header.length)).toBe(header);
+      expect(got.subarray(at + header.length, at + header.length + value.length).equals(value), `answer ${i} intact`).toBe(true);
+    }
+    // The last reference was shard 0's: its free went to shard 1's inbox.
+    await waitFor(() => live(server, 1) === before1, "shard 1's item to be freed", 10_000);
+    expect(server.smp.stats(0).crossShardFrees).toBe(crossBefore + 1);
+    expect(server.smp.heap.check()).toEqual([]);
+  });
+
+  it("gets and sets across shards, every item counted; after flush_all the memory is back where it started", async () => {
+    const server = await start({ shards: 2, memoryPerShard: "16MiB", listenMode: "single" });
+    const c = await open(server);
+    await c.request("version\r\n");
+    const start0 = [0, 1].map((s) => server.smp.stats(s));
+    const n = 400;
+    const keys = Array.from({ length: n }, (_, i) => `x${i}`);
+    const owners = keys.map((k) => keyOwner(k, 2));
+    expect(owners.filter((o) => o === 1).length).toBeGreaterThan(n / 4); // a good share crosses shards
+    const values = keys.map((k, i) => `${k}:${"v".repeat(i % 300)}`);
+    const script = keys.map((k, i) => `set ${k} ${i} 0 ${values[i]!.length}\r\n${values[i]}\r\n`).join("");
+    expect(await c.request(script, lines("STORED", n))).toBe("STORED\r\n".repeat(n));
+    const perShard = [0, 1].map((s) => owners.filter((o) => o === s).length);
+    for (const s of [0, 1]) expect(server.smp.stats(s).liveObjects - start0[s]!.liveObjects).toBe(perShard[s]);
+
+    const answer = await c.request(`get ${keys.join(" ")}\r\n`, "END\r\n");
+    expect(answer).toBe(keys.map((k, i) => `VALUE ${k} ${i} ${values[i]!.length}\r\n${values[i]}\r\n`).join("") + "END\r\n");
+    // Rewrites: append, incr (new items), delete; then every item is still counted once.
+    expect(await c.request(keys.slice(0, 50).map((k) => `append ${k} 0 0 1\r\n!\r\n`).join(""), lines("STORED", 50))).toBe("STORED\r\n".repeat(50));
+    expect(await c.request(keys.slice(50, 100).map((k) => `set ${k} 0 0 1\r\n9\r\nincr ${k} 1\r\n`).join(""), lines("10", 50))).toBe("STORED\r\n10\r\n".repeat(50));
+    expect(await c.request(keys.slice(100, 150).map((k) => `delete ${k}\r\n`).join(""), lines("DELETED", 50))).toBe("DELETED\r\n".repeat(50));
+    const t = totals(server.config);
+    expect(t.curr_items).toBe(n - 50);
+    for (const s of [0, 1]) {
+      const linked = keys.filter((_, i) => owners[i] === s && (i < 100 || i >= 150)).length;
+      await waitFor(() => server.smp.stats(s).liveObjects - start0[s]!.liveObjects === linked, `shard ${s}'s live objects`, 5000);
+    }
+
+    expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
+    expect(await c.request(`get ${keys.slice(0, 20).join(" ")}\r\n`, "END\r\n")).toBe("END\r\n");
+    expect(totals(server.config).curr_items).toBe(0);
+    expect(totals(server.config).bytes).toBe(0);
+    // Each shard returns its cached pool spans once idle (200 ms); a client sees it in `stats`, as each shard's MemoryStats.
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const text = await c.request("stats\r\n", "END\r\n");
+      const stat = (name: string): number => Number(new RegExp(`^STAT ${name} (\\d+)\\r$`, "m").exec(text)?.[1] ?? NaN);
+      const now = [0, 1].map((s) => ({ liveObjects: stat(`shard${s}:liveObjects`), allocatedMemory: stat(`shard${s}:allocatedMemory`) }));
+      const back = [0, 1].map((s) => ({ liveObjects: start0[s]!.liveObjects, allocatedMemory: start0[s]!.allocatedMemory }));
+      if (JSON.stringify(now) === JSON.stringify(back)) break;
+      if (Date.now() > deadline) expect(now, "each shard's memory in stats, back to the start").toEqual(back);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(server.smp.heap.check()).toEqual([]);
+  });
+
+  it("spreads connections over both shards (one port)", async () => {
+    const server = await start({ shards: 2, memoryPerShard: "4MiB" });
+    expect(server.listenMode).not.toBe("single");
+    const opened: RawClient[] = [];
+    for (let wave = 0; wave < 8; wave++) {
+      for (let i = 0; i < 8; i++) opened.push(await open(server));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const probe = opened[0]!;
+    const stats = await probe.request("stats\r\n", "END\r\n");
+    const count = (s: number): number => Number(new RegExp(`^STAT shard${s}:curr_connections (\\d+)\\r$`, "m").exec(stats)![1]);
+    expect(count(0) + count(1)).toBe(opened.length);
+    expect(count(0)).toBeGreaterThan(0);
+    expect(count(1)).toBeGreaterThan(0);
+  });
+
+  it("evicts least recently used items when a shard's memory is full; refuses only an item that cannot fit at all", async () => {
+    const server = await start({ shards: 2, memoryPerShard: "1MiB", maxItemSize: 4 << 20 });
+    const c = await open(server);
+    const hot = "hot0";
+    const value = "v".repeat(2000);
+    expect(await c.request(`set ${hot} 0 0 ${value.length}\r\n${value}\r\n`)).toBe("STORED\r\n");
+    // 4 MB of values into 2 MiB of shards, the hot key read between batches.
+    const n = 2000;
+    for (let batch = 0; batch < n; batch += 100) {
+      const script = Array.from({ length: 100 }, (_, j) => `set k${batch + j} 0 0 ${value.length}\r\n${value}\r\n`).join("");
+      expect(await c.request(script, lines("STORED", 100))).toBe("STORED\r\n".repeat(100));
+      expect(await c.request(`get ${hot}\r\n`, "END\r\n")).toBe(`VALUE ${hot} 0 ${value.length}\r\n${value}\r\nEND\r\n`);
+    }
+    const t = totals(server.config);
+    expect(t.evictions).toBeGreaterThan(n / 2);
+    expect(t.curr_items).toBeLessThan(n);
+    expect(t.curr_items + t.evictions).toBe(n + 1);
+    // The oldest cold keys are gone, the newest are there.
+    expect(await c.request("get k0 k1 k2\r\n", "END\r\n")).toBe("END\r\n");
+    const newest = Array.from({ length: 20 }, (_, j) => `k${n - 20 + j}`);
+    expect((await c.request(`get ${newest.join(" ")}\r\n`, "END\r\n")).match(/^VALUE /gm)).toHaveLength(20);
+    // Bigger than a whole shard: no eviction can make room.
+    const huge = "h".repeat(1_500_000);
+    expect(await c.request(`set huge 0 0 ${huge.length}\r\n${huge}\r\n`)).toBe("SERVER_ERROR out of memory storing object\r\n");
+    expect(totals(server.config).store_no_memory).toBe(1);
+    // Past --max-item-size: refused before any memory is touched.
+    const tooBig = "t".repeat(5 << 20);
+    expect(await c.request(`set toobig 0 0 ${tooBig.length}\r\n${tooBig}\r\n`)).toBe("SERVER_ERROR object too large for cache\r\n");
+    expect(await c.request("set after 0 0 2\r\nok\r\nget after\r\n", "END\r\n")).toBe("STORED\r\nVALUE after 0 2\r\nok\r\nEND\r\n");
+    for (const s of [0, 1]) expect(server.smp.stats(s).failedAllocations).toBeLessThan(50);
+    expect(server.smp.heap.check()).toEqual([]);
+  });
+});
