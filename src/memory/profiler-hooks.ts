@@ -83,8 +83,13 @@ export class AllocationProfiler {
   /**
    * Record a sampled allocation of `size` usable bytes at the stack below
    * `entry` (the public method the user called), so V8 builds CallSites
-   * for the user's frames only. Returns its tag. Cost: a V8 stack capture
-   * (a few microseconds), once per sample.
+   * for the user's frames only. Returns its tag. Cost: a V8 stack capture,
+   * once per sample. Measured (a loop freeing and allocating 1.0-1.2 KiB
+   * objects at rate 2 MiB, --cpu-prof): ~16 us a capture, one per ~1,900
+   * allocations, 11% of that loop's time; in `shardheap memcached` under
+   * memcaslap at the same rate, 0.06% of the shards' CPU (a request costs
+   * ~45 us there, and only a set allocates). Nothing else of the profiler
+   * is paid per allocation: the fast path's countdown is there either way.
    */
   recordSample(size: number, entry: ApiEntry): number {
     const r = this.r;
