@@ -260,7 +260,10 @@ describe("shardheap memcached: the ASCII protocol", () => {
   });
 });
 
-describe.skipIf(!installed("memcached", ["-V"]))("memcached 1.6 itself (the reference the table follows)", () => {
+const haveMemcached = installed("memcached", ["-V"]);
+if (!haveMemcached) console.warn("memcached reference check SKIPPED: Debian's memcached is not installed (apt-get install memcached)");
+
+describe.runIf(haveMemcached)("memcached 1.6 itself (the reference the table follows)", () => {
   let reference: Awaited<ReturnType<typeof startReferenceMemcached>>;
   beforeAll(async () => {
     reference = await startReferenceMemcached();
@@ -274,9 +277,3 @@ describe.skipIf(!installed("memcached", ["-V"]))("memcached 1.6 itself (the refe
     expect(await run(reference.port, c, key)).toBe(expected(c, key));
   });
 });
-
-if (!installed("memcached", ["-V"])) {
-  describe("memcached 1.6 itself", () => {
-    it.skip("skipped: Debian's memcached is not installed (apt-get install memcached)", () => {});
-  });
-}
