@@ -113,14 +113,6 @@ export function closeConnections(): number {
   return n;
 }
 
-/** Unlink every item (what a client's flush_all does, for the server's own use). */
-export function dropItems(): number {
-  const store = configured().ctx.store;
-  const n = store.size;
-  store.flushNow();
-  return n;
-}
-
 /** This shard's connections and items now. */
 export function census(): { connections: number; items: number } {
   const s = configured();
