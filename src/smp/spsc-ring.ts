@@ -38,13 +38,9 @@ export function recordHeaderLength(header: number): number {
 
 const align4 = (n: number): number => (n + 3) & ~3;
 
-export class RingWriter {
-  /** Bytes written (mod 2^32, as an int32 difference), published or not. */
-  private tail = 0;
-  private published = 0;
-  /** The consumer's HEAD as last read. */
-  private head = 0;
-  private readonly mask: number;
+/** What both halves of a ring know of it. */
+abstract class RingEnd {
+  protected readonly mask: number;
 
   /**
    * @param i32 the messaging buffer as words
@@ -53,13 +49,21 @@ export class RingWriter {
    * @param capacity ring bytes, a power of two
    */
   constructor(
-    private readonly i32: Int32Array,
-    private readonly word: number,
+    protected readonly i32: Int32Array,
+    protected readonly word: number,
     readonly base: number,
     readonly capacity: number,
   ) {
     this.mask = capacity - 1;
   }
+}
+
+export class RingWriter extends RingEnd {
+  /** Bytes written (mod 2^32, as an int32 difference), published or not. */
+  private tail = 0;
+  private published = 0;
+  /** The consumer's HEAD as last read. */
+  private head = 0;
 
   /** Unpublished bytes are waiting (publish() would store a new TAIL). */
   get dirty(): boolean {
@@ -142,21 +146,11 @@ export class RingWriter {
   }
 }
 
-export class RingReader {
+export class RingReader extends RingEnd {
   private head = 0;
   private released = 0;
   /** The producer's TAIL as last read. */
   private tail = 0;
-  private readonly mask: number;
-
-  constructor(
-    private readonly i32: Int32Array,
-    private readonly word: number,
-    readonly base: number,
-    readonly capacity: number,
-  ) {
-    this.mask = capacity - 1;
-  }
 
   /**
    * Byte offset of the next record (its header word is i32[offset >>> 2]),
