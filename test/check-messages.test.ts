@@ -161,7 +161,7 @@ function listFrom(r: ShardRegion, head: number): number[] {
   return objects;
 }
 const poolSlot = (r: ShardRegion, cls: number, slot: number): number => poolRecord(r, cls) + slot;
-/** The shard of a 1 MiB heap that check.ts would call shard 0, with its page count. */
+/** The free-span list that holds a fresh region's one free span (all its pages). */
 const freshListOfAll = (r: ShardRegion): number => spanListOf(r.dataPages);
 
 /**
@@ -854,10 +854,15 @@ describe("heap.check() messages", () => {
     expect([...covered].filter((s) => !inSource.has(s)), "cases whose message the checker no longer has").toEqual([]);
   });
 
-  it("the chain messages are tested for both kinds of chain (inbox, outbox)", () => {
-    for (const shape of CHECK_MESSAGES.filter((s) => s.startsWith(`shard ${HOLE}: ${HOLE} `))) {
-      const messages = CASES.filter((c) => c.shape === shape).map((c) => c.what);
-      expect(messages.some((w) => w.includes("inbox")) && messages.some((w) => w.includes("outbox")), shape).toBe(true);
+  it("the chain messages are tested in both kinds of chain forEachChained walks: an inbox and an outbox", () => {
+    const chainShapes = CHECK_MESSAGES.filter((s) => s.startsWith(`shard ${HOLE}: ${HOLE} `));
+    expect(chainShapes).toHaveLength(2);
+    for (const shape of chainShapes) {
+      const messages = CASES.filter((c) => c.shape === shape).flatMap((c) => c.arrange(SharedHeap.create({ shards: c.shards ?? 1, shardBytes: MiB }))());
+      for (const place of CHAIN_PLACES) {
+        const inPlace = new RegExp(`^shard \\d+: ${place.split(HOLE).map(escape).join(".+?")} `);
+        expect(messages.some((m) => pattern(shape).test(m) && inPlace.test(m)), `"${shape}" in "${place}"`).toBe(true);
+      }
     }
   });
 
