@@ -106,6 +106,7 @@ describe("shardheap stress", () => {
       ["--heapprof=0.5"], // was silently "off"
       ["--heapprof=1.5"], // was silently "exact"
       ["--heapprof=2GiB"], // was refused inside the shard
+      ["--heapprof", "64K"], // was "unknown flag for stress: 64K"
       ["--admin-port", "70000"],
       ["--admin-heap-image=maybe"],
       ["--admin-heap-image"], // without --admin-port it would do nothing
@@ -115,5 +116,6 @@ describe("shardheap stress", () => {
       expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap stress/);
       expect(r.stderr.split("\n")[0], args.join(" ")).toContain(args[0]!.replace(/=.*/, ""));
     }
+    expect(runCli(["stress", "--heapprof", "64K"]).stderr).toMatch(/did you mean --heapprof=64K\?/);
   });
 });
