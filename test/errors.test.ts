@@ -75,7 +75,7 @@ describe("the error table", () => {
     }
   });
 
-  it("maps what DESIGN fixes: bad input exits 2 and answers 400, a missing token 401, an unknown shard 404", () => {
+  it("maps what the README fixes: bad input exits 2 and answers 400, a missing token 401, an unknown shard 404", () => {
     expect(errorRow(new InvalidValueError("rate", "m"))).toMatchObject({ exitCode: 2, httpStatus: 400 });
     expect(errorRow(new UsageError("m"))).toMatchObject({ exitCode: 2, httpStatus: 400 });
     expect(errorRow(new HeapFormatError("m")).exitCode).toBe(2);
@@ -84,7 +84,7 @@ describe("the error table", () => {
     expect(errorRow(new HeapOwnershipError("m", 0))).toMatchObject({ exitCode: 1, httpStatus: 500 });
   });
 
-  it("a bad value is still the RangeError DESIGN promises, and names its field", () => {
+  it("a bad value is still the RangeError the README promises, and names its field", () => {
     const e = new InvalidValueError("options.memoryPerShard", "options.memoryPerShard must be ...");
     expect(e).toBeInstanceOf(RangeError);
     expect(e.field).toBe("options.memoryPerShard");
