@@ -55,7 +55,7 @@ describe("shardheap stress", () => {
     // 256 KiB shards: the workload's cache entries (32 to 256 KiB) often cannot fit.
     const r = runCli(["stress", "--duration", "1.2", "--smp", "1", "--memory", "256K", "--heapprof=0", "--out", out]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off,/m);
+    expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off, 1.2 s, no cross-shard frees \(one shard\),/m);
     const failedNow = /failed mallocs: (\S+)$/m.exec(r.stdout);
     expect(failedNow, r.stdout).not.toBeNull();
     const row = /^ +0 +(?:\S+ +){7}(\S+)$/m.exec(r.stdout);
