@@ -36,8 +36,8 @@
  *              allocation slow path drains the inbox behind the doorbell's
  *              back), yielding with setImmediate between slices
  *    with the same for postMessage as reference (ratio shown, no target).
- *    DESIGN.md: "A remote free reaches an idle owner through the doorbell
- *    well under 100 ms".
+ *    docs/ARCHITECTURE.md ("The doorbell"): a remote free reaches an idle
+ *    owner well under 100 ms.
  * Every run ends with a correctness check: each object given back exactly
  * once (drained counts, shard 0's liveObjects back to the start, shard 1's
  * crossShardFrees), heap.check() empty; the worker is always terminated.
@@ -397,7 +397,7 @@ export const crossShard: BenchModule = {
           ...compare(median(sh), `postMessage-${kind}`, median(pm)),
           note:
             `remote free -> owner's drain returned it, median ${s.medianUs.toFixed(1)} us, p99 ${s.p99Us.toFixed(1)} us, max ${s.maxUs.toFixed(1)} us` +
-            (loaded ? loadNote : "; DESIGN: reaches an idle owner well under 100 ms"),
+            (loaded ? loadNote : "; docs/ARCHITECTURE.md: reaches an idle owner well under 100 ms"),
         });
         ctx.record({
           bench: BENCH,

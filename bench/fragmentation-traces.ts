@@ -59,6 +59,11 @@ class TraceRecorder {
     return id;
   }
 
+  /** Bytes object `id` was allocated with. */
+  sizeOf(id: number): number {
+    return this.sizes[id]!;
+  }
+
   free(id: number): void {
     if (!(id >= 0 && id < this.objects) || this.freed.has(id)) throw new Error(`trace: free of ${id}, not a live object`);
     this.freed.add(id);
@@ -113,7 +118,8 @@ export async function recordStressTrace(): Promise<Trace> {
   if (stressTrace) return stressTrace;
   const rec = new TraceRecorder();
   // Pointers handed to the workload are id + 1 (0 is null).
-  const memory = { malloc: (size: number) => rec.malloc(size) + 1, free: (ptr: number) => rec.free(ptr - 1) };
+  // The workload counts its live set in objectSize; the trace's objects are their requested sizes.
+  const memory = { malloc: (size: number) => rec.malloc(size) + 1, free: (ptr: number) => rec.free(ptr - 1), objectSize: (ptr: number) => rec.sizeOf(ptr - 1) };
   // The other shard frees what it is handed at once, as freeHandedOver does.
   const submitTo = async (_shard: number, _fn: string, ptrs: Uint32Array): Promise<number> => {
     for (const ptr of ptrs) memory.free(ptr);

@@ -14,8 +14,8 @@ import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
 import { readHeapImage } from "./memory/heap-image.js";
 import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { diffProfiles } from "./report/diff.js";
-import { readProfileFile } from "./report/profile-file.js";
-import { SourceMapCache, mapProfileToSources } from "./report/source-map.js";
+import { readProfilesToDiff } from "./report/profile-file.js";
+import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
 import { parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
 import { fillSmpOptions } from "./smp/options.js";
@@ -142,10 +142,7 @@ async function report(argv: readonly string[]): Promise<void> {
 
 async function diff(argv: readonly string[]): Promise<void> {
   const a = parseReportArgs(argv, "diff", ["BASE", "NEXT"], DIFF_FORMATS);
-  // Map each side to its sources before matching: a pprof file holds mapped frames, an image raw ones.
-  const maps = new SourceMapCache();
-  const baseProfile = await mapProfileToSources((await readProfileFile(a.files[0]!, a.shard)).profile, maps);
-  const nextProfile = await mapProfileToSources((await readProfileFile(a.files[1]!, a.shard)).profile, maps);
+  const [baseProfile, nextProfile] = await readProfilesToDiff(a.files[0]!, a.files[1]!, a.shard);
   const title = `Heap growth of ${a.shard === undefined ? "all shards" : `shard ${a.shard}`}: ${a.files[1]} minus ${a.files[0]}`;
   await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title }));
 }

@@ -8,8 +8,8 @@
  * Each class sets `name` to its class name (so `err.name` survives
  * structured cloning across threads, where the prototype does not) and a
  * stable `code`, the table's key. Bad values (sizes, rates, numbers,
- * switches) are InvalidValueError, a RangeError, so DESIGN's "RangeError for
- * a bad size" holds; other misuse of the API (a size the allocator cannot
+ * switches) are InvalidValueError, a RangeError, so the README's "RangeError
+ * for a bad size" (its Errors table) holds; other misuse of the API (a size the allocator cannot
  * take, a wrong type) stays the built-in RangeError / TypeError.
  */
 
@@ -26,7 +26,7 @@ export interface ErrorRow {
 
 /**
  * code -> class, meaning, exit code, HTTP status. Choices worth a reason:
- * - HeapFormatError exits 2, as DESIGN says for `report` on a file that is
+ * - HeapFormatError exits 2, as the README says for `report` on a file that is
  *   not an image; in the admin server it could only mean its own heap is
  *   damaged, a server fault: 500.
  * - HeapOwnershipError is 500, not 409: the admin server never mutates a
@@ -149,7 +149,7 @@ export class HeapOwnershipError extends HeapError {
 /**
  * A value a person or a program gave that does not read as what the field
  * takes: a size, a sample rate, a whole number, a switch (units.ts,
- * parse.ts). A RangeError, as DESIGN promises for bad sizes; the message
+ * parse.ts). A RangeError, as the README promises for bad sizes; the message
  * names the field and the rule, `field` names the field alone.
  */
 export class InvalidValueError extends RangeError {
@@ -176,7 +176,7 @@ export class UsageError extends Error {
  * An error from a shard: a shard that failed, stopped or is stopping
  * (code ERR_SHARDHEAP_SHARD), or a task's own error carried back with its
  * name, message, code and stack (Smp rebuilds it; its code is the task's,
- * as DESIGN promises), plus the shard id.
+ * as the README promises), plus the shard id.
  */
 export class ShardError extends Error {
   readonly shard: number;

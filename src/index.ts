@@ -1,6 +1,7 @@
 /**
  * shardheap: a shard-per-thread SharedArrayBuffer heap with a Seastar-style
- * allocator. The package root re-exports the public API (DESIGN.md).
+ * allocator. The package root re-exports the public API (README.md: its
+ * API and error tables; docs/ARCHITECTURE.md: the layers behind it).
  */
 export { PAGE_SIZE } from "./memory/layout.js";
 export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";

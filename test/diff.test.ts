@@ -19,6 +19,7 @@ import { diffProfiles, isProfileDiff, mergeProfiles } from "../src/report/diff.j
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";
 import { toPprof } from "../src/report/pprof.js";
 import { fromPprof } from "../src/report/pprof-read.js";
+import { renderProfile } from "../src/report/render.js";
 import { formatTree } from "../src/report/tree.js";
 import { profileOf as profile, runCli, siteOf as site, tempDir } from "./helpers.js";
 
@@ -102,6 +103,23 @@ describe("renderers on a diff", () => {
         "",
       ].join("\n"),
     );
+  });
+
+  it("unchanged sites are no difference: json and pprof leave them out, the tree leaves out what prints as 0 bytes", () => {
+    const self = diffProfiles(next, next);
+    expect(self.sites.length).toBe(next.sites.length); // the flamegraph draws them (widths from next)
+    expect(JSON.parse(renderProfile(self, "json").body as string)).toMatchObject({ sites: [], totalSize: 0, totalCount: 0 });
+    expect(formatTree(self)).toBe("All (+0B 0, #0)\n");
+    // A sampled site that allocated and freed one object of weight w between the two: its size is x + w - w.
+    const [x, w] = [1621.0801426634891, 3751.682204961433];
+    expect((x + w) - w).not.toBe(x); // floating-point residue, ~2e-13
+    const b = profile([site(["churn"], x, 1.5, { count: 3, size: 5000 })], { sampleRate: 4096 });
+    const n = profile([site(["churn"], (x + w) - w, 1.5, { count: 4, size: 5000 + w })], { sampleRate: 4096 });
+    const churn = diffProfiles(b, n);
+    expect(formatTree(churn)).toBe("All (+0B 0, #0)\n");
+    expect(toCollapsed(churn)).toBe("");
+    // It did allocate: json says so, at full precision.
+    expect(JSON.parse(renderProfile(churn, "json").body as string).sites).toMatchObject([{ allocCount: 1, allocSize: w }]);
   });
 
   it("collapsed: signed integers whose sum is next's total minus base's, also for sampled (fractional) figures", () => {
@@ -216,6 +234,39 @@ describe("shardheap diff", () => {
     const fromImages = run("diff", "base.img", "next.img", "--format", "collapsed").stdout;
     expect(run("diff", "base.pb.gz", "next.pb.gz", "--format", "collapsed").stdout).toBe(fromImages);
     expect(run("diff", "base.img", "next.pb.gz", "--format", "collapsed").stdout).toBe(fromImages);
+  });
+
+  // Distinct sites for the sampled image below.
+  const sampledSites = {
+    smallRecords: (heap: SharedHeap, n: number) => [...Array(n)].map((_, i) => heap.shard(0).malloc(24 + (i % 200))),
+    midBuffers: (heap: SharedHeap, n: number) => [...Array(n)].map((_, i) => heap.shard(0).malloc(700 + ((i * 37) % 3000))),
+    bigSpans: (heap: SharedHeap, n: number) => [...Array(n)].map((_, i) => heap.shard(1).malloc(20_000 + i * 1234)),
+  };
+
+  it("an image against its own pprof export (sampled: fractional figures) is no difference, in tree, collapsed and json", async () => {
+    const heap = SharedHeap.create({ shards: 2, shardBytes: 4 << 20 });
+    for (const id of [0, 1]) heap.shard(id).setHeapProfilingSampleRate(4096);
+    const small = sampledSites.smallRecords(heap, 3000);
+    const mid = sampledSites.midBuffers(heap, 400);
+    sampledSites.bigSpans(heap, 30);
+    for (const p of [...small.slice(0, 1200), ...mid.slice(100, 250)]) heap.shard(0).free(p);
+    await heap.saveImage(join(dir, "sampled.img"));
+    // The premise: the image's estimates are fractional, in every figure.
+    const sites = heap.heapProfile().sites;
+    expect(sites.length).toBeGreaterThanOrEqual(3);
+    for (const figure of ["count", "size", "allocCount", "allocSize"] as const) expect(sites.some((s) => !Number.isInteger(s[figure]))).toBe(true);
+    expect(run("report", "sampled.img", "--format", "pprof", "-o", "sampled.pb.gz").status).toBe(0);
+    for (const [a, b] of [["sampled.img", "sampled.pb.gz"], ["sampled.pb.gz", "sampled.img"]]) {
+      const tree = run("diff", a!, b!);
+      expect(tree.status, tree.stderr).toBe(0);
+      expect(tree.stdout).toBe("All (+0B 0, #0)\n");
+      expect(run("diff", a!, b!, "--format", "collapsed").stdout).toBe("");
+      const json = JSON.parse(run("diff", a!, b!, "--format", "json").stdout) as HeapProfile;
+      expect(json).toMatchObject({ sites: [], totalSize: 0, totalCount: 0, sampleRate: 4096 });
+    }
+    // Against another image, the image keeps its precision: exact fractional differences.
+    const changed = JSON.parse(run("diff", "base.img", "sampled.img", "--format", "json").stdout) as HeapProfile;
+    expect(changed.sites.some((s) => !Number.isInteger(s.size))).toBe(true);
   });
 
   it("exits as report does: 2 for bad flags and for files that are neither images nor shardheap's pprof", () => {

@@ -2,9 +2,11 @@
  * The one error table (src/errors.ts): every error class has `name` = its
  * class name and a stable `code` with a row, every row has a class, and
  * errorRow reads codes, Node's system errors and everything else as the
- * CLI and the admin server need. Their use of it is in cli.test.ts and
- * admin.test.ts.
+ * CLI and the admin server need; the README's table of codes lists every
+ * row as it is. Their use of it is in cli.test.ts and admin.test.ts;
+ * SharedHeap.create's and attach's refusals, each coded, are here.
  */
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -26,6 +28,7 @@ import {
   errorRow,
   type ErrorCode,
 } from "../src/errors.js";
+import { SharedHeap, Smp } from "../src/index.js";
 
 /** One instance of every class, with every code a class can carry. */
 const INSTANCES: Array<Error & { code: string }> = [
@@ -72,7 +75,7 @@ describe("the error table", () => {
     }
   });
 
-  it("maps what DESIGN fixes: bad input exits 2 and answers 400, a missing token 401, an unknown shard 404", () => {
+  it("maps what the README fixes: bad input exits 2 and answers 400, a missing token 401, an unknown shard 404", () => {
     expect(errorRow(new InvalidValueError("rate", "m"))).toMatchObject({ exitCode: 2, httpStatus: 400 });
     expect(errorRow(new UsageError("m"))).toMatchObject({ exitCode: 2, httpStatus: 400 });
     expect(errorRow(new HeapFormatError("m")).exitCode).toBe(2);
@@ -81,7 +84,7 @@ describe("the error table", () => {
     expect(errorRow(new HeapOwnershipError("m", 0))).toMatchObject({ exitCode: 1, httpStatus: 500 });
   });
 
-  it("a bad value is still the RangeError DESIGN promises, and names its field", () => {
+  it("a bad value is still the RangeError the README promises, and names its field", () => {
     const e = new InvalidValueError("options.memoryPerShard", "options.memoryPerShard must be ...");
     expect(e).toBeInstanceOf(RangeError);
     expect(e.field).toBe("options.memoryPerShard");
@@ -115,5 +118,110 @@ describe("the error table", () => {
       expect(errorRow(thrown)).toBe(UNEXPECTED_ERROR_ROW);
     }
     expect(UNEXPECTED_ERROR_ROW).toMatchObject({ exitCode: 1, httpStatus: 500 });
+  });
+});
+
+describe("the README's table of codes", () => {
+  /** Its rows: each code (`_X` short for `ERR_SHARDHEAP_X`) with the exit code and HTTP status beside it. */
+  function readmeRows(): Map<string, { exitCode: number; httpStatus: number }> {
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    const start = readme.indexOf("| code | exit | HTTP |");
+    expect(start).toBeGreaterThan(0);
+    const lines = readme.slice(start).split("\n");
+    const rows = new Map<string, { exitCode: number; httpStatus: number }>();
+    for (const line of lines.slice(2)) {
+      if (!line.startsWith("|")) break;
+      const [codes, exit, http] = line.split("|").slice(1, 4).map((c) => c.trim()) as [string, string, string];
+      const names = [...codes.matchAll(/`(ERR_SHARDHEAP\w*|_\w+)`/g)].map((m) => (m[1]!.startsWith("_") ? `ERR_SHARDHEAP${m[1]}` : m[1]!));
+      const statuses = http.split(",").map((h) => Number(h.trim()));
+      names.forEach((name, i) => {
+        expect(rows.has(name), `${name} is in two rows`).toBe(false);
+        rows.set(name, { exitCode: Number(exit), httpStatus: statuses.length === 1 ? statuses[0]! : statuses[i]! });
+      });
+    }
+    return rows;
+  }
+
+  it("lists every code of src/errors.ts with its exit code and HTTP status, and no code that is not there", () => {
+    const rows = readmeRows();
+    for (const [code, row] of Object.entries(ERROR_TABLE)) {
+      expect(rows.get(code), `${code} in the README's table of codes`).toEqual({ exitCode: row.exitCode, httpStatus: row.httpStatus });
+    }
+    expect([...rows.keys()].filter((code) => !Object.hasOwn(ERROR_TABLE, code))).toEqual([]);
+  });
+});
+
+describe("SharedHeap.create and attach refuse with coded errors", () => {
+  const thrown = (f: () => unknown): Error & { code?: string; field?: string } => {
+    try {
+      f();
+    } catch (e) {
+      return e as Error;
+    }
+    throw new Error("did not throw");
+  };
+
+  it("a heap past 4 GiB is an InvalidValueError naming the field, as Smp.start's is", async () => {
+    for (const o of [{ shards: 64, shardBytes: "64MiB" }, { shards: 1, shardBytes: "5GiB" }, { shards: 1024, shardBytes: 4 * 2 ** 20 + 1 }]) {
+      const e = thrown(() => SharedHeap.create(o));
+      expect(e, JSON.stringify(o)).toBeInstanceOf(InvalidValueError);
+      expect(e).toMatchObject({ code: "ERR_SHARDHEAP_INVALID_VALUE", field: "SharedHeap.create: options.shardBytes" });
+      expect(e.message).toMatch(/^SharedHeap.create: options.shardBytes: .* a heap holds at most 4294967296 \(4 GiB\)$/);
+    }
+    const smp = await Smp.start({ shards: 64, memoryPerShard: "64MiB" }).then(
+      async (s) => (await s.stop(), undefined),
+      (e: unknown) => e,
+    );
+    expect(smp).toBeInstanceOf(InvalidValueError);
+    expect(smp).toMatchObject({ code: "ERR_SHARDHEAP_INVALID_VALUE" });
+  });
+
+  it("every other bad option has a code too; options that are not an object are a TypeError, as in Smp.start", () => {
+    for (const o of [{}, { shards: 1 }, { shards: 0, shardBytes: "1MiB" }, { shards: 1.5, shardBytes: "1MiB" }, { shards: 1, shardBytes: -1 }, { shards: 1, shardBytes: "64K" }, { shards: 1, shardBytes: "1.5" }, { shards: 1, shardBytes: 2 ** 53 }, { shards: "x", shardBytes: "1MiB" }, { shards: 1, shardBytes: {} }]) {
+      const e = thrown(() => SharedHeap.create(o as unknown as Parameters<typeof SharedHeap.create>[0]));
+      expect(e, JSON.stringify(o)).toBeInstanceOf(InvalidValueError);
+      expect(e.code, JSON.stringify(o)).toBe("ERR_SHARDHEAP_INVALID_VALUE");
+      expect(e.field, JSON.stringify(o)).toMatch(/^SharedHeap.create: options\.(shards|shardBytes)$/);
+    }
+    for (const o of [null, undefined, 5, "big"]) expect(() => SharedHeap.create(o as unknown as Parameters<typeof SharedHeap.create>[0])).toThrow(TypeError);
+  });
+
+  it("attach of anything but a heap is a HeapFormatError", () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: "128K" });
+    const notHeaps: unknown[] = [
+      null,
+      undefined,
+      42,
+      "heap",
+      { buffer: heap.buffer },
+      new ArrayBuffer(4096),
+      new (globalThis as unknown as { WebAssembly: { Memory: new (o: { initial: number }) => object } }).WebAssembly.Memory({ initial: 1 }), // not shared
+      new SharedArrayBuffer(8, { maxByteLength: 64 }),
+      new SharedArrayBuffer(4096),
+      heap.buffer.slice(0, 4096),
+    ];
+    for (const x of notHeaps) {
+      const e = thrown(() => SharedHeap.attach(x as SharedArrayBuffer));
+      expect(e, String(x)).toBeInstanceOf(HeapFormatError);
+      expect(e.code).toBe("ERR_SHARDHEAP_FORMAT");
+    }
+  });
+
+  // A process that cannot get the heap's memory (here: its address space
+  // capped at 1.9 GiB, a 3 GiB heap asked for) was a bare RangeError,
+  // "Array buffer allocation failed".
+  it.runIf(process.platform === "linux")("a heap the process cannot get memory for is an OutOfMemoryError", () => {
+    const index = new URL("../dist/index.js", import.meta.url).href;
+    const script = `const { SharedHeap } = await import(${JSON.stringify(index)});
+      try { SharedHeap.create({ shards: 3, shardBytes: "1GiB" }); console.log("created"); }
+      catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, requestedBytes: e.requestedBytes, message: e.message })); }`;
+    const r = spawnSync("sh", ["-c", 'ulimit -v 2000000 && exec "$0" --input-type=module -e "$1"', process.execPath, script], { encoding: "utf8", timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      name: "OutOfMemoryError",
+      code: "ERR_SHARDHEAP_OUT_OF_MEMORY",
+      requestedBytes: 3 * 2 ** 30 + 4096,
+      message: expect.stringMatching(/^SharedHeap.create: could not get 3221229568 bytes for the heap \(3 shards of 1073741824 bytes\)/),
+    });
   });
 });

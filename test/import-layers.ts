@@ -5,7 +5,7 @@
  * so comments and strings that merely look like imports are not counted,
  * and reports
  *   - every import circle (two or more files reaching each other), and
- *   - every import from a higher layer (DESIGN.md "Layout").
+ *   - every import from a higher layer (docs/ARCHITECTURE.md "Layers").
  * Only relative specifiers are followed: packages (node:*, piscina, ...)
  * sit outside the layers. A dynamic import of a computed specifier (the
  * shard bootstrap's `import(boot.module)`, the user's code) has no target.
@@ -144,7 +144,7 @@ export function findLayerViolations(graph: ImportGraph): string[] {
   for (const [from, targets] of graph) {
     const own = layerOf(from);
     if (own === undefined) {
-      problems.push(`${from} is in no layer (place it in test/import-layers.ts and DESIGN.md's layout)`);
+      problems.push(`${from} is in no layer (place it in test/import-layers.ts and docs/ARCHITECTURE.md's layers)`);
       continue;
     }
     for (const to of targets) {

@@ -1,4 +1,4 @@
-/** DESIGN.md "Layout": no import circle in src/ and no import from a higher layer. */
+/** docs/ARCHITECTURE.md "Layers": no import circle in src/ and no import from a higher layer. */
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { findCircles, findLayerViolations, importSpecifiers, layerOf, readImportGraph, type ImportGraph } from "./import-layers.js";
@@ -74,11 +74,11 @@ describe("the layer checker itself", () => {
     ).toEqual([
       "smp/smp.ts (smp) imports runtime/admin.ts (runtime), a higher layer",
       "units.ts (base) imports memory/layout.ts (memory), a higher layer",
-      "helpers.ts is in no layer (place it in test/import-layers.ts and DESIGN.md's layout)",
+      "helpers.ts is in no layer (place it in test/import-layers.ts and docs/ARCHITECTURE.md's layers)",
     ]);
   });
 
-  it("places folders and root files in DESIGN's order", () => {
+  it("places folders and root files in the layers' order", () => {
     expect(["errors.ts", "memory/x.ts", "smp/x.ts", "report/x.ts", "runtime/x.ts", "apps/stress/x.ts", "cli.ts"].map(layerOf)).toEqual([
       "base",
       "memory",

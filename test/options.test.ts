@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
+import { parseMemcachedArgs } from "../src/apps/memcached/run.js";
 import { parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
 import { fillSmpOptions } from "../src/smp/options.js";
 import { InvalidValueError, UsageError } from "../src/errors.js";
@@ -70,6 +71,18 @@ describe("runtime flags", () => {
     expect(parse(["--smp", "4", "--memory=64MiB", "--heapprof"])).toEqual({ smp: 4, memory: 64 * 2 ** 20, heapprof: true });
     expect(parse(["--smp=2", "--memory", "1G", "--heapprof=512KiB"])).toEqual({ smp: 2, memory: 2 ** 30, heapprof: 524288 });
     expect(parse(["--heapprof=0"])).toEqual({ heapprof: 0 });
+  });
+
+  it("points --heapprof RATE at --heapprof=RATE, in every command that takes it; a bare --heapprof still means every allocation", () => {
+    for (const rate of ["64K", "65536", "1.5MiB", "0"]) {
+      const hint = new RegExp(`--heapprof takes its rate after "=": did you mean --heapprof=${rate.replace(".", "\\.")}\\?`);
+      expect(() => parse(["--heapprof", rate])).toThrow(hint);
+      expect(() => parse(["--heapprof", rate])).toThrow(UsageError);
+      expect(() => parseMemcachedArgs(["--smp", "2", "--heapprof", rate])).toThrow(hint);
+    }
+    expect(parse(["--heapprof", "--smp", "2"])).toEqual({ heapprof: true, smp: 2 });
+    expect(parseMemcachedArgs(["--heapprof", "--port", "11311"])).toMatchObject({ heapprof: true, port: 11311 });
+    expect(() => parseMemcachedArgs(["--heapprof", "fast"])).toThrow(/unknown flag for memcached: fast/);
   });
 
   it("leaves other flags to the command", () => {

@@ -55,7 +55,7 @@ describe("shardheap stress", () => {
     // 256 KiB shards: the workload's cache entries (32 to 256 KiB) often cannot fit.
     const r = runCli(["stress", "--duration", "1.2", "--smp", "1", "--memory", "256K", "--heapprof=0", "--out", out]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off,/m);
+    expect(r.stdout).toMatch(/^shardheap stress: 1 shard x 256K, heap profiler off, 1.2 s, no cross-shard frees \(one shard\),/m);
     const failedNow = /failed mallocs: (\S+)$/m.exec(r.stdout);
     expect(failedNow, r.stdout).not.toBeNull();
     const row = /^ +0 +(?:\S+ +){7}(\S+)$/m.exec(r.stdout);
@@ -106,6 +106,7 @@ describe("shardheap stress", () => {
       ["--heapprof=0.5"], // was silently "off"
       ["--heapprof=1.5"], // was silently "exact"
       ["--heapprof=2GiB"], // was refused inside the shard
+      ["--heapprof", "64K"], // was "unknown flag for stress: 64K"
       ["--admin-port", "70000"],
       ["--admin-heap-image=maybe"],
       ["--admin-heap-image"], // without --admin-port it would do nothing
@@ -115,5 +116,6 @@ describe("shardheap stress", () => {
       expect(r.stderr, args.join(" ")).toMatch(/usage: shardheap stress/);
       expect(r.stderr.split("\n")[0], args.join(" ")).toContain(args[0]!.replace(/=.*/, ""));
     }
+    expect(runCli(["stress", "--heapprof", "64K"]).stderr).toMatch(/did you mean --heapprof=64K\?/);
   });
 });

@@ -4,7 +4,7 @@
  * (create), every other thread attaches to the same buffer (attach); the
  * buffer is the only state they share.
  */
-import { HeapFormatError, InvalidPointerError } from "../errors.js";
+import { HeapFormatError, InvalidPointerError, InvalidValueError, OutOfMemoryError } from "../errors.js";
 import { parseInteger } from "../parse.js";
 import { parseSize, plural } from "../units.js";
 import { checkRegions } from "./check.js";
@@ -92,19 +92,35 @@ export class SharedHeap implements HeapGeometry {
     this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
   }
 
-  /** Make a new heap: a fresh buffer, every shard's pages free. */
+  /**
+   * Make a new heap: a fresh buffer, every shard's pages free. Bad options
+   * are InvalidValueError naming the field (a heap past 4 GiB included, as
+   * Smp.start says it); options that are not an object, a TypeError; a
+   * heap the process cannot get the memory for, OutOfMemoryError.
+   */
   static create(o: SharedHeapOptions): SharedHeap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedHeap.create: options must be an object");
-    const shards = parseInteger(o.shards, "SharedHeap.create: options.shards", 1, MAX_SHARDS);
-    const shardBytes = parseSize(o.shardBytes, "SharedHeap.create: options.shardBytes", { min: MIN_SHARD_BYTES });
+    const shardsField = "SharedHeap.create: options.shards";
+    const bytesField = "SharedHeap.create: options.shardBytes";
+    const shards = parseInteger(o.shards, shardsField, 1, MAX_SHARDS);
+    const shardBytes = parseSize(o.shardBytes, bytesField, { min: MIN_SHARD_BYTES });
     const regionBytes = Math.ceil(shardBytes / PAGE_SIZE) * PAGE_SIZE;
     const total = HEAP_HEADER_BYTES + shards * regionBytes;
     if (total > MAX_HEAP_BYTES) {
-      throw new RangeError(
-        `SharedHeap.create: ${plural(shards, "shard")} of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
+      throw new InvalidValueError(
+        bytesField,
+        `${bytesField}: ${plural(shards, "shard")} of ${regionBytes} bytes need ${total} bytes; a heap holds at most ${MAX_HEAP_BYTES} (4 GiB)`,
       );
     }
-    const { buffer, memory } = allocateHeapMemory(total);
+    let heapMemory: ReturnType<typeof allocateHeapMemory>;
+    try {
+      heapMemory = allocateHeapMemory(total);
+    } catch (e) {
+      // new SharedArrayBuffer's RangeError "Array buffer allocation failed": the process's memory, not a value, is short.
+      if (!(e instanceof RangeError)) throw e;
+      throw new OutOfMemoryError(`SharedHeap.create: could not get ${total} bytes for the heap (${plural(shards, "shard")} of ${regionBytes} bytes): ${e.message}`, total, "");
+    }
+    const { buffer, memory } = heapMemory;
     const h = new Int32Array(buffer, 0, HEAP_HEADER_BYTES / 4);
     h[H_MAGIC0] = HEAP_MAGIC0;
     h[H_MAGIC1] = HEAP_MAGIC1;

@@ -8,7 +8,7 @@
  */
 import { fileURLToPath } from "node:url";
 
-/** One stack frame, 1-based line and column, as DESIGN.md's Frame. */
+/** One stack frame, 1-based line and column: the package root's Frame (AllocationSite.frames). */
 export interface Frame {
   functionName: string;
   url: string;

@@ -43,7 +43,12 @@ export function isProfileDiff(p: HeapProfile): p is ProfileDiff {
   return typeof d.base === "object" && d.base !== null && typeof d.next === "object" && d.next !== null;
 }
 
-/** A site's identity: its frames, every field, leaf first. */
+/**
+ * Whether a diff's site changed at all. pprof and json leave unchanged
+ * sites out (they are no difference); the flamegraph keeps them, as its
+ * widths come from next.
+ */
+export const siteChanged = (s: AllocationSite): boolean => s.count !== 0 || s.size !== 0 || s.allocCount !== 0 || s.allocSize !== 0;
 
 const side = (p: HeapProfile): ProfileSide => ({ shard: p.shard, sampleRate: p.sampleRate, totalSize: p.totalSize, totalCount: p.totalCount });
 

@@ -1,6 +1,6 @@
 /**
  * How a frame is named in every report: `functionName (url:line:column)`,
- * as DESIGN.md fixes it; an anonymous function is named by its position
+ * as the README's trees show it; an anonymous function is named by its position
  * alone, as `(anonymous) (url:line:column)`. Paths under the working
  * directory are kept absolute: a report must not depend on where it is read.
  */

@@ -17,9 +17,9 @@
  */
 import { gzipSync } from "node:zlib";
 import { Function as PprofFunction, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
-import type { HeapProfile } from "../memory/heap-profile.js";
+import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
 import { roundPreservingSum } from "./collapsed.js";
-import { isProfileDiff } from "./diff.js";
+import { isProfileDiff, siteChanged } from "./diff.js";
 
 export const PPROF_SAMPLE_TYPES = [
   ["alloc_objects", "count"],
@@ -37,23 +37,53 @@ export interface PprofOptions {
   durationNanos?: number;
 }
 
+/**
+ * The sites toPprof writes, with the figures it writes: integers, each
+ * figure rounded across the sites so its integers add up to its rounded
+ * total (roundPreservingSum). A profile's sites without history are left
+ * out, and a diff's unchanged sites.
+ */
+export function pprofSites(p: HeapProfile): AllocationSite[] {
+  const sites = isProfileDiff(p)
+    ? p.sites.filter(siteChanged)
+    : p.sites.filter((s) => s.allocCount > 0);
+  const [allocCount, allocSize, count, size] = [
+    roundPreservingSum(sites.map((s) => s.allocCount)),
+    roundPreservingSum(sites.map((s) => s.allocSize)),
+    roundPreservingSum(sites.map((s) => s.count)),
+    roundPreservingSum(sites.map((s) => s.size)),
+  ];
+  return sites.map((s, i) => ({ frames: s.frames, allocCount: allocCount[i]!, allocSize: allocSize[i]!, count: count[i]!, size: size[i]! }));
+}
+
+/** pprof's period for a profile of `sampleRate` (0 off and -1 mixed have no period of their own). */
+export const pprofPeriod = (sampleRate: number): number => Math.max(1, sampleRate);
+
+/**
+ * `p` at the precision of its pprof export: the figures fromPprof reads
+ * back from toPprof(p). `shardheap diff` compares a heap image (sampled
+ * figures are fractional) with a pprof file (integers) through it, so an
+ * image and its own export differ by nothing, not by rounding residue.
+ */
+export function atPprofPrecision(p: HeapProfile): HeapProfile {
+  const sites = pprofSites(p);
+  return {
+    shard: p.shard,
+    sampleRate: pprofPeriod(p.sampleRate),
+    sites,
+    totalSize: sites.reduce((n, s) => n + s.size, 0),
+    totalCount: sites.reduce((n, s) => n + s.count, 0),
+  };
+}
+
 export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
   const strings = new StringTable();
   const functions: PprofFunction[] = [];
   const locations: Location[] = [];
   const functionIds = new Map<string, number>();
   const locationIds = new Map<string, number>();
-  const sites = isProfileDiff(p)
-    ? p.sites.filter((s) => s.allocCount !== 0 || s.allocSize !== 0 || s.count !== 0 || s.size !== 0)
-    : p.sites.filter((s) => s.allocCount > 0);
-  // One column per sample type, each rounded so its integers add up to its total.
-  const columns = [
-    roundPreservingSum(sites.map((s) => s.allocCount)),
-    roundPreservingSum(sites.map((s) => s.allocSize)),
-    roundPreservingSum(sites.map((s) => s.count)),
-    roundPreservingSum(sites.map((s) => s.size)),
-  ];
-  const samples = sites.map((site, i) => {
+  const sites = pprofSites(p);
+  const samples = sites.map((site) => {
     const ids = site.frames.map((f) => {
       const name = f.functionName || "(anonymous)";
       const fnKey = `${name}\0${f.url}`;
@@ -72,7 +102,7 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
       }
       return locationId;
     });
-    return new Sample({ locationId: ids, value: columns.map((c) => c[i]!) });
+    return new Sample({ locationId: ids, value: [site.allocCount, site.allocSize, site.count, site.size] });
   });
   const profile = new Profile({
     sampleType: PPROF_SAMPLE_TYPES.map(([type, unit]) => new ValueType({ type: strings.dedup(type), unit: strings.dedup(unit) })),
@@ -81,7 +111,7 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
     function: functions,
     stringTable: strings,
     periodType: new ValueType({ type: strings.dedup("space"), unit: strings.dedup("bytes") }),
-    period: Math.max(1, p.sampleRate),
+    period: pprofPeriod(p.sampleRate),
     defaultSampleType: strings.dedup(o.defaultSampleType ?? "inuse_space"),
     timeNanos: BigInt(Date.now()) * 1_000_000n,
     ...(o.durationNanos === undefined ? {} : { durationNanos: Math.round(o.durationNanos) }),

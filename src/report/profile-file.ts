@@ -5,6 +5,13 @@
  * readHeapImage reads one: a regular file only (opened non-blocking, so a
  * FIFO cannot hang the command), at most MAX_IMAGE_FILE_BYTES. Anything
  * else is a HeapFormatError naming the file.
+ *
+ * Two files to compare (readProfilesToDiff) are brought to one precision:
+ * a pprof file holds integers (toPprof rounds), a heap image a sampled
+ * profile's fractional estimates, so an image diffed against a pprof file
+ * is first rounded as its export would be. Unrounded, an image against its
+ * own export listed every site as changed by "+0B 0" (residues of 0.2 B,
+ * 0.4 objects).
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
@@ -12,7 +19,9 @@ import { HeapFormatError, InvalidValueError } from "../errors.js";
 import { IMAGE_MAGIC } from "../memory/heap-image-writer.js";
 import { MAX_IMAGE_FILE_BYTES, decodeHeapImage } from "../memory/heap-image.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
+import { atPprofPrecision } from "./pprof.js";
 import { fromPprof } from "./pprof-read.js";
+import { SourceMapCache, mapProfileToSources } from "./source-map.js";
 
 export interface ProfileFile {
   kind: "heap image" | "pprof";
@@ -50,4 +59,22 @@ export async function readProfileFile(path: string, shard?: number, shardFlag = 
   const profile = fromPprof(bytes, `${path} (not a heap image: no ${IMAGE_MAGIC} magic)`);
   if (shard !== undefined) throw new InvalidValueError(shardFlag, `${shardFlag} applies to heap images: ${path} is a pprof profile of all shards`);
   return { kind: "pprof", profile, shards: undefined };
+}
+
+/**
+ * `shardheap diff BASE NEXT`'s two profiles, ready for diffProfiles: each
+ * mapped to its sources before matching (a pprof file holds mapped frames,
+ * an image raw ones; mapping a mapped frame changes nothing), and a heap
+ * image compared with a pprof file at pprof's precision.
+ */
+export async function readProfilesToDiff(basePath: string, nextPath: string, shard?: number): Promise<[HeapProfile, HeapProfile]> {
+  const maps = new SourceMapCache();
+  const files = [await readProfileFile(basePath, shard), await readProfileFile(nextPath, shard)];
+  const mixed = files[0]!.kind !== files[1]!.kind;
+  const profiles: HeapProfile[] = [];
+  for (const f of files) {
+    const mapped = await mapProfileToSources(f.profile, maps);
+    profiles.push(mixed && f.kind === "heap image" ? atPprofPrecision(mapped) : mapped);
+  }
+  return [profiles[0]!, profiles[1]!];
 }

@@ -6,6 +6,7 @@
 import { InvalidValueError } from "../errors.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { toCollapsed } from "./collapsed.js";
+import { isProfileDiff, siteChanged } from "./diff.js";
 import { toFlamegraphSvg } from "./flamegraph.js";
 import { toHeapprofile } from "./heapprofile.js";
 import { toPprof, type PprofOptions } from "./pprof.js";
@@ -49,6 +50,6 @@ export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOpt
     case "heapprofile":
       return { body: JSON.stringify(toHeapprofile(p)), contentType: "application/json", binary: false };
     case "json":
-      return { body: JSON.stringify(p, null, 2) + "\n", contentType: "application/json", binary: false };
+      return { body: JSON.stringify(isProfileDiff(p) ? { ...p, sites: p.sites.filter(siteChanged) } : p, null, 2) + "\n", contentType: "application/json", binary: false };
   }
 }

@@ -57,7 +57,9 @@ const signed = (n: number): string => (n > 0 ? `+${n}` : String(n));
 const signedSize = (n: number): string => (n < 0 ? `-${formatSize(-n)}` : `+${formatSize(n)}`);
 
 const DIFFERENCE: TreeStyle = {
-  keeps: (size) => size !== 0,
+  // As LIVE: a change that prints as 0 bytes is not one (a sampled site's
+  // figures after an allocation and its free are x + w - w, off by ~1e-12).
+  keeps: (size) => Math.round(size) !== 0,
   shown: (size, min) => Math.abs(size) >= min,
   label: (size, count) => `${signedSize(size)} ${signed(size)}, #${signed(count)}`,
 };

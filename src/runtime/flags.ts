@@ -29,7 +29,8 @@ export function splitFlag(arg: string): [name: string, inline: string | undefine
  * Parse one runtime flag at argv[i]. Returns how many argv entries it used
  * (0 when argv[i] is not a runtime flag). Accepts `--smp N`, `--smp=N`,
  * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
- * (RATE in bytes, units allowed: --heapprof=512KiB).
+ * (RATE in bytes, units allowed: --heapprof=512KiB). `--heapprof RATE` is
+ * a UsageError that says to write `--heapprof=RATE`.
  */
 export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
   const [name, inline] = splitFlag(argv[i]!);
@@ -51,11 +52,27 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
       return used;
     }
     case "--heapprof": {
+      if (inline === undefined && looksLikeRate(argv[i + 1])) {
+        // The rate takes "=" (a bare --heapprof records every allocation):
+        // left alone, `--heapprof 64K` was refused as "unknown flag: 64K".
+        throw new UsageError(`--heapprof takes its rate after "=": did you mean --heapprof=${argv[i + 1]!}? (--heapprof alone records every allocation)`);
+      }
       into.heapprof = inline === undefined ? true : heapprofRate(inline, "--heapprof=RATE");
       return 1;
     }
     default:
       return 0;
+  }
+}
+
+/** Whether a command-line argument reads as a byte count (64K, 65536, 1.5MiB). */
+function looksLikeRate(arg: string | undefined): boolean {
+  if (arg === undefined || arg.startsWith("-")) return false;
+  try {
+    parseSize(arg);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -17,7 +17,7 @@ import { serveAdmin } from "../../runtime/admin.js";
 import type { HistoryOptions } from "../../runtime/memory-history.js";
 import { Smp } from "../../smp/smp.js";
 import { formatCount, formatSize, plural } from "../../units.js";
-import type { SliceArg, SliceResult } from "./workload.js";
+import { liveBound, type SliceArg, type SliceResult } from "./workload.js";
 
 export interface StressOptions {
   shards: number;
@@ -67,7 +67,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   const profiling = o.heapprofRate === 0 ? "off" : o.heapprofRate === 1 ? "every allocation" : `sampled every ${formatSize(o.heapprofRate)}`;
   say(
     `shardheap stress: ${plural(o.shards, "shard")} x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
-      `${o.durationSeconds} s, ${Math.round(o.crossShard * 100)}% of frees cross-shard, live set ${Math.round(liveRatio * 100)}% of each shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
+      `${o.durationSeconds} s, ${o.shards > 1 ? `${Math.round(o.crossShard * 100)}% of frees cross-shard` : "no cross-shard frees (one shard)"}, live set ${Math.round(liveRatio * 100)}% of each shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
   );
   const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
@@ -81,7 +81,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
     stop = true;
   });
   const shards = [...Array(o.shards).keys()];
-  const liveBytes = Math.floor(o.memoryPerShard * liveRatio);
+  const liveBytes = liveBound(smp.stats(0).totalMemory, liveRatio);
   let ops = 0;
   const started = performance.now();
   let lastReport = started;
