@@ -9,7 +9,7 @@ import { parseInteger } from "../parse.js";
 import { parseSize, plural } from "../units.js";
 import { checkRegions } from "./check.js";
 import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
-import { claimRemoteFree, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
+import { claimLive, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
 import { formatDiagnostics } from "./diagnostics.js";
 import { adoptShard, takeShard } from "./ownership.js";
 import {
@@ -207,7 +207,7 @@ export class SharedHeap implements HeapGeometry {
     const local = this.allocators[owner.id];
     if (local?.owned) return local.free(ptr);
     if (this.sender) return this.sender.free(ptr);
-    if (!claimRemoteFree(owner, ptr)) {
+    if (!claimLive(owner, ptr)) {
       liveObjectRegion(this, ptr, "free"); // throws why, as it is now
       throw new InvalidPointerError(`free(${ptr}): already freed by another thread`, ptr);
     }
