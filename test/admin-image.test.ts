@@ -45,7 +45,7 @@ describe("heap image downloads", () => {
         sockets.push(socket);
         socket.on("error", () => undefined);
         socket.pause(); // never read: the server's writes back up
-        return new Promise<void>((resolve) => socket.once("connect", () => socket.write("GET /v1/heap/image HTTP/1.1\r\nhost: x\r\n\r\n", () => resolve())));
+        return new Promise<void>((resolve) => socket.once("connect", () => socket.write(`GET /v1/heap/image HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\n\r\n`, () => resolve())));
       }),
     );
     // Other requests answer while the 30 hang (each answered request is

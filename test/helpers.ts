@@ -6,10 +6,12 @@
  * - look-ups and builders for profiles;
  * - the stack capture and stack interning the site-table tests use
  *   (shardheap itself only captures raw V8 CallSites, at allocation);
- * - the `shardheap` command as a child process, killed when the test ends.
+ * - the `shardheap` command as a child process, killed when the test ends;
+ * - one HTTP request with exactly the headers given (forged Host, Origin).
  */
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync } from "node:fs";
+import { request, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -199,4 +201,29 @@ export function spawnCli(args: readonly string[]): CliChild {
         return () => undefined;
       }),
   };
+}
+
+export interface HttpAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+}
+
+/**
+ * One request to the server at `base` (http://HOST:PORT) with exactly these
+ * headers: Host is `base`'s unless `headers.host` forges another, and none
+ * is added (`setHost: false`). The whole answer, or an error after 20 s.
+ */
+export function httpRequest(base: string, method: string, path: string, headers: OutgoingHttpHeaders = {}): Promise<HttpAnswer> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = request({ host: url.hostname.replace(/^\[|\]$/g, ""), port: url.port, method, path, headers: { host: url.host, ...headers }, setHost: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (d: Buffer) => chunks.push(d));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.setTimeout(20_000, () => req.destroy(new Error(`no answer to ${method} ${path} in 20 s`)));
+    req.on("error", reject);
+    req.end();
+  });
 }

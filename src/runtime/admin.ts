@@ -9,15 +9,20 @@
  * them all (dashboard.ts: its page and assets are served without the
  * token, which the page asks for and sends as a header). Reads go to
  * the buffer, so they answer while a shard is busy. Loopback by default, an
- * optional bearer token. Every error becomes a JSON `{ error, code }`
- * answer whose status is its code's row in errors.ts's ERROR_TABLE (bad
- * parameters and malformed request targets 400, no token 401, unknown
- * shard 404, ...), so no request can take the server down.
+ * optional bearer token; with or without it, a forged Host (DNS
+ * rebinding) and a state change from another site's page are refused
+ * (admin-guards.ts). Every route is a row of ROUTES (exported as
+ * ADMIN_ROUTES, which the tests walk): its method, path, the query
+ * parameters it reads and whether it needs the token; HEAD is answered
+ * wherever GET is. Every error becomes a JSON `{ error, code }` answer
+ * whose status is its code's row in errors.ts's ERROR_TABLE (bad
+ * parameters, unknown or repeated ones and malformed request targets 400,
+ * no token 401, refused Host or origin 403, unknown shard 404, ...), so no
+ * request can take the server down.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { timingSafeEqual } from "node:crypto";
 import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
 import { formatMappedDiagnostics } from "../report/mapped-diagnostics.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
@@ -27,8 +32,9 @@ import { parseBoolean, parseInteger } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 import { Baselines } from "./baselines.js";
-import { dashboardAsset } from "./dashboard.js";
-import { DebugPprof } from "./debug-pprof.js";
+import { allowedHostNames, authorized, checkHost, checkSite } from "./admin-guards.js";
+import { DASHBOARD_PATHS, dashboardAsset } from "./dashboard.js";
+import { DEBUG_PPROF_PARAMS, DEBUG_PPROF_PROFILES, DebugPprof } from "./debug-pprof.js";
 import { HeapImageDownloads, MAX_DOWNLOADS } from "./heap-image-download.js";
 import { mapGrowingSites } from "./growing-sites.js";
 import { MemoryHistory, type HistoryOptions } from "./memory-history.js";
@@ -39,7 +45,14 @@ export interface AdminOptions {
   port?: number;
   /** Address to bind; 127.0.0.1 unless told otherwise. */
   host?: string;
-  /** When set, every request needs `Authorization: Bearer TOKEN`. */
+  /**
+   * Host names the server answers to besides IP addresses, `localhost`,
+   * `*.localhost` and `host` (a leading dot: the name and its subdomains).
+   * List a name only if you control what it resolves to; any other Host is
+   * a 403, which is what stops DNS rebinding.
+   */
+  allowedHosts?: readonly string[];
+  /** When set, every request but the dashboard's files needs `Authorization: Bearer TOKEN` (the scheme in any case). */
   token?: string;
   /** Serve GET /v1/heap/image (off by default: it exposes the heap). */
   allowHeapImage?: boolean;
@@ -60,8 +73,10 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   const port = o.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`serveAdmin: port must be 0..65535, got ${String(port)}`);
   if (o.token !== undefined && (typeof o.token !== "string" || o.token.length === 0)) throw new TypeError("serveAdmin: token must be a non-empty string");
+  const hostNames = allowedHostNames(host, o.allowedHosts);
   const history = new MemoryHistory(smp, o.dashboard);
   const parts: Parts = {
+    hostNames,
     metrics: memoryMetricsRegistry(smp.heap),
     images: new HeapImageDownloads(smp.heap),
     baselines: new Baselines(smp),
@@ -118,9 +133,10 @@ function answerClientError(e: Error & { code?: string }, socket: Duplex): void {
  * The path and query of a request target (RFC 9112, section 3.2): the
  * origin form `/path?query`, or the absolute form `http://host/path?query`
  * that a server must accept. Anything else, an absolute form that is not a
- * URL among them, is a 400 (it was a 500: `new URL` threw).
+ * URL among them, is a 400 (it was a 500: `new URL` threw). The absolute
+ * form's authority stands for Host (RFC 9112 3.2.2).
  */
-function parseTarget(target: string): { pathname: string; query: URLSearchParams } {
+function parseTarget(target: string): { pathname: string; query: URLSearchParams; authority?: string } {
   const shown = JSON.stringify(target.length > 200 ? `${target.slice(0, 200)}...` : target);
   if (target.startsWith("/")) {
     const q = target.indexOf("?");
@@ -133,21 +149,15 @@ function parseTarget(target: string): { pathname: string; query: URLSearchParams
     } catch {
       throw new UsageError(`malformed request target: ${shown} is not a URL`);
     }
-    return { pathname: url.pathname, query: url.searchParams };
+    return { pathname: url.pathname, query: url.searchParams, authority: url.host };
   }
   throw new UsageError(`malformed request target: ${shown} (expected a path such as /v1/memory/stats)`);
 }
 
+/** The whole answer at once; its length is in the head, so a HEAD (whose body Node drops) tells the same length as the GET. */
 function send(res: ServerResponse, status: number, body: string | Uint8Array, contentType: string): void {
-  res.writeHead(status, { "content-type": contentType, "cache-control": "no-store" });
+  res.writeHead(status, { "content-type": contentType, "cache-control": "no-store", "content-length": String(Buffer.byteLength(body)) });
   res.end(body);
-}
-
-function authorized(req: IncomingMessage, token: string | undefined): boolean {
-  if (token === undefined) return true;
-  const given = Buffer.from(req.headers.authorization ?? "");
-  const wanted = Buffer.from(`Bearer ${token}`);
-  return given.length === wanted.length && timingSafeEqual(given, wanted);
 }
 
 /** ?shard=N: a shard number (404 when out of range), or undefined when absent. */
@@ -163,6 +173,8 @@ function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "a
 
 /** What one server holds besides the Smp and its options. */
 interface Parts {
+  /** The Host names allowed besides IP literals and loopback names (admin-guards.ts). */
+  hostNames: readonly string[];
   metrics: ReturnType<typeof memoryMetricsRegistry>;
   images: HeapImageDownloads;
   baselines: Baselines;
@@ -170,112 +182,149 @@ interface Parts {
   history: MemoryHistory;
 }
 
-async function handle(smp: Smp, o: AdminOptions, parts: Parts, req: IncomingMessage, res: ServerResponse): Promise<void> {
-  const { metrics, images } = parts;
-  const url = parseTarget(req.url ?? "/");
-  // The dashboard's page and scripts hold no data: they load without the token, then ask for it.
-  const asset = req.method === "GET" ? dashboardAsset(url.pathname, o.token !== undefined) : undefined;
-  if (asset) {
-    res.writeHead(200, asset.headers);
-    res.end(asset.body);
-    return;
+
+/** What a route's handler is given. */
+interface Request {
+  readonly smp: Smp;
+  readonly o: AdminOptions;
+  readonly parts: Parts;
+  readonly q: URLSearchParams;
+  readonly res: ServerResponse;
+}
+
+/** One route: a method and a path, the query parameters it reads (any other, or one given twice, is a 400), whether it needs the token. HEAD is served wherever GET is. */
+export interface AdminRoute {
+  readonly method: "GET" | "PUT" | "POST";
+  readonly path: string;
+  readonly params: readonly string[];
+  /** False only for the dashboard's page and files: they hold no data, so they load without the token and the page then asks for it. */
+  readonly token: boolean;
+}
+
+interface Route extends AdminRoute {
+  handle(r: Request): Promise<void> | void;
+}
+
+const json = (res: ServerResponse, body: unknown): void => send(res, 200, JSON.stringify(body), "application/json");
+const data = (method: AdminRoute["method"], path: string, params: readonly string[], handle: Route["handle"]): Route => ({ method, path, params, token: true, handle });
+
+const ROUTES: readonly Route[] = [
+  ...DASHBOARD_PATHS.map(
+    (path): Route => ({
+      method: "GET",
+      path,
+      params: [],
+      token: false,
+      handle({ o, res }) {
+        const asset = dashboardAsset(path, o.token !== undefined)!;
+        res.writeHead(200, { ...asset.headers, "content-length": String(Buffer.byteLength(asset.body)) });
+        res.end(asset.body);
+      },
+    }),
+  ),
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff"], async ({ smp, parts, q, res }) => {
+    const shard = shardParam(q, smp) as number | undefined;
+    const format = parseReportFormat(q.get("format") ?? "json", "format");
+    const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
+    const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
+    const diff = q.get("diff");
+    if (diff !== null && diff !== "baseline") throw new InvalidValueError("diff", `diff must be "baseline", got ${JSON.stringify(diff)}`);
+    const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(shard);
+    const profile = await mapProfileToSources(raw, sourceMaps);
+    const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since the baseline (widths: live bytes now; red grew, blue shrank)`;
+    const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }) });
+    send(res, 200, out.body, out.contentType);
+  }),
+  data("PUT", "/v1/heapprof", ["shard", "rate", "enabled"], async ({ smp, q, res }) => {
+    const shard = shardParam(q, smp, true);
+    if (shard === undefined) throw new UsageError('shard is required: a shard number or "all"');
+    const r = q.get("rate");
+    const enabled = q.get("enabled");
+    if ((r === null) === (enabled === null)) throw new UsageError("give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
+    const rate = r !== null ? heapprofRate(r, "rate") : heapprofRate(parseBoolean(enabled!, "enabled"), "enabled");
+    await smp.setHeapProfiling(shard, rate);
+    json(res, { shard, rate });
+  }),
+  data("POST", "/v1/heapprof/baseline", ["shard"], ({ smp, parts, q, res }) => json(res, { baselines: parts.baselines.set(shardParam(q, smp, true) ?? "all") })),
+  data("GET", "/v1/heapprof/baseline", [], ({ parts, res }) => json(res, { baselines: parts.baselines.list() })),
+  data("GET", "/v1/heapprof/growing", ["shard", "limit"], async ({ smp, parts, q, res }) => {
+    const shard = shardParam(q, smp) as number | undefined;
+    const limit = q.has("limit") ? parseInteger(q.get("limit")!, "limit", 1, 1000) : 20;
+    const sites = await mapGrowingSites(parts.history.growing(shard, limit), sourceMaps);
+    json(res, { windowSeconds: parts.history.options.growthWindowSeconds, sites });
+  }),
+  data("GET", "/v1/memory/history", ["since"], ({ smp, o, parts, q, res }) => {
+    const since = q.has("since") ? parseInteger(q.get("since")!, "since", 0, Number.MAX_SAFE_INTEGER) : 0;
+    const { sampleIntervalMs, historySeconds, growthWindowSeconds } = parts.history.options;
+    json(res, {
+      shards: smp.shards,
+      sampleIntervalMs,
+      historySeconds,
+      growthWindowSeconds,
+      heapImage: o.allowHeapImage === true,
+      lastSampleMs: parts.history.lastSampleMs,
+      baselines: parts.baselines.list(),
+      samples: parts.history.since(since),
+    });
+  }),
+  data("GET", "/v1/memory/stats", ["shard"], ({ smp, q, res }) => json(res, smp.stats(shardParam(q, smp) as number | undefined))),
+  data("GET", "/v1/memory/diagnostics", ["shard"], async ({ smp, q, res }) => {
+    const shard = shardParam(q, smp) as number | undefined;
+    const shards = shard === undefined ? [...Array(smp.shards).keys()] : [shard];
+    const reports = await Promise.all(shards.map((s) => formatMappedDiagnostics(smp.heap.regions[s]!, sourceMaps)));
+    send(res, 200, reports.join("\n"), "text/plain; charset=utf-8");
+  }),
+  data("GET", "/v1/heap/image", [], ({ o, parts, res }) => {
+    if (!o.allowHeapImage) throw new HttpError("ERR_SHARDHEAP_FORBIDDEN", "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
+    if (!parts.images.serve(res)) {
+      res.setHeader("retry-after", "1");
+      throw new HttpError("ERR_SHARDHEAP_BUSY", `${MAX_DOWNLOADS} heap image downloads are already running; retry when one ends`);
+    }
+  }),
+  data("GET", "/metrics", [], async ({ parts, res }) => send(res, 200, await parts.metrics.metrics(), parts.metrics.contentType)),
+  data("GET", "/debug/pprof/", [], ({ parts, q, res }) => parts.debugPprof.serve("/debug/pprof/", q, res)),
+  ...DEBUG_PPROF_PROFILES.map((name) => data("GET", `/debug/pprof/${name}`, DEBUG_PPROF_PARAMS, ({ parts, q, res }) => parts.debugPprof.serve(`/debug/pprof/${name}`, q, res))),
+];
+
+/** Every route the server knows, the very table it routes by: the tests walk it, so a new route is covered by them as soon as it exists. */
+export const ADMIN_ROUTES: readonly AdminRoute[] = ROUTES;
+
+const ROUTES_BY_PATH = new Map<string, Route[]>();
+for (const route of ROUTES) ROUTES_BY_PATH.set(route.path, [...(ROUTES_BY_PATH.get(route.path) ?? []), route]);
+
+/** Only the parameters the route reads, each at most once: `shard=0&shard=1` used to take the first, `shrad=1` to be ignored. */
+function checkParams(route: Route, q: URLSearchParams): void {
+  const seen = new Set<string>();
+  for (const name of q.keys()) {
+    if (!route.params.includes(name)) {
+      throw new UsageError(`unknown parameter ${JSON.stringify(name)} for ${route.method} ${route.path}: it takes ${route.params.length === 0 ? "none" : route.params.join(", ")}`);
+    }
+    if (seen.has(name)) throw new UsageError(`parameter ${JSON.stringify(name)} is given twice: give it once`);
+    seen.add(name);
   }
-  if (!authorized(req, o.token)) {
+}
+
+/**
+ * Host and cross-site refusals first (admin-guards.ts), then the token
+ * (except for the dashboard's files), then the route: unknown path 404,
+ * known path but not this method 405 with `Allow`, then its parameters.
+ */
+async function handle(smp: Smp, o: AdminOptions, parts: Parts, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const target = parseTarget(req.url ?? "/");
+  const method = req.method ?? "GET";
+  checkSite(req, method, checkHost(req, target.authority, parts.hostNames));
+  const routes = ROUTES_BY_PATH.get(target.pathname);
+  const route = routes?.find((r) => r.method === (method === "HEAD" ? "GET" : method));
+  if (route?.token !== false && !authorized(req, o.token)) {
     res.setHeader("www-authenticate", "Bearer");
     throw new HttpError("ERR_SHARDHEAP_UNAUTHORIZED");
   }
-  const q = url.query;
-  if (req.method === "GET" && url.pathname.startsWith("/debug/pprof/")) {
-    await parts.debugPprof.serve(url.pathname, q, res);
-    return;
+  if (routes === undefined) throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no such endpoint: ${target.pathname}`);
+  if (route === undefined) {
+    const methods = routes.map((r) => r.method);
+    res.setHeader("allow", (methods.includes("GET") ? [...methods, "HEAD"] : methods).join(", "));
+    throw new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED", `${method} is not allowed on ${target.pathname}`);
   }
-  const route = `${req.method} ${url.pathname}`;
-  switch (route) {
-    case "GET /v1/heapprof": {
-      const shard = shardParam(q, smp) as number | undefined;
-      const format = parseReportFormat(q.get("format") ?? "json", "format");
-      const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
-      const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
-      const diff = q.get("diff");
-      if (diff !== null && diff !== "baseline") throw new InvalidValueError("diff", `diff must be "baseline", got ${JSON.stringify(diff)}`);
-      const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(shard);
-      const profile = await mapProfileToSources(raw, sourceMaps);
-      const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since the baseline (widths: live bytes now; red grew, blue shrank)`;
-      const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }) });
-      send(res, 200, out.body, out.contentType);
-      return;
-    }
-    case "POST /v1/heapprof/baseline": {
-      const shard = shardParam(q, smp, true) ?? "all";
-      send(res, 200, JSON.stringify({ baselines: parts.baselines.set(shard) }), "application/json");
-      return;
-    }
-    case "GET /v1/heapprof/baseline": {
-      send(res, 200, JSON.stringify({ baselines: parts.baselines.list() }), "application/json");
-      return;
-    }
-    case "GET /v1/heapprof/growing": {
-      const shard = shardParam(q, smp) as number | undefined;
-      const limit = q.has("limit") ? parseInteger(q.get("limit")!, "limit", 1, 1000) : 20;
-      const sites = await mapGrowingSites(parts.history.growing(shard, limit), sourceMaps);
-      send(res, 200, JSON.stringify({ windowSeconds: parts.history.options.growthWindowSeconds, sites }), "application/json");
-      return;
-    }
-    case "GET /v1/memory/history": {
-      const since = q.has("since") ? parseInteger(q.get("since")!, "since", 0, Number.MAX_SAFE_INTEGER) : 0;
-      const { sampleIntervalMs, historySeconds, growthWindowSeconds } = parts.history.options;
-      const body = {
-        shards: smp.shards,
-        sampleIntervalMs,
-        historySeconds,
-        growthWindowSeconds,
-        heapImage: o.allowHeapImage === true,
-        lastSampleMs: parts.history.lastSampleMs,
-        baselines: parts.baselines.list(),
-        samples: parts.history.since(since),
-      };
-      send(res, 200, JSON.stringify(body), "application/json");
-      return;
-    }
-    case "PUT /v1/heapprof": {
-      const shard = shardParam(q, smp, true);
-      if (shard === undefined) throw new UsageError('shard is required: a shard number or "all"');
-      const r = q.get("rate");
-      const enabled = q.get("enabled");
-      if ((r === null) === (enabled === null)) throw new UsageError("give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
-      const rate = r !== null ? heapprofRate(r, "rate") : heapprofRate(parseBoolean(enabled!, "enabled"), "enabled");
-      await smp.setHeapProfiling(shard, rate);
-      send(res, 200, JSON.stringify({ shard, rate }), "application/json");
-      return;
-    }
-    case "GET /v1/memory/stats": {
-      const shard = shardParam(q, smp) as number | undefined;
-      send(res, 200, JSON.stringify(smp.stats(shard)), "application/json");
-      return;
-    }
-    case "GET /v1/memory/diagnostics": {
-      const shard = shardParam(q, smp) as number | undefined;
-      const shards = shard === undefined ? [...Array(smp.shards).keys()] : [shard];
-      const reports = await Promise.all(shards.map((s) => formatMappedDiagnostics(smp.heap.regions[s]!, sourceMaps)));
-      send(res, 200, reports.join("\n"), "text/plain; charset=utf-8");
-      return;
-    }
-    case "GET /v1/heap/image": {
-      if (!o.allowHeapImage) throw new HttpError("ERR_SHARDHEAP_FORBIDDEN", "the heap image endpoint is off (serveAdmin(smp, { allowHeapImage: true }) or --admin-heap-image)");
-      if (!images.serve(res)) {
-        res.setHeader("retry-after", "1");
-        throw new HttpError("ERR_SHARDHEAP_BUSY", `${MAX_DOWNLOADS} heap image downloads are already running; retry when one ends`);
-      }
-      return;
-    }
-    case "GET /metrics": {
-      send(res, 200, await metrics.metrics(), metrics.contentType);
-      return;
-    }
-    default: {
-      const known = ["/v1/heapprof", "/v1/heapprof/baseline", "/v1/heapprof/growing", "/v1/memory/history", "/v1/memory/stats", "/v1/memory/diagnostics", "/v1/heap/image", "/metrics", "/"];
-      if (known.includes(url.pathname)) throw new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${url.pathname}`);
-      throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no such endpoint: ${url.pathname}`);
-    }
-  }
+  checkParams(route, target.query);
+  await route.handle({ smp, o, parts, q: target.query, res });
 }

@@ -34,6 +34,8 @@ export const DASHBOARD_CSP = [
   "connect-src 'self'",
   "frame-src blob:",
   "base-uri 'none'",
+  // No other site may frame the page: a framed dashboard's buttons would send same-origin requests for it (clickjacking).
+  "frame-ancestors 'none'",
   "form-action 'none'",
 ].join("; ");
 
@@ -49,22 +51,30 @@ function uplotFile(name: string): Buffer {
 const JS = "text/javascript; charset=utf-8";
 const CSS = "text/css; charset=utf-8";
 
+const HEADERS = (contentType: string): Record<string, string> => ({ "content-type": contentType, "cache-control": "no-cache", "x-content-type-options": "nosniff" });
+
+/**
+ * The page's referrer policy is same-origin, not no-referrer: under
+ * no-referrer the Fetch standard sends `Origin: null` with the page's own
+ * PUT and POST, which the admin server refuses as a possible cross-site
+ * request (admin-guards.ts). The page requests nothing from elsewhere, so
+ * no referrer leaves it either way.
+ */
+const page = (tokenRequired: boolean): DashboardAsset => ({ body: dashboardHtml(tokenRequired), headers: { ...HEADERS("text/html; charset=utf-8"), "content-security-policy": DASHBOARD_CSP, "referrer-policy": "same-origin" } });
+
+const ASSETS: Readonly<Record<string, (tokenRequired: boolean) => DashboardAsset>> = {
+  "/": page,
+  "/index.html": page,
+  "/dashboard.js": () => ({ body: DASHBOARD_SCRIPT, headers: HEADERS(JS) }),
+  "/dashboard.css": () => ({ body: DASHBOARD_CSS, headers: HEADERS(CSS) }),
+  "/vendor/uPlot.iife.min.js": () => ({ body: uplotFile("uPlot.iife.min.js"), headers: HEADERS(JS) }),
+  "/vendor/uPlot.min.css": () => ({ body: uplotFile("uPlot.min.css"), headers: HEADERS(CSS) }),
+};
+
+/** The paths of the page and its files (the admin server's routes without the token). */
+export const DASHBOARD_PATHS: readonly string[] = Object.keys(ASSETS);
+
 /** The asset at `pathname`, or undefined when it is not one. */
 export function dashboardAsset(pathname: string, tokenRequired: boolean): DashboardAsset | undefined {
-  const headers = (contentType: string): Record<string, string> => ({ "content-type": contentType, "cache-control": "no-cache", "x-content-type-options": "nosniff" });
-  switch (pathname) {
-    case "/":
-    case "/index.html":
-      return { body: dashboardHtml(tokenRequired), headers: { ...headers("text/html; charset=utf-8"), "content-security-policy": DASHBOARD_CSP, "referrer-policy": "no-referrer" } };
-    case "/dashboard.js":
-      return { body: DASHBOARD_SCRIPT, headers: headers(JS) };
-    case "/dashboard.css":
-      return { body: DASHBOARD_CSS, headers: headers(CSS) };
-    case "/vendor/uPlot.iife.min.js":
-      return { body: uplotFile("uPlot.iife.min.js"), headers: headers(JS) };
-    case "/vendor/uPlot.min.css":
-      return { body: uplotFile("uPlot.min.css"), headers: headers(CSS) };
-    default:
-      return undefined;
-  }
+  return Object.hasOwn(ASSETS, pathname) ? ASSETS[pathname]!(tokenRequired) : undefined;
 }

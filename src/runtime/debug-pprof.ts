@@ -39,6 +39,10 @@ export const MAX_DELTA_WAITS = 16;
 
 const PROFILES = { heap: "inuse_space", allocs: "alloc_space" } as const;
 type ProfileName = keyof typeof PROFILES;
+/** The profiles served, each at /debug/pprof/NAME. */
+export const DEBUG_PPROF_PROFILES = Object.keys(PROFILES) as readonly ProfileName[];
+/** The query parameters a profile takes (Go's: debug, seconds, gc); the admin server refuses others. */
+export const DEBUG_PPROF_PARAMS: readonly string[] = ["debug", "seconds", "gc"];
 
 const INDEX = `<!DOCTYPE html>
 <html><head><title>/debug/pprof/</title></head>
@@ -65,7 +69,7 @@ export class DebugPprof {
     res.setHeader("x-content-type-options", "nosniff");
     const name = pathname.slice("/debug/pprof/".length);
     if (name === "") {
-      res.writeHead(200, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" });
+      res.writeHead(200, { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "content-length": String(Buffer.byteLength(INDEX)) });
       res.end(INDEX);
       return;
     }
@@ -82,8 +86,9 @@ export class DebugPprof {
     }
     const profile = await mapProfileToSources(this.smp.heapProfile(), this.sourceMaps);
     if (debug !== 0) {
-      res.writeHead(200, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store" });
-      res.end(formatTree(profile));
+      const tree = formatTree(profile);
+      res.writeHead(200, { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", "content-length": String(Buffer.byteLength(tree)) });
+      res.end(tree);
       return;
     }
     this.sendProfile(res, profileName, profileName, profile);
@@ -121,7 +126,7 @@ export class DebugPprof {
 
   private sendProfile(res: ServerResponse, name: ProfileName, filename: string, profile: HeapProfile, durationNanos?: number): void {
     const body = toPprof(profile, { defaultSampleType: PROFILES[name], ...(durationNanos === undefined ? {} : { durationNanos }) });
-    res.writeHead(200, { "content-type": "application/octet-stream", "content-disposition": `attachment; filename="${filename}"`, "cache-control": "no-store" });
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-disposition": `attachment; filename="${filename}"`, "cache-control": "no-store", "content-length": String(body.length) });
     res.end(body);
   }
 }
