@@ -34,6 +34,16 @@ interface RaceOptions {
    * one way and the others the other (both kinds on the same words).
    */
   attach?: "buffer" | "memory" | "mixed";
+  /** realloc's target: the next size in `sizes` ("next"), else 200 bytes. */
+  reallocTo?: "next";
+  /** The owner trims before each round: every small allocation in it drains the inbox first. */
+  emptyPools?: boolean;
+  /** One size a round, spans kept partly used: no address is handed out twice within a round (race-worker.mjs). */
+  pinSpans?: boolean;
+  /** A free span of this many pages between two live ones (race-worker.mjs). */
+  hole?: number;
+  /** The remote frees each object just after the owner's call on it starts (race-worker.mjs). */
+  signal?: boolean;
 }
 
 interface WorkerReport {
@@ -41,6 +51,8 @@ interface WorkerReport {
   error?: string;
   failures?: number;
   races?: number;
+  /** The owner's calls that lost inside the call: the object was live when checked, freed before it was claimed. */
+  lostInCall?: number;
   stats?: MemoryStats;
 }
 
@@ -57,7 +69,7 @@ async function race(o: RaceOptions): Promise<{ heap: SharedHeap; owner: WorkerRe
         workerData: {
           heap: attachWith(heap, o.attach ?? "mixed", index), ctl, role, shard, index, workers,
           rounds: o.rounds, perRound: o.perRound, op: o.op, sizes: o.sizes,
-          batch: o.batch ?? false, profile: o.profile ?? 0, reverse: o.reverse ?? false,
+          batch: o.batch ?? false, profile: o.profile ?? 0, reverse: o.reverse ?? false, reallocTo: o.reallocTo, emptyPools: o.emptyPools ?? false, pinSpans: o.pinSpans ?? false, hole: o.hole ?? 0, signal: o.signal ?? false,
         },
       }),
   );
@@ -65,7 +77,7 @@ async function race(o: RaceOptions): Promise<{ heap: SharedHeap; owner: WorkerRe
   const reports = await withTimeout(
     Promise.all(threads.map(async (t) => ((await once(t, "message")) as [WorkerReport])[0])),
     RACE_TIMEOUT_MS,
-    "the racing threads did not finish (a lost or doubled object can hang them)",
+    () => `the racing threads did not finish (a lost or doubled object can hang them): ${Atomics.load(new Int32Array(ctl), 2)} of ${o.rounds} rounds done`,
   );
   for (const r of reports) expect(r.error ?? "", "a worker failed").toBe("");
   await Promise.all(threads.map((t) => t.terminate()));
@@ -89,10 +101,10 @@ function attachWith(heap: SharedHeap, how: "buffer" | "memory" | "mixed", index:
 /** The old protocol hung about one run in five; a correct one finishes each case in a few seconds. */
 const RACE_TIMEOUT_MS = 40_000;
 
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+function withTimeout<T>(p: Promise<T>, ms: number, what: () => string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms);
+    timer = setTimeout(() => reject(new Error(`${what()} within ${ms} ms`)), ms);
   });
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
@@ -131,5 +143,35 @@ describe("two frees of one object, from threads started together", () => {
     const { owner } = await race({ remotes: [1], op: "realloc", rounds: 1500, perRound: 8, sizes: SIZES });
     expect(owner.races).toBe(12000);
     expect(owner.failures).toBe(0);
+  });
+
+  it("realloc that moves between classes and page spans, against a remote free of the old pointer: 100,000 races", { timeout: 120_000 }, async () => {
+    // 8 B -> 20 KB -> 3,000 B -> 8 B: each new allocation misses its pool
+    // (emptied before each round) and drains the inbox first, where the
+    // remote's free of the very object being resized may already wait. A
+    // realloc that trusted its earlier look at the old object then claimed
+    // a dead one: both calls succeeded and the pools' lists were corrupt.
+    for (const attach of ["memory", "buffer"] as const) {
+      const { owner } = await race({
+        remotes: [1], op: "realloc", rounds: 1600, perRound: 32, sizes: [8, 20_000, 3000],
+        reallocTo: "next", emptyPools: true, pinSpans: true, attach,
+      });
+      expect(owner.races).toBe(51_200);
+      expect(owner.failures, "objects with no success or two").toBe(0);
+      expect(owner.lostInCall, "some remote frees landed inside realloc, after its look at the old object").toBeGreaterThan(0);
+    }
+  });
+
+  it("realloc whose new object is the old one's address, freed meanwhile by the remote that won", { timeout: 120_000 }, async () => {
+    // A page span freed by the drain inside realloc's allocation can come
+    // straight back as the new object: realloc must see that the old object
+    // is gone (it returned a freed object, or freed the new one, before).
+    const { owner } = await race({
+      remotes: [1], op: "realloc", rounds: 3000, perRound: 1, sizes: [20_000, 8],
+      reallocTo: "next", emptyPools: true, hole: 5, signal: true,
+    });
+    expect(owner.races).toBe(3000);
+    expect(owner.failures, "objects with no success or two").toBe(0);
+    expect(owner.lostInCall, "some remote frees landed inside realloc, after its look at the old object").toBeGreaterThan(0);
   });
 });

@@ -3,9 +3,11 @@
  * and returns every invariant it finds broken (layout.ts lists them), as
  * sentences naming the shard, page or pointer. [] means healthy.
  *
- * It reads the buffer only, so any thread can run it, but it expects the
- * shard to be quiescent: a shard allocating while it runs can make it
- * report transient states. Cost: linear in pages plus cached objects.
+ * It reads the buffer only, so any thread can run it, but one pass
+ * expects the shard to be quiescent: a shard allocating or draining while
+ * it runs can make it report transient states. SharedHeap.check() runs it
+ * through live-check.ts, which believes only what stands still. Cost:
+ * linear in pages plus cached objects.
  */
 import { forEachChained } from "./cross-shard.js";
 import {
@@ -44,31 +46,36 @@ import { POOL_COUNT, SAMPLED_POOL_BASE, classFallbackSpanPages, classSpanPages, 
 import { poolRecord, sampledTagIndex } from "./small-pool.js";
 import { readStats } from "./stats.js";
 
-const MAX_REPORTS = 50;
+/** Violations reported at most, per shard and in all. */
+export const MAX_REPORTS = 50;
 
 /**
  * Every region of a heap, and what crosses between them: objects pending a
  * cross-shard free must each sit in exactly one chain, an inbox (pushed)
  * or an outbox (batched by the shard that freed them); one that sits in
- * neither is stuck (its free was lost) and is reported.
+ * neither is stuck (its free was lost) and is reported. One list per
+ * region: what is wrong with that shard's objects and metadata, the chains
+ * holding its objects (its inbox, every shard's outbox for it) included,
+ * so live-check.ts can judge each shard apart.
  */
-export function checkRegions(regions: readonly ShardRegion[]): string[] {
-  const errors: string[] = [];
+export function checkRegions(regions: readonly ShardRegion[]): string[][] {
+  const errors: string[][] = regions.map(() => []);
   const inFlight = new Set<number>();
-  const fail = (msg: string): void => {
-    if (errors.length < MAX_REPORTS) errors.push(msg);
+  const fail = (owner: ShardRegion, msg: string): void => {
+    const list = errors[owner.id]!;
+    if (list.length < MAX_REPORTS) list.push(msg);
   };
   forEachChained(
     regions,
     (owner, p, where) => {
-      if (inFlight.has(p)) fail(`shard ${owner.id}: object ${p} is in two cross-shard chains`);
+      if (inFlight.has(p)) fail(owner, `shard ${owner.id}: object ${p} is in two cross-shard chains`);
       inFlight.add(p);
-      if (!owner.isLive(p) || !owner.isPendingFree(p)) fail(`shard ${owner.id}: ${where} holds ${p}, which is not a live object pending free`);
+      if (!owner.isLive(p) || !owner.isPendingFree(p)) fail(owner, `shard ${owner.id}: ${where} holds ${p}, which is not a live object pending free`);
     },
-    (owner, p, where) => fail(`shard ${owner.id}: ${where} is corrupt at ${p}`),
+    (owner, p, where) => fail(owner, `shard ${owner.id}: ${where} is corrupt at ${p}`),
   );
-  for (const r of regions) errors.push(...checkRegion(r, inFlight));
-  return errors.slice(0, MAX_REPORTS);
+  for (const r of regions) errors[r.id]!.push(...checkRegion(r, inFlight));
+  return errors.map((list) => list.slice(0, MAX_REPORTS));
 }
 
 function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {

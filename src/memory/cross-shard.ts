@@ -70,12 +70,15 @@ import type { ShardRegion } from "./region.js";
 export const CROSS_SHARD_BATCH = 32;
 
 /**
- * Claim `ptr` (in `owner`'s region, 8-aligned) for a free from a thread
- * that is not its owner. True: this free won; the object is this caller's
- * to hand over. False: the object is not live, or another free claimed it
- * first; nothing changed (the caller's slow path then says which).
+ * Claim `ptr` (in `owner`'s region, 8-aligned) for a free that cannot be
+ * sure the object is still live: a free from a thread that is not its
+ * owner, or the owner's realloc after the allocation it made first (that
+ * allocation may drain the inbox, where a remote free of `ptr` may wait).
+ * True: this free won; the object is this caller's to hand over. False:
+ * the object is not live, or another free claimed it first; nothing
+ * changed (the caller's slow path then says which).
  */
-export function claimRemoteFree(owner: ShardRegion, ptr: number): boolean {
+export function claimLive(owner: ShardRegion, ptr: number): boolean {
   const i32 = owner.i32;
   const rel = ptr - owner.dataStart;
   const w = owner.bitmap + ((rel >>> 8) << 1);

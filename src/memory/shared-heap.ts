@@ -7,9 +7,9 @@
 import { HeapFormatError, InvalidPointerError, InvalidValueError, OutOfMemoryError } from "../errors.js";
 import { parseInteger } from "../parse.js";
 import { parseSize, plural } from "../units.js";
-import { checkRegions } from "./check.js";
+import { checkLiveRegions, type LiveCheckOptions } from "./live-check.js";
 import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
-import { claimRemoteFree, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
+import { claimLive, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
 import { formatDiagnostics } from "./diagnostics.js";
 import { adoptShard, takeShard } from "./ownership.js";
 import {
@@ -223,7 +223,7 @@ export class SharedHeap implements HeapGeometry {
     const local = this.allocators[owner.id];
     if (local?.owned) return local.free(ptr);
     if (this.sender) return this.sender.free(ptr);
-    if (!claimRemoteFree(owner, ptr)) {
+    if (!claimLive(owner, ptr)) {
       liveObjectRegion(this, ptr, "free"); // throws why, as it is now
       throw new InvalidPointerError(`free(${ptr}): already freed by another thread`, ptr);
     }
@@ -319,12 +319,21 @@ export class SharedHeap implements HeapGeometry {
     await saveHeapImage(this, path);
   }
 
-  /** Invariant violations in every shard's metadata; [] when healthy. Run it while shards are quiescent. */
-  check(): string[] {
+  /**
+   * Invariant violations in every shard's metadata; [] when healthy. From
+   * any thread, while shards run: a shard is judged only from passes during
+   * which it stood still (live-check.ts), found violations are confirmed by
+   * a second such pass, and a shard that keeps changing for `timeoutMs`
+   * (default 1000) is named as not checked. Blocks the calling thread
+   * meanwhile (it pauses with Atomics.wait); on a quiet heap one pass.
+   */
+  check(o?: LiveCheckOptions): string[] {
     const errors: string[] = [];
     const hdr = checkHeader(this.buffer);
-    if (hdr) errors.push(hdr);
-    errors.push(...checkRegions(this.regions));
+    if (hdr) return [hdr];
+    if (o !== undefined && (o === null || typeof o !== "object")) throw new TypeError("check: options must be an object");
+    const timeoutMs = o?.timeoutMs === undefined ? undefined : parseInteger(o.timeoutMs, "check: options.timeoutMs", 0, 600_000);
+    errors.push(...checkLiveRegions(this.regions, timeoutMs === undefined ? {} : { timeoutMs }));
     return errors;
   }
 
