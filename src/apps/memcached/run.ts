@@ -8,7 +8,7 @@
 import type { Writable } from "node:stream";
 import { UsageError } from "../../errors.js";
 import { parseBoolean, parseInteger } from "../../parse.js";
-import { formatTree } from "../../report/tree.js";
+import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
@@ -81,8 +81,11 @@ export async function runMemcached(o: RunOptions): Promise<void> {
   const server = await startMemcached(o);
   const { smp } = server;
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
-  const admin = o.adminPort === undefined ? undefined : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
+  let admin: { url: string; close(): Promise<void> } | undefined;
   try {
+    // A server that cannot have the admin API it was asked for does not serve at all (as stress): the
+    // finally below stops its shards and its port, and the error (EADDRINUSE: exit 2) says which port.
+    if (o.adminPort !== undefined) admin = await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false }).catch(inAdminServer);
     if (admin) say(`admin: ${admin.url}`);
     const host = server.host.includes(":") ? `[${server.host}]` : server.host;
     say(`memcached: listening on ${host}:${server.port} (${server.shards} shards)`);
@@ -104,10 +107,9 @@ export async function runMemcached(o: RunOptions): Promise<void> {
       );
     }
     say("");
-    if (smp.options.heapprofRate > 0) {
-      const profile = await mapProfileToSources(smp.heapProfile());
-      say("Heap profile (live bytes, all shards; branches under 1% left out):");
-      out.write(formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) }));
+    const profile = await mapProfileToSources(smp.heapProfile());
+    if (profilerRan(smp.options.heapprofRate, profile)) {
+      out.write(formatRunProfile(profile));
     } else {
       say("Heap profiler was off (--heapprof to turn it on).");
     }
@@ -115,6 +117,12 @@ export async function runMemcached(o: RunOptions): Promise<void> {
     await admin?.close();
     await server.close();
   }
+}
+
+/** The admin server's failure to start, said as its own (the memcached port fails with the same words otherwise). */
+function inAdminServer(e: unknown): never {
+  if (e instanceof Error) e.message = `the admin server (--admin-port): ${e.message}`;
+  throw e;
 }
 
 /** The `shardheap memcached` command: flags, then the server until Ctrl-C (a second Ctrl-C leaves at once). */
