@@ -198,10 +198,14 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
   });
 
   it("bad flags: the usage and exit code 2", () => {
-    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"]]) {
+    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"], ["--memory", "1M", "--max-item-size", "2M"], ["--max-item-size", "33M"]]) {
       const r = runCli(["memcached", ...args], { timeoutMs: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr).toMatch(/shardheap memcached \[--smp N\]/);
     }
+    // As memcached 1.6 ("Cannot set item size limit higher than 1/2 of memory max."): an item lives in one shard.
+    const r = runCli(["memcached", "--memory", "1M", "--max-item-size", "2M"], { timeoutMs: 30_000 });
+    expect(r.stderr).toMatch(/^shardheap: --max-item-size \(2M\) must be at most half of --memory \(1M per shard\)/m);
+    expect(r.stdout).not.toMatch(/listening on/);
   });
 });

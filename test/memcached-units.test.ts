@@ -10,6 +10,7 @@ import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { listenMode } from "../dist/apps/memcached/listener.js";
 import { parseCommand } from "../dist/apps/memcached/protocol.js";
 import { RequestReader, type ReaderSink } from "../dist/apps/memcached/reader.js";
+import { itemSizeLimit, startMemcached } from "../dist/apps/memcached/server.js";
 import { StagingArea } from "../dist/apps/memcached/staging.js";
 
 /** A sink that records what the reader hands it, as text. */
@@ -236,6 +237,18 @@ describe("StagingArea", () => {
     expect(area.release(base)).toBe(true);
     expect(area.allocate(capacity + 1)).toBe(0);
     expect(heap.check()).toEqual([]);
+  });
+});
+
+describe("the item size limit", () => {
+  it("is at most half a shard's memory, as memcached's -I is of -m; the default 1 MiB shrinks to that, a limit given is refused past it", async () => {
+    expect(itemSizeLimit(undefined, 64 << 20, "maxItemSize", "memoryPerShard")).toBe(1 << 20);
+    expect(itemSizeLimit(undefined, 1 << 20, "maxItemSize", "memoryPerShard")).toBe(512 << 10);
+    expect(itemSizeLimit(512 << 10, 1 << 20, "maxItemSize", "memoryPerShard")).toBe(512 << 10);
+    expect(() => itemSizeLimit((512 << 10) + 1, 1 << 20, "--max-item-size", "--memory")).toThrow(/^--max-item-size \(\S+\) must be at most half of --memory \(1M per shard\)/);
+    // startMemcached refuses before starting anything.
+    const e = await startMemcached({ shards: 1, memoryPerShard: "1MiB", maxItemSize: 2 << 20, port: 0 }).catch((x: unknown) => x);
+    expect(e).toMatchObject({ name: "InvalidValueError", code: "ERR_SHARDHEAP_INVALID_VALUE", field: "maxItemSize" });
   });
 });
 

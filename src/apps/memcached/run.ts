@@ -12,9 +12,10 @@ import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
+import { DEFAULT_MEMORY_PER_SHARD } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT } from "./config.js";
-import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, startMemcached, type MemcachedOptions } from "./server.js";
+import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
@@ -27,7 +28,8 @@ accepts; Ctrl-C stops it and prints its statistics and the heap profile tree.
   --port P           TCP port (default ${DEFAULT_PORT}; 0: any free port)
   --host H           address to listen on (default 127.0.0.1; memcached has no
                      authentication, so 0.0.0.0 only on a trusted network)
-  --max-item-size S  largest item, key and header included (default ${formatSize(DEFAULT_MAX_ITEM_SIZE)})
+  --max-item-size S  largest item, key and header included (default ${formatSize(DEFAULT_MAX_ITEM_SIZE)}, or
+                     half of --memory when less; at most half of --memory, as memcached's -I)
   --smp, --memory, --heapprof, --admin-port, --admin-heap-image: as for stress
                      (--memory is each shard's, items and all; the heap
                      profiler is off unless --heapprof is given)
@@ -62,6 +64,8 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
         throw new UsageError(`unknown flag for memcached: ${arg}`);
     }
   });
+  // Checked here to name the flags; startMemcached checks the options again.
+  if (a.maxItemSize !== undefined) itemSizeLimit(a.maxItemSize, flags.memory ?? DEFAULT_MEMORY_PER_SHARD, "--max-item-size", "--memory");
   if (flags.smp !== undefined) a.shards = flags.smp;
   if (flags.memory !== undefined) a.memoryPerShard = flags.memory;
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
