@@ -95,9 +95,16 @@ describe("shardheap memcached under bad input", () => {
     const value = "w".repeat(100_000);
     for (let round = 0; round < 4; round++) {
       for (const key of keys) {
-        // Gone right after the command line: the owner may answer for an item nobody will fill.
+        // Gone right after the command line, the owner busy meanwhile (a batch of 50,000 gets, some 100 ms):
+        // the client's close (read once the owner has answered: reading waits for it), or the server's
+        // own (closeConnections, as at its stop) before the owner answers with an item nobody will fill.
         const early = await RawClient.open(server.port);
+        const busy = server.smp.submitTo(keyOwner(key, 2), "applyOps", Array.from({ length: 100_000 }, (_, i) => (i % 2 === 0 ? 0 : "nokey")));
         early.send(`set ${key} 0 0 ${value.length}\r\n`);
+        await new Promise((r) => setTimeout(r, 10));
+        if (round % 2 === 0) early.close();
+        else await server.smp.submitTo(1 - keyOwner(key, 2), "closeConnections");
+        await busy;
         early.close();
         // Gone halfway through the value.
         const half = await RawClient.open(server.port);
