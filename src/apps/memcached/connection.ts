@@ -19,9 +19,10 @@
  * final item when this shard owns the key, else a staging copy the owner
  * copies into its own memory; a value too big for a small pool goes
  * straight into an item the owner allocates first (remote.ts OP_RESERVE),
- * reading paused meanwhile. Staging copies in flight are bounded per
- * connection (MAX_STAGING_BYTES), so a flood of sets for other shards'
- * keys cannot make this shard evict its own items to hold them.
+ * reading paused meanwhile. Staging copies are cut from the shard's
+ * staging area (staging.ts; from the heap only when it is full) and
+ * bounded per connection (MAX_STAGING_BYTES), so a flood of sets for other
+ * shards' keys does not make this shard evict its own items to hold them.
  *
  * Bad input never costs more than this connection: every error is
  * answered with memcached's words and the connection carries on (or, for
