@@ -7,6 +7,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
 import { waitFor } from "./helpers.js";
@@ -82,6 +83,51 @@ describe("shardheap memcached under bad input", () => {
       expect(await c.request("set a 0 0 1\r\n1\r\nget a b c\r\n", "END\r\n")).toBe("STORED\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
     } finally {
       c.close();
+    }
+    await healthy();
+  });
+
+  it("big values for either shard's keys (the owner allocates the item when it is the other's): cut off before its answer, halfway, half-closed, pipelined", async () => {
+    // One key of each shard: whichever shard a connection is on, one of them is the other's.
+    const keys = [0, 1].map((s) => {
+      for (let i = 0; ; i++) if (keyOwner(`far${i}`, 2) === s) return `far${i}`;
+    });
+    const value = "w".repeat(100_000);
+    for (let round = 0; round < 4; round++) {
+      for (const key of keys) {
+        // Gone right after the command line, the owner busy meanwhile (a batch of 50,000 gets, some 100 ms):
+        // the client's close (read once the owner has answered: reading waits for it), or the server's
+        // own (closeConnections, as at its stop) before the owner answers with an item nobody will fill.
+        const early = await RawClient.open(server.port);
+        const busy = server.smp.submitTo(keyOwner(key, 2), "applyOps", Array.from({ length: 100_000 }, (_, i) => (i % 2 === 0 ? 0 : "nokey")));
+        early.send(`set ${key} 0 0 ${value.length}\r\n`);
+        await new Promise((r) => setTimeout(r, 10));
+        if (round % 2 === 0) early.close();
+        else await server.smp.submitTo(1 - keyOwner(key, 2), "closeConnections");
+        await busy;
+        early.close();
+        // Gone halfway through the value.
+        const half = await RawClient.open(server.port);
+        half.send(`set ${key} 0 0 ${value.length}\r\n${value.slice(0, 50_000)}`);
+        await new Promise((r) => setTimeout(r, 5 * round));
+        half.close();
+        // Half-closed after a set and a get: both answered, then the close.
+        const ender = await RawClient.open(server.port);
+        ender.send(`set ${key} 3 0 ${value.length}\r\n${value}\r\nget ${key}\r\n`);
+        ender.socket.end();
+        expect(await ender.untilClosed()).toBe(`STORED\r\nVALUE ${key} 3 ${value.length}\r\n${value}\r\nEND\r\n`);
+        // Pipelined around it: nothing after the set overtakes it, nothing before it sees it.
+        const piped = await RawClient.open(server.port);
+        try {
+          const answer = await piped.request(
+            `delete ${key}\r\nget ${key}\r\nset ${key} 5 0 ${value.length}\r\n${value}\r\nget ${key}\r\nappend ${key} 0 0 1\r\n!\r\ndelete ${key}\r\nget ${key}\r\n`,
+            (t) => t.endsWith("STORED\r\nDELETED\r\nEND\r\n"),
+          );
+          expect(answer).toBe(`DELETED\r\nEND\r\nSTORED\r\nVALUE ${key} 5 ${value.length}\r\n${value}\r\nEND\r\nSTORED\r\nDELETED\r\nEND\r\n`);
+        } finally {
+          piped.close();
+        }
+      }
     }
     await healthy();
   });

@@ -10,12 +10,15 @@
  * heap can be checked afterwards.
  */
 import { execFile, spawnSync } from "node:child_process";
+import { createServer, type AddressInfo } from "node:net";
+import { PassThrough } from "node:stream";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { runMemcached } from "../dist/apps/memcached/run.js";
 import { startMemcached } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
 import { runCli, spawnCli, waitFor, type CliChild } from "./helpers.js";
-import { installed, lines, RawClient } from "./memcached-client.js";
+import { freePort, installed, lines, RawClient } from "./memcached-client.js";
 
 const haveMemccapable = installed("memccapable", ["-h"]);
 const haveMemcaslap = installed("memcaslap", ["-V"]);
@@ -151,11 +154,58 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     }
   });
 
+  it("the heap profiler switched on at run time (PUT /v1/heapprof): Ctrl-C prints the tree, not that it was off", async () => {
+    const server = await startCli(["--smp", "2", "--memory", "16MiB", "--admin-port", "0"]);
+    const url = /^admin: (http:\/\/127\.0\.0\.1:\d+)$/m.exec(server.cli.stdout())?.[1];
+    expect(url).toBeDefined();
+    const put = await fetch(`${url}/v1/heapprof?shard=all&rate=1`, { method: "PUT", signal: AbortSignal.timeout(10_000) });
+    expect(put.status).toBe(200);
+    const c = await RawClient.open(server.port);
+    try {
+      const script = Array.from({ length: 50 }, (_, i) => `set on${i} 0 0 100\r\n${"p".repeat(100)}\r\n`).join("");
+      expect(await c.request(script, lines("STORED", 50), 20_000)).toBe("STORED\r\n".repeat(50));
+    } finally {
+      c.close();
+    }
+    const { code, stdout } = await server.interrupt();
+    expect(code).toBe(0);
+    expect(stdout).not.toMatch(/Heap profiler was off/);
+    expect(stdout).toMatch(/^Heap profile \(live bytes, all shards/m);
+    // Every allocation recorded from the switch on: the 50 items at least.
+    const all = /^All \((\d+), #(\d+)\)$/m.exec(stdout);
+    expect(Number(all?.[2])).toBeGreaterThanOrEqual(50);
+    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+  });
+
+  it("--admin-port on a port in use: the error, exit 2, and no server left serving", async () => {
+    const held = createServer();
+    await new Promise<void>((resolve) => held.listen(0, "127.0.0.1", resolve));
+    try {
+      const busy = (held.address() as AddressInfo).port;
+      // The command: it says which port failed and leaves (before: it served on without its admin API, never exiting).
+      const r = runCli(["memcached", "--port", "0", "--admin-port", String(busy)], { timeoutMs: 30_000 });
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`^shardheap: the admin server \\(--admin-port\\): listen EADDRINUSE: address already in use 127\\.0\\.0\\.1:${busy}$`, "m"));
+      expect(r.stdout).not.toMatch(/listening on/);
+      // In this process: runMemcached rejects with the system error's code, its shards and its port closed.
+      const port = await freePort();
+      const run = runMemcached({ shards: 2, memoryPerShard: "4MiB", port, adminPort: busy, interrupted: new Promise(() => {}), out: new PassThrough() });
+      await expect(run).rejects.toMatchObject({ code: "EADDRINUSE", syscall: "listen" });
+      await expect(RawClient.open(port, "127.0.0.1", 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
+    } finally {
+      await new Promise((r) => held.close(r));
+    }
+  });
+
   it("bad flags: the usage and exit code 2", () => {
-    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"]]) {
+    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"], ["--memory", "1M", "--max-item-size", "2M"], ["--max-item-size", "33M"]]) {
       const r = runCli(["memcached", ...args], { timeoutMs: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
       expect(r.stderr).toMatch(/shardheap memcached \[--smp N\]/);
     }
+    // As memcached 1.6 ("Cannot set item size limit higher than 1/2 of memory max."): an item lives in one shard.
+    const r = runCli(["memcached", "--memory", "1M", "--max-item-size", "2M"], { timeoutMs: 30_000 });
+    expect(r.stderr).toMatch(/^shardheap: --max-item-size \(2M\) must be at most half of --memory \(1M per shard\)/m);
+    expect(r.stdout).not.toMatch(/listening on/);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The pieces of `shardheap memcached` on their own: framing whatever the
- * packets, the item layout in the heap, key ownership, which way the
- * shards share the port on which Node.
+ * packets, the item layout in the heap, the staging area's ring, key
+ * ownership, which way the shards share the port on which Node.
  */
 import { describe, expect, it } from "vitest";
 import { SharedHeap } from "../dist/index.js";
@@ -10,6 +10,8 @@ import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { listenMode } from "../dist/apps/memcached/listener.js";
 import { parseCommand } from "../dist/apps/memcached/protocol.js";
 import { RequestReader, type ReaderSink } from "../dist/apps/memcached/reader.js";
+import { itemSizeLimit, startMemcached } from "../dist/apps/memcached/server.js";
+import { StagingArea } from "../dist/apps/memcached/staging.js";
 
 /** A sink that records what the reader hands it, as text. */
 function recorder(): { sink: ReaderSink; events: string[] } {
@@ -67,6 +69,50 @@ describe("RequestReader", () => {
         expect(split.events, `split at ${a} and ${b}`).toEqual(whole.events);
       }
     }
+  });
+
+  it("suspended by a line, holds what follows (and what arrives meanwhile) and hands it over in order on resume, wherever the packets split", () => {
+    const whole = recorder();
+    new RequestReader(whole.sink).push(script);
+    // Suspend at every storage line, resume after a packet or two has arrived: the same events, in the same order.
+    for (let a = 1; a < script.length; a++) {
+      for (const b of [a + 1, a + 7, script.length]) {
+        if (b > script.length) continue;
+        const events: string[] = [];
+        let reader!: RequestReader;
+        const inner = recorder();
+        const sink: ReaderSink = {
+          ...inner.sink,
+          line(text) {
+            const n = inner.sink.line(text);
+            if (n > 0) reader.suspend();
+            return n;
+          },
+        };
+        reader = new RequestReader(sink);
+        const pieces = [script.subarray(0, a), script.subarray(a, b), script.subarray(b)];
+        for (const p of pieces) {
+          reader.push(p);
+          // Resume once per piece (a suspension met inside resume waits for the next).
+          if (reader.suspended) reader.resume();
+        }
+        while (reader.suspended) reader.resume();
+        events.push(...inner.events);
+        expect(events, `split at ${a} and ${b}`).toEqual(whole.events);
+      }
+    }
+    // Nothing is handed over while suspended; stop() drops what was held.
+    const r = recorder();
+    let reader!: RequestReader;
+    reader = new RequestReader({ ...r.sink, line: (t) => (reader.suspend(), r.sink.line(t)) });
+    reader.push(Buffer.from("set k 0 0 2\r\nok\r\nversion\r\n", "latin1"));
+    reader.push(Buffer.from("get k\r\n", "latin1"));
+    expect(r.events).toEqual(['line "set k 0 0 2"']);
+    reader.resume();
+    expect(r.events).toEqual(['line "set k 0 0 2"', 'data "ok\\r\\n"', 'line "version"']);
+    reader.stop();
+    reader.resume();
+    expect(r.events).toHaveLength(3);
   });
 
   it("refuses a line with no end past 2048 bytes unless it is a get, and any line past 1 MiB", () => {
@@ -131,6 +177,78 @@ describe("an item in the heap", () => {
     }
     expect(heap.check()).toEqual([]);
     expect(heap.stats(0).liveObjects).toBe(0);
+  });
+});
+
+describe("StagingArea", () => {
+  it("cuts copies from one span as a ring, released in any order, never two live copies overlapping", () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 8 << 20 });
+    const memory = heap.shard(0);
+    const before = memory.stats().liveObjects;
+    const area = new StagingArea(memory);
+    // One object: the area itself (1/32 of the shard's memory, at most 256 KiB).
+    expect(memory.stats().liveObjects).toBe(before + 1);
+    const capacity = area.capacity;
+    expect(capacity).toBeGreaterThan(200 << 10);
+    expect(capacity).toBeLessThanOrEqual(256 << 10);
+    let base = Infinity;
+    let limit = 0;
+    const live = new Map<number, number>(); // ptr -> bytes
+    let seed = 7;
+    const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
+    let cut = 0;
+    let full = 0;
+    for (let step = 0; step < 20_000; step++) {
+      if (live.size > 0 && (random(3) === 0 || live.size > 400)) {
+        // Release a random live copy (not the oldest, often).
+        const ptrs = [...live.keys()];
+        const ptr = ptrs[random(ptrs.length)]!;
+        expect(area.release(ptr)).toBe(true);
+        live.delete(ptr);
+        continue;
+      }
+      const size = 1 + random(16 << 10);
+      const ptr = area.allocate(size);
+      if (ptr === 0) {
+        full++;
+        continue;
+      }
+      cut++;
+      expect(ptr % 8).toBe(0);
+      for (const [p, n] of live) if (!(ptr + size <= p || p + n <= ptr)) expect.fail(`copy ${ptr}+${size} overlaps ${p}+${n}`);
+      live.set(ptr, size);
+      base = Math.min(base, ptr);
+      limit = Math.max(limit, ptr + size);
+    }
+    expect(cut).toBeGreaterThan(5000);
+    expect(full).toBeGreaterThan(0);
+    // Every copy lay inside the one span.
+    expect(limit - base).toBeLessThanOrEqual(capacity);
+    expect(area.live).toBe(live.size);
+    for (const ptr of live.keys()) expect(area.release(ptr)).toBe(true);
+    // Released twice, or never cut here: not the area's (the caller frees it as a heap object).
+    expect(area.release(base)).toBe(false);
+    const other = memory.malloc(100);
+    expect(area.release(other)).toBe(false);
+    memory.free(other);
+    // Empty again: a copy as large as the area fits; a larger one never does.
+    expect(area.allocate(capacity)).toBe(base);
+    expect(area.allocate(1)).toBe(0);
+    expect(area.release(base)).toBe(true);
+    expect(area.allocate(capacity + 1)).toBe(0);
+    expect(heap.check()).toEqual([]);
+  });
+});
+
+describe("the item size limit", () => {
+  it("is at most half a shard's memory, as memcached's -I is of -m; the default 1 MiB shrinks to that, a limit given is refused past it", async () => {
+    expect(itemSizeLimit(undefined, 64 << 20, "maxItemSize", "memoryPerShard")).toBe(1 << 20);
+    expect(itemSizeLimit(undefined, 1 << 20, "maxItemSize", "memoryPerShard")).toBe(512 << 10);
+    expect(itemSizeLimit(512 << 10, 1 << 20, "maxItemSize", "memoryPerShard")).toBe(512 << 10);
+    expect(() => itemSizeLimit((512 << 10) + 1, 1 << 20, "--max-item-size", "--memory")).toThrow(/^--max-item-size \(\S+\) must be at most half of --memory \(1M per shard\)/);
+    // startMemcached refuses before starting anything.
+    const e = await startMemcached({ shards: 1, memoryPerShard: "1MiB", maxItemSize: 2 << 20, port: 0 }).catch((x: unknown) => x);
+    expect(e).toMatchObject({ name: "InvalidValueError", code: "ERR_SHARDHEAP_INVALID_VALUE", field: "maxItemSize" });
   });
 });
 

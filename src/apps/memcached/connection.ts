@@ -17,7 +17,12 @@
  * free when it is another shard's. A value being stored is copied from the
  * socket's buffers straight into an item allocated on this shard: the
  * final item when this shard owns the key, else a staging copy the owner
- * copies into its own memory.
+ * copies into its own memory; a value too big for a small pool goes
+ * straight into an item the owner allocates first (remote.ts OP_RESERVE),
+ * reading paused meanwhile. Staging copies are cut from the shard's
+ * staging area (staging.ts; from the heap only when it is full) and
+ * bounded per connection (MAX_STAGING_BYTES), so a flood of sets for other
+ * shards' keys does not make this shard evict its own items to hold them.
  *
  * Bad input never costs more than this connection: every error is
  * answered with memcached's words and the connection carries on (or, for
@@ -26,14 +31,17 @@
  * does not read its answers.
  */
 import type { Socket } from "node:net";
+import { ShardError } from "../../errors.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
+import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, type ServerConfig } from "./config.js";
 import { itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
 import { MODE_SET, REPLY, absoluteExptime, parseCommand, type Command } from "./protocol.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
-import { OP_DECR, OP_DELETE, OP_FORGET, OP_GAT, OP_GET, OP_INCR, OP_STORE, OP_TOUCH, type OpResult, type RemoteOps } from "./remote.js";
+import type { StagingArea } from "./staging.js";
+import { OP_DECR, OP_DELETE, OP_FORGET, OP_GAT, OP_GET, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpResult, type RemoteOps } from "./remote.js";
 import { formatSettings, formatStats, STAT } from "./stats.js";
 import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "./store.js";
 
@@ -45,6 +53,8 @@ export interface ConnectionContext {
   readonly store: ItemStore;
   readonly remote: RemoteOps;
   readonly memory: ShardAllocator;
+  /** Where staging copies for other shards' keys are cut first. */
+  readonly staging: StagingArea;
   readonly heap: SharedHeap;
   readonly config: ServerConfig;
   /** This shard's row of counters. */
@@ -75,6 +85,10 @@ interface Incoming {
   /** Where the next data byte goes. */
   at: number;
   owner: number;
+  /** The item is the owner's (reserved by OP_RESERVE), not a staging copy of this shard's. */
+  reserved: boolean;
+  /** The item's bytes (what a staging copy holds of this shard's memory). */
+  size: number;
 }
 
 const line = (text: string): Buffer => Buffer.from(`${text}\r\n`, "latin1");
@@ -97,6 +111,17 @@ const STORE_ANSWER: Record<number, string> = {
 const MAX_UNSENT_BYTES = 4 << 20;
 /** Stop reading while this many answers wait for other shards. */
 const MAX_WAITING = 4096;
+/**
+ * Stop reading while this connection's staging copies for other shards
+ * hold this many bytes (a value is staged only when a small pool holds it,
+ * so one copy is at most 16 KiB): half a staging area of 8 MiB shards
+ * (staging.ts), so one flooding connection leaves room for others. In the
+ * 200,000 x 100 B noreply flood of test/memcached-memory.test.ts, without
+ * this bound, up to 500 KB were in flight, past the staging area.
+ */
+const MAX_STAGING_BYTES = 128 << 10;
+/** Items larger than this (page spans) are allocated by their owner, not staged here (remote.ts). */
+const RESERVE_ABOVE = MAX_SMALL_SIZE;
 /** A binary request's answer: the response magic, status 0x0083 "not supported", a text body. */
 const BINARY_REFUSAL = "shardheap memcached speaks the ASCII protocol only";
 
@@ -124,6 +149,10 @@ export class Connection implements ReaderSink {
   private now = 0;
   private closed = false;
   private paused = false;
+  /** Bytes of this connection's staging copies the owners have not answered for. */
+  private staging = 0;
+  /** The client half-closed while the reader was suspended: end once what it sent is done. */
+  private endWhenResumed = false;
 
   constructor(socket: Socket, ctx: ConnectionContext) {
     this.socket = socket;
@@ -135,6 +164,10 @@ export class Connection implements ReaderSink {
     socket.on("data", (chunk: Buffer) => this.received(chunk));
     // The client finished sending: answer what it asked, then close (the server runs with allowHalfOpen).
     socket.on("end", () => {
+      if (this.reader.suspended) {
+        this.endWhenResumed = true;
+        return;
+      }
       this.endAfter();
       this.flushOut();
     });
@@ -146,9 +179,15 @@ export class Connection implements ReaderSink {
   private received(chunk: Buffer): void {
     if (this.closed) return;
     this.ctx.counters[STAT.bytes_read] += chunk.length;
+    this.feed(chunk);
+  }
+
+  /** Push bytes to the reader (or, with none, resume it), then write the answers. */
+  private feed(chunk: Buffer | undefined): void {
     this.now = Math.floor(Date.now() / 1000);
     try {
-      this.reader.push(chunk);
+      if (chunk === undefined) this.reader.resume();
+      else this.reader.push(chunk);
     } catch (e) {
       // A defect here must not take the shard down: answer, and end this connection.
       this.reader.stop();
@@ -222,7 +261,7 @@ export class Connection implements ReaderSink {
     const { ctx } = this;
     const { cmd, ptr } = inc;
     if (!ctx.views.terminated(ptr)) {
-      ctx.memory.free(ptr);
+      this.discard(ptr);
       if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
       return;
     }
@@ -232,10 +271,24 @@ export class Connection implements ReaderSink {
       return;
     }
     const pending = cmd.noreply ? undefined : this.later();
+    if (inc.reserved) {
+      ctx.remote.call(inc.owner, [OP_STORE_RESERVED, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
+        // The owner took the item over, unless its shard died (its store with it): then nobody else will
+        // free it. Any other failure may have come after the store linked it: that is left alone.
+        if (result instanceof ShardError) ctx.memory.free(ptr);
+        if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+      });
+      return;
+    }
+    const bytes = inc.size;
+    this.staging += bytes;
+    if (this.staging > MAX_STAGING_BYTES) this.pause();
     ctx.remote.call(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
       // The owner has copied the staging item (or refused it): it is ours to free.
-      ctx.memory.free(ptr);
+      this.discard(ptr);
+      this.staging -= bytes;
       if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+      else this.maybeResume();
     });
   }
 
@@ -343,28 +396,81 @@ export class Connection implements ReaderSink {
     const { ctx } = this;
     const owner = keyOwner(cmd.key, ctx.shards);
     const size = itemSize(cmd.key.length, cmd.flags, cmd.bytes);
-    let ptr = 0;
     if (size > ctx.config.maxItemSize) {
       ctx.counters[STAT.store_too_large]++;
       if (!cmd.noreply) this.answer(word(REPLY.TOO_LARGE));
+      this.beginData(cmd, 0, size, owner, false, true);
+    } else if (owner === ctx.shard) {
+      this.beginData(cmd, ctx.store.allocate(size), size, owner, false);
+    } else if (size > RESERVE_ABOVE) {
+      this.reserveOn(owner, cmd, size);
     } else {
-      ptr = ctx.store.allocate(size);
-      if (ptr === 0) {
+      // A staging copy: from the staging area, or, when it is full, from the heap.
+      let ptr = ctx.staging.allocate(size);
+      if (ptr === 0) ptr = ctx.store.allocate(size);
+      this.beginData(cmd, ptr, size, owner, false);
+    }
+    return cmd.bytes + 2;
+  }
+
+  /**
+   * A big value for another shard's key: ask the owner for the item, the
+   * reader suspended (nothing after this line may overtake the store)
+   * until it answers; the value then goes straight into the owner's item.
+   * Costs one round trip per big set, against a copy of the value and its
+   * room on this shard.
+   */
+  private reserveOn(owner: number, cmd: Extract<Command, { kind: "store" }>, size: number): void {
+    const { ctx } = this;
+    this.reader.suspend();
+    this.pause();
+    // Until the owner answers, no data arrives (the reader holds it): skip nothing, fill nothing.
+    this.incoming = undefined;
+    ctx.remote.call(owner, [OP_RESERVE, size], (r) => {
+      const ptr = typeof r === "number" ? r : 0;
+      if (this.closed) {
+        if (ptr !== 0) ctx.memory.free(ptr); // a cross-shard free: the item is the owner's
+        return;
+      }
+      if (r instanceof Error) {
+        if (!cmd.noreply) this.answer(this.failure(r));
+        this.beginData(cmd, 0, size, owner, true, true);
+      } else {
+        this.beginData(cmd, ptr, size, owner, true);
+      }
+      this.feed(undefined);
+      if (this.endWhenResumed && !this.reader.suspended) {
+        this.endWhenResumed = false;
+        this.endAfter();
+        this.flushOut();
+      }
+      this.maybeResume();
+    });
+  }
+
+  /**
+   * Where the data goes: the item at `ptr`, or, with 0, nowhere (refused:
+   * for want of memory, answered here, unless `answered` says the refusal
+   * was answered already).
+   */
+  private beginData(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number, reserved: boolean, answered = false): void {
+    const { ctx } = this;
+    if (ptr === 0) {
+      if (!answered) {
         ctx.counters[STAT.store_no_memory]++;
         if (!cmd.noreply) this.answer(word(REPLY.NO_MEMORY_STORING));
       }
-    }
-    if (ptr === 0) {
       // memcached: a set that fails leaves no stale value behind.
       if (cmd.mode === MODE_SET) {
         if (owner === ctx.shard) ctx.store.forget(cmd.key);
         else ctx.remote.call(owner, [OP_FORGET, cmd.key], () => {});
       }
     } else {
-      ctx.views.writeHead(ptr, ctx.memory.objectSize(ptr), cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
+      // A staging copy's allocated size is never read (the owner's copy gets its own), and the staging area's copies are not heap objects.
+      const allocated = reserved || owner === ctx.shard ? ctx.memory.objectSize(ptr) : size;
+      ctx.views.writeHead(ptr, allocated, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
     }
-    this.incoming = { cmd, ptr, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner };
-    return cmd.bytes + 2;
+    this.incoming = { cmd, ptr, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, reserved, size };
   }
 
   /** A one-key command: run here when this shard owns the key, else on its owner. */
@@ -514,9 +620,15 @@ export class Connection implements ReaderSink {
   }
 
   private maybeResume(): void {
-    if (!this.paused || this.socket.writableLength > MAX_UNSENT_BYTES || this.queue.length > MAX_WAITING / 2) return;
+    if (!this.paused || this.reader.suspended || this.staging > MAX_STAGING_BYTES / 2) return;
+    if (this.socket.writableLength > MAX_UNSENT_BYTES || this.queue.length > MAX_WAITING / 2) return;
     this.paused = false;
     this.socket.resume();
+  }
+
+  /** Give back an item nobody linked: a staging copy, or an item of this shard's or (reserved) its owner's. */
+  private discard(ptr: number): void {
+    if (!this.ctx.staging.release(ptr)) this.ctx.memory.free(ptr);
   }
 
   /** Drop one reference to each item; free those nobody holds any more (another shard's: a cross-shard free). */
@@ -533,7 +645,7 @@ export class Connection implements ReaderSink {
     // Half a value, its client gone.
     const inc = this.incoming;
     this.incoming = undefined;
-    if (inc !== undefined && inc.ptr !== 0) this.ctx.memory.free(inc.ptr);
+    if (inc !== undefined && inc.ptr !== 0) this.discard(inc.ptr);
     // What the socket will never write.
     const writing = this.writing;
     this.writing = [];

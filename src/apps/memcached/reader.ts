@@ -11,6 +11,10 @@
  * pieces joined once its \n arrives (joining on every packet would cost
  * O(n^2) for a long line sent in small packets).
  *
+ * The sink may suspend the reader from line() (a store whose item another
+ * shard must first allocate, connection.ts): the bytes after that line,
+ * and every chunk pushed meanwhile, wait here in order until resume().
+ *
  * Limits, as memcached: a line with no \n within 2048 bytes is an error
  * unless it is a get (memcached lets multi-gets grow without bound; here
  * any line stops at MAX_GET_LINE). The binary protocol is recognised by
@@ -51,6 +55,9 @@ export class RequestReader {
   private longGet: boolean | undefined;
   private first = true;
   private stopped = false;
+  private paused = false;
+  /** What arrived while suspended, oldest first (only the first may be a chunk's tail). */
+  private held: Buffer[] = [];
 
   constructor(sink: ReaderSink) {
     this.sink = sink;
@@ -60,6 +67,22 @@ export class RequestReader {
   stop(): void {
     this.stopped = true;
     this.pieces = [];
+    this.held = [];
+  }
+
+  /** Read nothing more until resume() (called from the sink's line()). */
+  suspend(): void {
+    this.paused = true;
+  }
+
+  get suspended(): boolean {
+    return this.paused;
+  }
+
+  /** Go on with what was held, in order (a line in it may suspend again). */
+  resume(): void {
+    this.paused = false;
+    while (!this.paused && !this.stopped && this.held.length > 0) this.push(this.held.shift()!);
   }
 
   /** Whether a data block is being read (a client that leaves now left half a value). */
@@ -68,6 +91,10 @@ export class RequestReader {
   }
 
   push(chunk: Buffer): void {
+    if (this.paused) {
+      if (!this.stopped) this.held.push(chunk);
+      return;
+    }
     let pos = 0;
     const end = chunk.length;
     if (this.first && end > 0) {
@@ -110,6 +137,11 @@ export class RequestReader {
         return;
       }
       this.remaining = this.sink.line(line);
+      if (this.paused) {
+        // Before anything held later: this tail came first.
+        if (pos < end && !this.stopped) this.held.unshift(chunk.subarray(pos));
+        return;
+      }
     }
   }
 

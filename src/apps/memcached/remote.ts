@@ -23,7 +23,15 @@
  * releases it: if that was the last reference, the free is a cross-shard
  * free); a store sends the pointer of a staging copy of the item in the
  * asking shard's memory, which the owner copies into its own and the
- * asking shard frees when the answer comes.
+ * asking shard frees when the answer comes. A value too big for a small
+ * pool (connection.ts RESERVE_ABOVE) is not staged: the asking shard
+ * first asks the owner for the item (OP_RESERVE: the owner allocates it,
+ * evicting its own items as it must), writes the value into it straight
+ * from the socket, and hands it over (OP_STORE_RESERVED). A staged copy
+ * of a big value would take the asking shard's memory too, and make it
+ * evict its own items for another shard's: with 8 MiB shards, 40 pipelined
+ * sets of 900 KB made the connection's shard evict all it held and then
+ * refuse 26 of them, 7.9 MB free once the staging copies were gone.
  */
 import type { ShardContext } from "../../smp/current-shard.js";
 import type { StoreMode } from "./protocol.js";
@@ -38,7 +46,9 @@ export const OP_INCR = 4; // key, delta -> decimal string or result
 export const OP_DECR = 5; // key, delta -> decimal string or result
 export const OP_TOUCH = 6; // key, absolute exptime -> result
 export const OP_FORGET = 7; // key -> 0 (a set that failed leaves no old value)
-const ARITY = [1, 2, 4, 1, 2, 2, 2, 1];
+export const OP_RESERVE = 8; // item bytes -> a new unlinked item of the owner's (the asker fills it), or 0: no room
+export const OP_STORE_RESERVED = 9; // mode, key, reserved item (filled), cas -> result; the owner takes the item over
+const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 1, 4];
 
 export type OpArg = string | number;
 export type OpResult = string | number;
@@ -62,8 +72,12 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         results.push(store.get(key, now, ops[i + 2] as number));
         break;
       case OP_STORE:
-        // ops: OP_STORE, mode, key, staging, cas
-        results.push(store.store(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, false, ops[i + 4] as string, now));
+      case OP_STORE_RESERVED:
+        // ops: OP_STORE(_RESERVED), mode, key, item, cas
+        results.push(store.store(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, op === OP_STORE_RESERVED, ops[i + 4] as string, now));
+        break;
+      case OP_RESERVE:
+        results.push(store.allocate(ops[i + 1] as number));
         break;
       case OP_DELETE:
         results.push(store.delete(key, now));

@@ -8,13 +8,14 @@
 import type { Writable } from "node:stream";
 import { UsageError } from "../../errors.js";
 import { parseBoolean, parseInteger } from "../../parse.js";
-import { formatTree } from "../../report/tree.js";
+import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
+import { DEFAULT_MEMORY_PER_SHARD } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT } from "./config.js";
-import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, startMemcached, type MemcachedOptions } from "./server.js";
+import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
@@ -27,7 +28,8 @@ accepts; Ctrl-C stops it and prints its statistics and the heap profile tree.
   --port P           TCP port (default ${DEFAULT_PORT}; 0: any free port)
   --host H           address to listen on (default 127.0.0.1; memcached has no
                      authentication, so 0.0.0.0 only on a trusted network)
-  --max-item-size S  largest item, key and header included (default ${formatSize(DEFAULT_MAX_ITEM_SIZE)})
+  --max-item-size S  largest item, key and header included (default ${formatSize(DEFAULT_MAX_ITEM_SIZE)}, or
+                     half of --memory when less; at most half of --memory, as memcached's -I)
   --smp, --memory, --heapprof, --admin-port, --admin-heap-image: as for stress
                      (--memory is each shard's, items and all; the heap
                      profiler is off unless --heapprof is given)
@@ -62,6 +64,8 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
         throw new UsageError(`unknown flag for memcached: ${arg}`);
     }
   });
+  // Checked here to name the flags; startMemcached checks the options again.
+  if (a.maxItemSize !== undefined) itemSizeLimit(a.maxItemSize, flags.memory ?? DEFAULT_MEMORY_PER_SHARD, "--max-item-size", "--memory");
   if (flags.smp !== undefined) a.shards = flags.smp;
   if (flags.memory !== undefined) a.memoryPerShard = flags.memory;
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
@@ -81,8 +85,11 @@ export async function runMemcached(o: RunOptions): Promise<void> {
   const server = await startMemcached(o);
   const { smp } = server;
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
-  const admin = o.adminPort === undefined ? undefined : await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false });
+  let admin: { url: string; close(): Promise<void> } | undefined;
   try {
+    // A server that cannot have the admin API it was asked for does not serve at all (as stress): the
+    // finally below stops its shards and its port, and the error (EADDRINUSE: exit 2) says which port.
+    if (o.adminPort !== undefined) admin = await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false }).catch(inAdminServer);
     if (admin) say(`admin: ${admin.url}`);
     const host = server.host.includes(":") ? `[${server.host}]` : server.host;
     say(`memcached: listening on ${host}:${server.port} (${server.shards} shards)`);
@@ -104,10 +111,9 @@ export async function runMemcached(o: RunOptions): Promise<void> {
       );
     }
     say("");
-    if (smp.options.heapprofRate > 0) {
-      const profile = await mapProfileToSources(smp.heapProfile());
-      say("Heap profile (live bytes, all shards; branches under 1% left out):");
-      out.write(formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) }));
+    const profile = await mapProfileToSources(smp.heapProfile());
+    if (profilerRan(smp.options.heapprofRate, profile)) {
+      out.write(formatRunProfile(profile));
     } else {
       say("Heap profiler was off (--heapprof to turn it on).");
     }
@@ -115,6 +121,12 @@ export async function runMemcached(o: RunOptions): Promise<void> {
     await admin?.close();
     await server.close();
   }
+}
+
+/** The admin server's failure to start, said as its own (the memcached port fails with the same words otherwise). */
+function inAdminServer(e: unknown): never {
+  if (e instanceof Error) e.message = `the admin server (--admin-port): ${e.message}`;
+  throw e;
 }
 
 /** The `shardheap memcached` command: flags, then the server until Ctrl-C (a second Ctrl-C leaves at once). */

@@ -9,6 +9,7 @@ import { Smp } from "../../smp/smp.js";
 import { fillSmpOptions } from "../../smp/options.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, type ServerConfig } from "./config.js";
 import { listenMode, type ListenMode, type ListenSpec } from "./listener.js";
+import { formatSize } from "../../units.js";
 import { createStatsBuffer } from "./stats.js";
 
 const SHARD_MODULE = new URL("./shard.js", import.meta.url);
@@ -27,7 +28,7 @@ export interface MemcachedOptions {
   host?: string;
   /** Default 11211; 0 picks a free port. */
   port?: number;
-  /** Largest item (header, key and value), bytes; default 1 MiB. */
+  /** Largest item (header, key and value), bytes; default 1 MiB, or half a shard's memory when that is less; at most half a shard's memory. */
   maxItemSize?: number;
   /** Override how the shards share the port (tests). */
   listenMode?: ListenMode;
@@ -46,6 +47,31 @@ export interface MemcachedServer {
   close(): Promise<void>;
 }
 
+/**
+ * The item size limit for shards of `memoryPerShard` bytes: `maxItemSize`
+ * checked, or the default. As memcached 1.6 refuses `-I` above half of
+ * `-m` ("Cannot set item size limit higher than 1/2 of memory max."), a
+ * limit above half a shard's memory (an item lives in one shard) is an
+ * InvalidValueError naming `field` and `memoryField`; the default (1 MiB)
+ * becomes half a shard's memory where that is less, so a small --memory
+ * alone still starts. `field` and `memoryField`: the names the caller gave
+ * them (options or flags).
+ */
+export function itemSizeLimit(maxItemSize: number | undefined, memoryPerShard: number, field: string, memoryField: string): number {
+  const half = Math.floor(memoryPerShard / 2);
+  if (maxItemSize === undefined) return Math.max(MIN_ITEM_SIZE, Math.min(DEFAULT_MAX_ITEM_SIZE, half));
+  if (!Number.isSafeInteger(maxItemSize) || maxItemSize < MIN_ITEM_SIZE || maxItemSize > MAX_ITEM_SIZE) {
+    throw new InvalidValueError(field, `the item size limit must be a whole number of bytes from ${MIN_ITEM_SIZE} to ${MAX_ITEM_SIZE}, got ${String(maxItemSize)}`);
+  }
+  if (maxItemSize > half) {
+    throw new InvalidValueError(
+      field,
+      `${field} (${formatSize(maxItemSize)}) must be at most half of ${memoryField} (${formatSize(memoryPerShard)} per shard), as memcached's -I and -m: an item lives in one shard`,
+    );
+  }
+  return maxItemSize;
+}
+
 export async function startMemcached(o: MemcachedOptions = {}): Promise<MemcachedServer> {
   const options = fillSmpOptions({
     ...(o.shards === undefined ? {} : { shards: o.shards }),
@@ -55,11 +81,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? DEFAULT_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidValueError("port", `port must be a whole number from 0 to 65535, got ${String(port)}`);
-  const maxItemSize = o.maxItemSize ?? DEFAULT_MAX_ITEM_SIZE;
-  // An item larger than a shard's memory is allowed here and refused when stored ("SERVER_ERROR out of memory storing object").
-  if (!Number.isSafeInteger(maxItemSize) || maxItemSize < MIN_ITEM_SIZE || maxItemSize > MAX_ITEM_SIZE) {
-    throw new InvalidValueError("maxItemSize", `the item size limit must be a whole number of bytes from ${MIN_ITEM_SIZE} to ${MAX_ITEM_SIZE}, got ${String(maxItemSize)}`);
-  }
+  const maxItemSize = itemSizeLimit(o.maxItemSize, options.memoryPerShard, "maxItemSize", "memoryPerShard");
   const mode = o.listenMode ?? listenMode();
   const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });
   try {

@@ -12,6 +12,7 @@ import { ItemViews } from "./item.js";
 import { listenOn, type ListenSpec } from "./listener.js";
 import { absoluteExptime } from "./protocol.js";
 import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
+import { StagingArea } from "./staging.js";
 import { resetCounters, shardCounters } from "./stats.js";
 import { ItemStore } from "./store.js";
 
@@ -42,6 +43,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
     store,
     remote,
     memory: shard.memory,
+    staging: new StagingArea(shard.memory),
     heap: shard.heap,
     config,
     counters,

@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Writable } from "node:stream";
 import type { MemoryStats } from "../../memory/stats.js";
-import { formatTree } from "../../report/tree.js";
+import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { renderProfile } from "../../report/render.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
@@ -134,12 +134,10 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
   );
   if (failedMallocs() > 0) say("(failed mallocs: OutOfMemoryError, the shard full or too fragmented for the size; the workload frees an object and goes on)");
   const profile = await mapProfileToSources(smp.heapProfile());
-  // Profiled: on at the start, or switched on during the run (admin API).
-  const profiled = o.heapprofRate > 0 || profile.sites.length > 0;
+  const profiled = profilerRan(o.heapprofRate, profile);
   say("");
   if (profiled) {
-    say(`Heap profile (live bytes, all shards; branches under 1% left out):`);
-    out.write(formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) }));
+    out.write(formatRunProfile(profile));
   } else {
     say("Heap profiler was off (--heapprof to turn it on): no heapprof.* files, only heap.img (statistics and metadata).");
   }
