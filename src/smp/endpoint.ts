@@ -117,8 +117,8 @@ export interface TaskHost {
 
 /** Ports for the side path, made on first use (see side-links.ts). */
 export interface SideLinks {
-  /** A port whose messages arrive at `peer`'s endpoint as side messages from this one. */
-  portTo(peer: number): MessagePort;
+  /** A port whose messages arrive at incarnation `peerEpoch` of `peer`'s endpoint as side messages from this one. */
+  portTo(peer: number, peerEpoch: number): MessagePort;
   /** Forget the port to `peer` (it went down). */
   drop(peer: number): void;
 }
@@ -461,7 +461,7 @@ export class Endpoint {
 
   /** Post the value on the side path, then a SIDE record (with the task's name, if new) in its place. */
   private emitSide(out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, message: SideMessage, transfer: ArrayBuffer[] = []): void {
-    this.links.portTo(out.peer).postMessage(message, transfer);
+    this.links.portTo(out.peer, this.peers[out.peer]!.epoch).postMessage(message, transfer);
     const w = new WireWriter();
     w.intoScratch(HEADER_BYTES);
     if (name !== undefined) w.writeString(name);
@@ -854,10 +854,15 @@ export class Endpoint {
 
   // ------------------------------------------------------- the side path
 
-  /** The main thread (SideLinks) hands over a port from `peer` of incarnation `epoch`. */
-  acceptSidePort(peer: number, epoch: number, port: MessagePort): void {
+  /** The main thread (SideLinks) hands over a port from `peer` of incarnation `epoch`, for this endpoint's incarnation `toEpoch`. */
+  acceptSidePort(peer: number, epoch: number, toEpoch: number, port: MessagePort): void {
     const inc = this.inc[peer];
-    if (inc === undefined || this.stopped || Atomics.load(this.i32, endpointWord(this.g, peer) + EPOCH) !== epoch) {
+    if (
+      inc === undefined ||
+      this.stopped ||
+      toEpoch !== this.peers[this.self]!.epoch ||
+      Atomics.load(this.i32, endpointWord(this.g, peer) + EPOCH) !== epoch
+    ) {
       port.close();
       return;
     }

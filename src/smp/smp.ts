@@ -329,8 +329,8 @@ export class Smp extends EventEmitter<SmpEvents> {
 
   /** Join shard `shard`'s (fresh) thread to the messaging buffer and load its module. */
   private init(shard: number): Promise<unknown> {
-    const control = this.links.openControl(shard);
     const epoch = Atomics.load(this.queues, endpointWord(this.geometry, shard) + EPOCH);
+    const control = this.links.openControl(shard, epoch);
     return this.request(shard, { kind: "init", epoch, control }, [control]);
   }
 
