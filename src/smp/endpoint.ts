@@ -106,6 +106,8 @@ export type TaskFunction = (arg: unknown, context: unknown) => unknown;
 export interface TaskHost {
   /** The module's exported function `name`, or undefined. Valid once `ready` has settled. */
   lookup(name: string): TaskFunction | undefined;
+  /** Smp.start was given a module (without one there are no tasks at all, and a call says so). */
+  readonly hasModule: boolean;
   /** The second argument of every task (the ShardContext). */
   readonly context: unknown;
   /** Settles once the module has loaded (tasks that arrive earlier wait for it, in order). */
@@ -786,7 +788,7 @@ export class Endpoint {
       if (fn === undefined) {
         const task = inc.tasks[taskId]!;
         fn = host?.lookup(task);
-        if (fn === undefined) throw new TypeError(`shard ${this.self}: the module exports no function named ${JSON.stringify(task)}`);
+        if (fn === undefined) throw new TypeError(noTask(this.self, task, host?.hasModule !== false));
         inc.fns[taskId] = fn;
       }
       result = fn(arg, host!.context);
@@ -957,6 +959,12 @@ export class Endpoint {
     if (this.deferred) this.deferred = this.deferred.filter((d) => d.inc.peer !== peer);
     this.links.drop(peer);
   }
+}
+
+/** Why there is no task `task` on `shard`: its module does not export it, or no module was given at all. */
+function noTask(shard: number, task: string, hasModule: boolean): string {
+  if (hasModule) return `shard ${shard}: the module exports no function named ${JSON.stringify(task)}`;
+  return `shard ${shard}: no task ${JSON.stringify(task)}: no module was given to Smp.start (its { module } option names the file whose exported functions are the tasks)`;
 }
 
 function readSide(side: SideMessage, shapes: ShapeCache): unknown {

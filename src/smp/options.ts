@@ -13,7 +13,7 @@ import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
 import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
-import { parseInteger } from "../parse.js";
+import { parseInteger, rejectUnknownKeys } from "../parse.js";
 import { checkRingBytes, defaultRingBytes } from "./queue-layout.js";
 import { parseSize } from "../units.js";
 
@@ -92,9 +92,22 @@ export const DEFAULT_IDLE_TRIM_MS = 200;
 /** setTimeout's longest delay (a longer one fires at once). */
 const MAX_TIMER_MS = 0x7fffffff;
 
+/** Every key SmpOptions has (the type makes sure none is missing): any other key is refused. */
+const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
+  shards: true,
+  memoryPerShard: true,
+  heapprof: true,
+  module: true,
+  loadTimeoutMs: true,
+  stopTimeoutMs: true,
+  idleTrimMs: true,
+  queueBytes: true,
+};
+
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
   if (o === null || typeof o !== "object") throw new TypeError("Smp.start: options must be an object");
+  rejectUnknownKeys(o, Object.keys(SMP_OPTION_KEYS), "options");
   const shards = parseInteger(o.shards ?? Math.max(1, availableParallelism()), "options.shards", 1, MAX_SHARDS);
   const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard", { min: MIN_SHARD_BYTES });
   if (HEAP_HEADER_BYTES + shards * memoryPerShard > MAX_HEAP_BYTES) {

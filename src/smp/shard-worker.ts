@@ -109,6 +109,7 @@ async function answer(request: ShardRequest): Promise<number> {
             const fn = exports[name];
             return typeof fn === "function" ? (fn as TaskFunction) : undefined;
           },
+          hasModule: boot.module !== undefined,
           context,
           ready,
           busy: () => idleTrim.busy(),

@@ -24,6 +24,7 @@ import { fileURLToPath } from "node:url";
 import type { TransferListItem } from "node:worker_threads";
 import { Piscina } from "piscina";
 import { ShardError } from "../errors.js";
+import { rejectUnknownKeys } from "../parse.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
 import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
@@ -271,6 +272,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     if (this.stopping === undefined) {
       let timeout: number;
       try {
+        rejectUnknownKeys(o, ["timeoutMs"], "stop: options");
         timeout = timeoutMs(o.timeoutMs ?? this.options.stopTimeoutMs, "stop: timeoutMs");
       } catch (e) {
         return Promise.reject(e);
