@@ -59,7 +59,7 @@ import {
   type QueueGeometry,
 } from "./queue-layout.js";
 import { KIND_MASK, recordHeader, RingReader, RingWriter } from "./spsc-ring.js";
-import { OUT_OF_ROOM, SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "./wire-codec.js";
+import { SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "./wire-codec.js";
 
 // Record kinds (spsc-ring.ts owns KIND_PAD = 1). Every record has a
 // three-word header: [byteLength << 4 | kind, callId, taskId or 0].
@@ -144,14 +144,17 @@ class Outgoing {
   readonly overflow = new OverflowQueue();
   /** Task name -> id on this pair (the receiver learns a name with its first request). */
   readonly taskIds = new Map<string, number>();
+  nextTaskId = 0;
   lastTask: string | undefined;
   lastTaskId = 0;
   /** Object shapes sent on this pair (wire-codec.ts). */
   shapes = new ShapeTable();
   /** Records committed since the last publish. */
   batched = 0;
-  /** Records committed in all (an emit interrupted by another to the same peer notices). */
+  /** Records committed in all. */
   commits = 0;
+  /** The writer encoding a record for this peer in place right now (a nested emit to the peer moves it out of the way). */
+  writer: WireWriter | undefined;
   constructor(
     readonly peer: number,
     readonly ring: RingWriter,
@@ -338,15 +341,19 @@ export class Endpoint {
     let taskId = task === out.lastTask ? out.lastTaskId : out.taskIds.get(task);
     const named = taskId === undefined;
     if (taskId === undefined) {
-      taskId = out.taskIds.size;
+      // Never reused, not even when this call fails: a call made from
+      // inside its argument (a getter) may have taken the next one.
+      taskId = out.nextTaskId++;
       out.taskIds.set(task, taskId);
     }
-    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.resolves.length;
+    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.targets.length;
+    // Taken now (targets' length): a call made from inside this one's emit gets another id.
+    this.targets[id] = peer;
     try {
       this.emit(out, named ? KIND_REQUEST_NAMED : KIND_REQUEST, id, taskId, named ? task : undefined, arg);
     } catch (e) {
       if (named) out.taskIds.delete(task);
-      if (id !== this.resolves.length) this.freeIds.push(id);
+      this.freeIds.push(id);
       out.lastTask = undefined;
       return Promise.reject(unsendableArg(callName(via, peer, task), e));
     }
@@ -357,7 +364,6 @@ export class Endpoint {
     const promise = new Promise<unknown>(this.executor);
     this.resolves[id] = this.nextResolve;
     this.rejects[id] = this.nextReject;
-    this.targets[id] = peer;
     this.names[id] = task;
     this.pendingTo[peer]!++;
     if (this.pending++ === 0) this.keepAlive?.ref();
@@ -380,7 +386,7 @@ export class Endpoint {
    */
   private emit(out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
     // A getter inside `value` may itself call submitTo: that nested emit
-    // gets a writer of its own, and this one notices the ring moved.
+    // gets a writer of its own (and moves this one out of its way: emitWith).
     const nested = this.emitting++ !== 0;
     const w = nested ? new WireWriter() : this.writer;
     // A nested emit sends keys inline: the outer one may still drop a shape it added.
@@ -393,63 +399,66 @@ export class Endpoint {
   }
 
   private emitWith(w: WireWriter, out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
+    // A getter of the value an emit to this same peer is encoding, calling
+    // submitTo: that encoding moves to its scratch buffer (it goes on there,
+    // reading nothing again) and this record takes the place; it is sent
+    // first, as postMessage would send it.
+    out.writer?.spill();
     // Fast paths: encode in place, in the ring when nothing waits before
-    // this record, else at the tail of the overflow queue.
+    // this record, else at the tail of the overflow queue; a value larger
+    // than the room there moves to scratch as it grows (spill).
     // Nothing goes into the ring of a peer that is down (the main thread
     // empties it before the peer's new thread starts): queue behind.
     const queued = out.overflow.length !== 0 || !this.peers[out.peer]!.up;
     let target: WireBytes | undefined;
     let at = 0;
-    let limit = 0;
     if (!queued) {
       const room = out.ring.room();
       if (room >= MIN_DIRECT_ROOM) {
         target = this.bytes;
         at = out.ring.position();
-        limit = at + Math.min(room, out.maxRecord);
+        w.into(target, at + HEADER_BYTES, at + Math.min(room, out.maxRecord), at);
       }
     } else {
       target = out.overflow.tailChunk();
       at = out.overflow.tailPos();
-      limit = Math.min(target.u8.length, at + out.maxRecord);
+      w.into(target, at + HEADER_BYTES, Math.min(target.u8.length, at + out.maxRecord), at);
     }
-    if (target !== undefined) {
-      const commits = out.commits;
-      w.into(target, at + HEADER_BYTES, limit);
-      try {
-        if (name !== undefined) w.writeString(name);
-        w.writeValue(value);
-        if (out.commits !== commits) throw OUT_OF_ROOM; // a nested emit took this place: encode again below
-        const i = at >>> 2;
-        target.i32[i] = recordHeader(w.pos - at, kind);
-        target.i32[i + 1] = w1;
-        target.i32[i + 2] = w2;
-        w.keepShapes();
-        if (queued) {
-          out.overflow.commitTail(w.pos - at);
-          out.commits++;
-          if (out.overflow.length === 1) this.startedOverflow(out);
-        } else {
-          out.ring.commit(w.pos - at);
-          this.committed(out);
-        }
-        return;
-      } catch (e) {
-        if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
-        if (e !== OUT_OF_ROOM) throw e;
-      }
-    }
-    // Slow path: a value larger than the room in place.
-    w.intoScratch(HEADER_BYTES);
-    if (name !== undefined) w.writeString(name);
-    const valueAt = w.pos;
+    if (target === undefined) w.intoScratch(HEADER_BYTES);
+    const outer = out.writer;
+    out.writer = w;
+    let valueAt: number;
     try {
+      if (name !== undefined) w.writeString(name);
+      valueAt = w.pos - w.recordStart;
       w.writeValue(value);
     } catch (e) {
-      if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
-      throw e;
+      if (e !== SHARED_MEMORY) throw e;
+      out.writer = outer;
+      const side = w.sideValue;
+      w.sideValue = undefined;
+      return this.emitSide(out, kind, w1, w2, name, { value: side });
+    } finally {
+      out.writer = outer;
     }
     w.keepShapes(); // from here on the record is sent, one way or the other
+    if (target !== undefined && !w.spilled) {
+      const length = w.pos - at;
+      const i = at >>> 2;
+      target.i32[i] = recordHeader(length, kind);
+      target.i32[i + 1] = w1;
+      target.i32[i + 2] = w2;
+      if (queued) {
+        out.overflow.commitTail(length);
+        out.commits++;
+        if (out.overflow.length === 1) this.startedOverflow(out);
+      } else {
+        out.ring.commit(length);
+        this.committed(out);
+      }
+      return;
+    }
+    // In scratch: from the start, or moved there (larger than the room in place, or a nested call took it).
     const scratch = w.target;
     if (w.pos > out.maxRecord) {
       const bytes = scratch.u8.slice(valueAt, w.pos).buffer;
@@ -939,6 +948,7 @@ export class Endpoint {
     if (out) {
       out.overflow.clear();
       out.taskIds.clear();
+      out.nextTaskId = 0;
       out.lastTask = undefined;
       out.shapes = new ShapeTable();
       out.batched = 0;
