@@ -35,6 +35,8 @@ const INSTANCES: Array<Error & { code: string }> = [
   new HeapFormatError("m"),
   new HeapOwnershipError("m", 1),
   new ShardError(0, "m"),
+  new ShardError(0, "m", { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" }),
+  new ShardError(0, "m", { code: "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN" }),
   new InvalidValueError("--memory", "m"),
   new UsageError("m"),
   new HttpError("ERR_SHARDHEAP_UNAUTHORIZED"),

@@ -6,6 +6,11 @@
  *   3. a call by the side path (shared memory, a 100 KB string) made while
  *      the dead shard's new thread is on its way settles, and so does
  *      every later call; stop() has nothing left waiting;
+ *   5. delivery is at most once: of thousands of calls in flight when the
+ *      shard dies, each task logging its run in shared memory, every call
+ *      rejected as never started did not run, every one that ran was
+ *      answered or rejected as may-have-run, nothing ran twice, and
+ *      retrying the never-started ones runs each exactly once.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Piscina } from "piscina";
@@ -109,5 +114,68 @@ describe("a side-path call right after a death (item 3)", () => {
       expect(errors.slice(deaths)).toEqual([]);
       expect(smp.heap.check()).toEqual([]);
     }, 180_000);
+  }
+});
+
+const NOT_STARTED = "ERR_SHARDHEAP_CALL_NOT_STARTED";
+const MAY_HAVE_RUN = "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN";
+
+describe("a death mid-stream: at most once, and the code says whether a call started (item 5)", () => {
+  for (const how of ["process.exit", "terminate"] as const) {
+    it(`${how} among 10,000 calls in flight, from the main thread and from another shard`, async () => {
+      const { smp, errors } = await start(2, { stopTimeoutMs: 60_000 });
+      const fromMain = 6000;
+      const fromShard = 4000;
+      const us = 20; // each task keeps shard 1 busy this long, so the stream is still flowing when it dies
+      const log = new SharedArrayBuffer(4 * (fromMain + fromShard));
+      const runs = new Int32Array(log);
+      await smp.invokeOnAll("setLog", log);
+      const deaths = errors.length;
+      // Shard 0's calls to shard 1 (indices fromMain..), all in flight at once ...
+      const shardOutcomes = smp.submitTo<string[]>(0, "markAll", { target: 1, task: "markSlowly", from: fromMain, count: fromShard, us });
+      // ... and the main thread's; with process.exit, call 1500 ends the thread from inside its task.
+      const exitAt = how === "process.exit" ? 1500 : -1;
+      const calls = Array.from({ length: fromMain }, (_, i) => (i === exitAt ? smp.submitTo(1, "markThenExit", i) : smp.submitTo(1, "markSlowly", { i, us })));
+      if (how === "terminate") {
+        let ran = 0;
+        await waitFor(() => (ran = runs.reduce((n, r) => n + r, 0)) > (fromMain + fromShard) / 4, "a quarter of the calls run", 30_000);
+        await threadOf(smp, 1).terminate();
+      }
+      const settled = await within(Promise.allSettled(calls), 30_000, "the main thread's calls");
+      const mainOutcomes = (settled as PromiseFulfilledResult<PromiseSettledResult<unknown>[]>).value.map((o) =>
+        o.status === "fulfilled" ? "ok" : String((o.reason as ShardError).code),
+      );
+      const fromShard0 = await within(shardOutcomes, 30_000, "shard 0's calls");
+      expect(fromShard0.status).toBe("fulfilled");
+      const outcomes = [...mainOutcomes, ...(fromShard0 as PromiseFulfilledResult<string[]>).value];
+      await waitFor(() => errors.length > deaths, "the 'error' event", 15_000);
+
+      const tally = { ok: 0, [NOT_STARTED]: 0, [MAY_HAVE_RUN]: 0 } as Record<string, number>;
+      const wrong: string[] = [];
+      outcomes.forEach((outcome, i) => {
+        tally[outcome] = (tally[outcome] ?? 0) + 1;
+        const ran = Atomics.load(runs, i);
+        if (ran > 1) wrong.push(`call ${i} ran ${ran} times`);
+        if (outcome === "ok" && ran !== 1) wrong.push(`call ${i} resolved but ran ${ran} times`);
+        if (outcome === NOT_STARTED && ran !== 0) wrong.push(`call ${i} was rejected as never started but ran`);
+        if (outcome !== "ok" && outcome !== NOT_STARTED && outcome !== MAY_HAVE_RUN) wrong.push(`call ${i}: ${outcome}`);
+      });
+      expect(wrong.slice(0, 10), JSON.stringify(tally)).toEqual([]);
+      // Not vacuous: the death cut the stream in the middle.
+      expect(tally.ok, JSON.stringify(tally)).toBeGreaterThan(0);
+      expect(tally[NOT_STARTED], JSON.stringify(tally)).toBeGreaterThan(0);
+      if (how === "process.exit") expect(outcomes[exitAt]).toBe(MAY_HAVE_RUN); // it ran, and its answer never left
+
+      // Retrying what never started runs each of them once, on the new thread.
+      await smp.submitTo(1, "setLog", log);
+      const retried = outcomes.flatMap((o, i) => (o === NOT_STARTED ? [i] : []));
+      expect(await Promise.all(retried.map((i) => smp.submitTo(1, "mark", i)))).toEqual(retried);
+      for (const i of retried) expect(Atomics.load(runs, i), `call ${i} retried`).toBe(1);
+      expect(runs.every((r) => r <= 1)).toBe(true);
+      const deathsNow = errors.length;
+      await smp.stop({ timeoutMs: 5000 });
+      expect(errors.slice(deathsNow)).toEqual([]);
+      expect(smp.heap.check()).toEqual([]);
+    }, 120_000);
   }
 });

@@ -38,6 +38,17 @@
  * again (its new thread). Calls made meanwhile wait in the overflow queue
  * and go to the new thread; if it cannot start (GONE) they reject.
  * Answers to requests of a dead incarnation are dropped.
+ *
+ * Delivery is at most once, and a cut-off call says which side of the line
+ * it was on (issue 18 item 5: of 20,000 calls cut by a death, 1,724 of the
+ * rejected ones had run, and a caller retrying on ShardError ran them
+ * twice). The receiver counts the records it takes from each ring and
+ * stores the count in the ring's TAKEN word before acting on each; each
+ * call remembers its record's number in the stream (Outgoing.records). A
+ * call whose number is below TAKEN when its peer died may have run
+ * (ERR_SHARDHEAP_CALL_MAY_HAVE_RUN); any other never started
+ * (ERR_SHARDHEAP_CALL_NOT_STARTED), and is safe to send again. One
+ * Atomics.store per record taken, on the receiver's own cache line.
  */
 import type { MessagePort } from "node:worker_threads";
 import { ShardError } from "../errors.js";
@@ -56,6 +67,7 @@ import {
   STATE,
   STATE_GONE,
   STATE_UP,
+  TAKEN,
   type QueueGeometry,
 } from "./queue-layout.js";
 import { KIND_MASK, recordHeader, RingReader, RingWriter } from "./spsc-ring.js";
@@ -151,8 +163,13 @@ class Outgoing {
   shapes = new ShapeTable();
   /** Records committed since the last publish. */
   batched = 0;
-  /** Records committed in all. */
-  commits = 0;
+  /**
+   * Records that entered this peer's stream (the ring, or the overflow
+   * behind it) since its incarnation began, each call's and answer's one:
+   * a call's record is number `records - 1` once it is sent, and the peer
+   * has taken it iff that is below the ring's TAKEN (item 5).
+   */
+  records = 0;
   /** The writer encoding a record for this peer in place right now (a nested emit to the peer moves it out of the way). */
   writer: WireWriter | undefined;
   constructor(
@@ -175,9 +192,13 @@ class Incoming {
   /** A SIDE record is next and its message has not arrived: stop draining this ring until it does. */
   waitingSide = false;
   port: MessagePort | undefined;
+  /** Records taken from the ring since the peer's incarnation began (published in the ring's TAKEN word before each is acted on). */
+  taken = 0;
   constructor(
     readonly peer: number,
     readonly ring: RingReader,
+    /** Int32 index of the ring's TAKEN word. */
+    readonly takenWord: number,
   ) {}
 }
 
@@ -218,6 +239,8 @@ export class Endpoint {
   private resolves: Array<((v: unknown) => void) | undefined> = [];
   private rejects: Array<((e: unknown) => void) | undefined> = [];
   private targets: number[] = [];
+  /** The number of the call's record in its peer's stream (Outgoing.records). */
+  private sequence: number[] = [];
   private names: string[] = [];
   private freeIds: number[] = [];
   /** Calls pending per peer, and in all. */
@@ -268,7 +291,9 @@ export class Endpoint {
       to === this.self && to === this.shards ? undefined : new Outgoing(to, new RingWriter(this.i32, ringWord(this.g, this.self, to), ringData(this.g, this.self, to), this.g.ringBytes), maxRecord),
     );
     this.inc = Array.from({ length: E }, (_, from) =>
-      from === this.self && from === this.shards ? undefined : new Incoming(from, new RingReader(this.i32, ringWord(this.g, from, this.self), ringData(this.g, from, this.self), this.g.ringBytes)),
+      from === this.self && from === this.shards
+        ? undefined
+        : new Incoming(from, new RingReader(this.i32, ringWord(this.g, from, this.self), ringData(this.g, from, this.self), this.g.ringBytes), ringWord(this.g, from, this.self) + TAKEN),
     );
     this.pendingTo = new Array<number>(E).fill(0);
     this.peers = Array.from({ length: E }, () => ({ epoch: 0, up: true, gone: false }));
@@ -290,8 +315,13 @@ export class Endpoint {
     this.scheduleTurn();
   }
 
-  /** Stop draining and waiting; pending calls stay pending (the thread is about to end), unless `reason` is given. */
-  stop(reason?: (peer: number, task: string) => Error): void {
+  /**
+   * Stop draining and waiting; pending calls stay pending (the thread is
+   * about to end), unless `reason` is given: then each rejects with
+   * reason(peer, task, started), `started` saying whether its shard had
+   * taken it (call once the shards' threads are gone).
+   */
+  stop(reason?: (peer: number, task: string, started: boolean) => Error): void {
     this.stopped = true;
     if (this.keepAlive) clearInterval(this.keepAlive);
     if (this.waiting) {
@@ -300,7 +330,7 @@ export class Endpoint {
     }
     if (reason) {
       for (let id = 0; id < this.resolves.length; id++) {
-        if (this.resolves[id] !== undefined) this.settle(id, false, reason(this.targets[id]!, this.names[id]!));
+        if (this.resolves[id] !== undefined) this.settle(id, false, reason(this.targets[id]!, this.names[id]!, this.startedOn(id)));
       }
     }
   }
@@ -359,6 +389,7 @@ export class Endpoint {
     }
     out.lastTask = task;
     out.lastTaskId = taskId;
+    this.sequence[id] = out.records - 1;
     // One executor for every call (it stores the resolvers here): a
     // closure per call is one more allocation on the hottest path.
     const promise = new Promise<unknown>(this.executor);
@@ -450,11 +481,11 @@ export class Endpoint {
       target.i32[i + 2] = w2;
       if (queued) {
         out.overflow.commitTail(length);
-        out.commits++;
+        out.records++;
         if (out.overflow.length === 1) this.startedOverflow(out);
       } else {
         out.ring.commit(length);
-        this.committed(out);
+        this.committedNew(out);
       }
       return;
     }
@@ -490,12 +521,12 @@ export class Endpoint {
       if (at >= 0) {
         this.bytes.u8.set(record, at);
         out.ring.commit(record.length);
-        this.committed(out);
+        this.committedNew(out);
         return;
       }
     }
     out.overflow.push(record);
-    out.commits++;
+    out.records++;
     if (out.overflow.length === 1) this.startedOverflow(out);
   }
 
@@ -505,8 +536,13 @@ export class Endpoint {
     if (this.peers[out.peer]!.up && out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
   }
 
+  /** A record entered `out`'s ring (from the emit, not moved from the overflow: flushOverflow). */
+  private committedNew(out: Outgoing): void {
+    out.records++;
+    this.committed(out);
+  }
+
   private committed(out: Outgoing): void {
-    out.commits++;
     if (out.batched++ === 0) this.dirty.push(out);
     if (out.batched >= BATCH) this.publish(out);
     else if (!this.flushQueued) {
@@ -680,6 +716,10 @@ export class Endpoint {
           inc.sideHead = 0;
         }
       }
+      // Taken: from here on the sender cannot tell whether this record's
+      // task ran (it may start below), so it must say "may have run" if
+      // this thread dies (item 5). Published before the task can start.
+      Atomics.store(i32, inc.takenWord, (inc.taken = (inc.taken + 1) | 0));
       const w1 = i32[i + 1]!;
       const w2 = i32[i + 2]!;
       const r = this.reader;
@@ -930,22 +970,51 @@ export class Endpoint {
       }
       if (!state.up && up) {
         this.out[p]?.ring.reset();
-        this.inc[p]?.ring.reset();
+        const inc = this.inc[p];
+        if (inc !== undefined) {
+          inc.ring.reset();
+          inc.taken = 0;
+        }
         state.up = true;
       }
     }
     if (acked) this.wake(this.shards);
   }
 
-  /** `peer` went down: every call pending on it rejects; what was kept for it or from it is dropped. */
+  /**
+   * Had call `id`'s shard taken its record when its thread died? The
+   * receiver stores its count of records taken in the ring's TAKEN word
+   * before it acts on each (drain); a record numbered at or past that
+   * count (still in the ring, or in the overflow) was never taken, so its
+   * task never started. Read after the death, before the ring is emptied
+   * (the main thread waits for this endpoint's ACK), so nothing moves it.
+   */
+  private startedOn(id: number): boolean {
+    const peer = this.targets[id]!;
+    const taken = Atomics.load(this.i32, ringWord(this.g, this.self, peer) + TAKEN);
+    return ((this.sequence[id]! - taken) | 0) < 0;
+  }
+
+  /**
+   * `peer` went down: every call pending on it rejects, saying whether it
+   * never started or may have run; what was kept for it or from it is
+   * dropped.
+   */
   private forget(peer: number): void {
     for (let id = 0; id < this.resolves.length; id++) {
-      if (this.resolves[id] !== undefined && this.targets[id] === peer) {
-        this.settle(id, false, new ShardError(peer, `shard ${peer}: ${describeTask(this.names[id]!)} was cut off: the shard's thread died`));
-      }
+      if (this.resolves[id] === undefined || this.targets[id] !== peer) continue;
+      const task = this.names[id]!;
+      this.settle(
+        id,
+        false,
+        this.startedOn(id)
+          ? new ShardError(peer, `shard ${peer}: ${describeTask(task)} was cut off: the shard's thread died after taking it; it may have run`, { code: "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN" })
+          : new ShardError(peer, `shard ${peer}: ${describeTask(task)} never started: the shard's thread died before taking it`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" }),
+      );
     }
     const out = this.out[peer];
     if (out) {
+      out.records = 0;
       out.overflow.clear();
       out.taskIds.clear();
       out.nextTaskId = 0;
@@ -1007,5 +1076,5 @@ export function callName(via: CallName, peer: number, task: string): string {
 }
 
 export function downError(peer: number, call: string): ShardError {
-  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`);
+  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" });
 }

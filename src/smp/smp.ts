@@ -325,7 +325,11 @@ export class Smp extends EventEmitter<SmpEvents> {
     await Promise.allSettled(this.pools.map((pool) => pool.destroy()));
     this.stopped = true;
     // Whatever was still pending (a shard cut off by the stop timeout) ends here.
-    this.endpoint.stop((shard, task) => new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} was cut off: the runtime has stopped`));
+    this.endpoint.stop((shard, task, started) =>
+      started
+        ? new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} was cut off: the runtime has stopped; it may have run`, { code: "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN" })
+        : new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} never started: the runtime has stopped`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" }),
+    );
     this.links.closeControls();
   }
 
