@@ -53,7 +53,7 @@
 import type { MessagePort } from "node:worker_threads";
 import { ShardError } from "../errors.js";
 import { encodeError, encodeThrown, type ErrorRecord, type ThrownRecord } from "./error-codec.js";
-import { describeTask, errorMessage, rebuildThrown, unsendableArg, unsendableResult } from "./call-errors.js";
+import { describeTask, errorMessage, queueFull, rebuildThrown, unsendableArg, unsendableResult } from "./call-errors.js";
 import { OverflowQueue } from "./overflow-queue.js";
 import {
   ackWord,
@@ -84,6 +84,8 @@ const KIND_UNSENDABLE = 6;
 /** The value is not in the ring: it is the next side-path message from this peer. */
 const SIDE = 8;
 const HEADER_BYTES = 12;
+/** Int32s a pending call keeps in Endpoint.calls. */
+const CALL_WORDS = 3;
 
 /** Records published together (Seastar's batch_size). */
 const BATCH = 16;
@@ -147,6 +149,8 @@ export interface EndpointOptions {
   readonly host?: TaskHost;
   /** Hold the process open while calls are pending (the main thread: piscina unrefs idle workers). */
   readonly keepAlive?: boolean;
+  /** Calls one peer may have pending from this endpoint at once (Smp.start's maxPendingCalls); Infinity: no bound. */
+  readonly maxPendingCalls: number;
 }
 
 /** A side-path message: a value holding shared memory, or an encoding too big for the ring. */
@@ -156,6 +160,8 @@ class Outgoing {
   readonly overflow = new OverflowQueue();
   /** Task name -> id on this pair (the receiver learns a name with its first request). */
   readonly taskIds = new Map<string, number>();
+  /** ... and back: id -> name. */
+  taskNames: string[] = [];
   nextTaskId = 0;
   lastTask: string | undefined;
   lastTaskId = 0;
@@ -235,14 +241,20 @@ export class Endpoint {
   private readonly bell: number;
   private readonly sleeping: number;
 
-  // Calls this endpoint made, by id (a slot; reused once settled).
+  // Calls this endpoint made, by id (a slot; reused once settled): what a
+  // pending call costs its sender, ~190 B (issue 18 item 8: 266 B measured
+  // with 1M calls pending, of which the reject function every promise's
+  // executor gets, kept for the rare error, was 64 B and five JS arrays of
+  // slots 40 B). Only the resolve function is kept: a rejection resolves
+  // the promise with a rejected one. The rest is int32s in `calls`.
   private resolves: Array<((v: unknown) => void) | undefined> = [];
-  private rejects: Array<((e: unknown) => void) | undefined> = [];
-  private targets: number[] = [];
-  /** The number of the call's record in its peer's stream (Outgoing.records). */
-  private sequence: number[] = [];
-  private names: string[] = [];
+  /** Per id, CALL_WORDS int32s: the peer, the number of its record in the peer's stream (Outgoing.records), its task id there. */
+  private calls = new Int32Array(CALL_WORDS * 256);
+  /** Ids handed out so far (the next new one). */
+  private ids = 0;
   private freeIds: number[] = [];
+  /** Calls one peer may have pending from this endpoint (maxPendingCalls). */
+  private readonly maxPending: number;
   /** Calls pending per peer, and in all. */
   private readonly pendingTo: number[];
   private pending = 0;
@@ -281,6 +293,7 @@ export class Endpoint {
     this.reader = new WireReader(this.bytes);
     this.links = o.links;
     this.host = o.host;
+    this.maxPending = o.maxPendingCalls;
     const E = this.g.endpoints;
     this.bell = endpointWord(this.g, this.self) + BELL;
     this.sleeping = endpointWord(this.g, this.self) + SLEEPING;
@@ -329,8 +342,8 @@ export class Endpoint {
       Atomics.notify(this.i32, this.bell);
     }
     if (reason) {
-      for (let id = 0; id < this.resolves.length; id++) {
-        if (this.resolves[id] !== undefined) this.settle(id, false, reason(this.targets[id]!, this.names[id]!, this.startedOn(id)));
+      for (let id = 0; id < this.ids; id++) {
+        if (this.resolves[id] !== undefined) this.settle(id, false, reason(this.peerOf(id), this.taskOf(id), this.startedOn(id)));
       }
     }
   }
@@ -338,6 +351,11 @@ export class Endpoint {
   /** Calls pending on `peer`. */
   pendingOn(peer: number): number {
     return this.pendingTo[peer]!;
+  }
+
+  /** Would a call to `peer` now be refused for its bound (maxPendingCalls)? Then the error, naming `call`. */
+  refusal(peer: number, call: string): ShardError | undefined {
+    return this.pendingTo[peer]! >= this.maxPending ? queueFull(peer, call, this.maxPending) : undefined;
   }
 
   /** Resolves once no call is pending on `peer`. */
@@ -366,6 +384,7 @@ export class Endpoint {
     if (this.stopped) return Promise.reject(new ShardError(peer, `${callName(via, peer, task)}: the runtime has stopped`));
     // A peer that is down takes calls all the same: they wait for its new thread.
     if (this.peers[peer]!.gone) return Promise.reject(downError(peer, callName(via, peer, task)));
+    if (this.pendingTo[peer]! >= this.maxPending) return Promise.reject(queueFull(peer, callName(via, peer, task), this.maxPending));
     const out = this.out[peer]!;
     // A burst of calls names one task: compare with the last before the Map.
     let taskId = task === out.lastTask ? out.lastTaskId : out.taskIds.get(task);
@@ -375,10 +394,10 @@ export class Endpoint {
       // inside its argument (a getter) may have taken the next one.
       taskId = out.nextTaskId++;
       out.taskIds.set(task, taskId);
+      out.taskNames[taskId] = task;
     }
-    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.targets.length;
-    // Taken now (targets' length): a call made from inside this one's emit gets another id.
-    this.targets[id] = peer;
+    // Taken now: a call made from inside this one's emit gets another id.
+    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.newId();
     try {
       this.emit(out, named ? KIND_REQUEST_NAMED : KIND_REQUEST, id, taskId, named ? task : undefined, arg);
     } catch (e) {
@@ -389,24 +408,43 @@ export class Endpoint {
     }
     out.lastTask = task;
     out.lastTaskId = taskId;
-    this.sequence[id] = out.records - 1;
-    // One executor for every call (it stores the resolvers here): a
+    const at = id * CALL_WORDS; // `calls` read after the emit: a call made inside it may have grown it
+    this.calls[at] = peer;
+    this.calls[at + 1] = out.records - 1;
+    this.calls[at + 2] = taskId;
+    // One executor for every call (it stores the resolver here): a
     // closure per call is one more allocation on the hottest path.
     const promise = new Promise<unknown>(this.executor);
     this.resolves[id] = this.nextResolve;
-    this.rejects[id] = this.nextReject;
-    this.names[id] = task;
     this.pendingTo[peer]!++;
     if (this.pending++ === 0) this.keepAlive?.ref();
     return promise;
   }
 
   private nextResolve: ((v: unknown) => void) | undefined;
-  private nextReject: ((e: unknown) => void) | undefined;
-  private readonly executor = (resolve: (v: unknown) => void, reject: (e: unknown) => void): void => {
+  private readonly executor = (resolve: (v: unknown) => void): void => {
     this.nextResolve = resolve;
-    this.nextReject = reject;
   };
+
+  /** A call id never handed out before (the slots grow by doubling). */
+  private newId(): number {
+    const id = this.ids++;
+    if ((id + 1) * CALL_WORDS > this.calls.length) {
+      const bigger = new Int32Array(this.calls.length * 2);
+      bigger.set(this.calls);
+      this.calls = bigger;
+    }
+    return id;
+  }
+
+  private peerOf(id: number): number {
+    return this.calls[id * CALL_WORDS]!;
+  }
+
+  /** The name of call `id`'s task (for messages; valid while the call is pending). */
+  private taskOf(id: number): string {
+    return this.out[this.peerOf(id)]!.taskNames[this.calls[id * CALL_WORDS + 2]!]!;
+  }
 
   // ------------------------------------------------------------- sending
 
@@ -780,8 +818,8 @@ export class Endpoint {
 
   /** An answer to one of our calls. */
   private answer(peer: number, id: number, kind: number, value: unknown, bad: unknown): void {
-    if (this.resolves[id] === undefined || this.targets[id] !== peer) return; // stale: the call was settled when the peer went down
-    const task = this.names[id]!;
+    if (this.resolves[id] === undefined || this.peerOf(id) !== peer) return; // stale: the call was settled when the peer went down
+    const task = this.taskOf(id);
     if (bad !== undefined) {
       this.settle(id, false, new ShardError(peer, `shard ${peer}: the answer to ${describeTask(task)} could not be read: ${errorMessage(bad)}`, { cause: bad }));
     } else if (kind === KIND_RESULT) {
@@ -794,10 +832,9 @@ export class Endpoint {
   }
 
   private settle(id: number, ok: boolean, value: unknown): void {
-    const settle = ok ? this.resolves[id]! : this.rejects[id]!;
-    const peer = this.targets[id]!;
+    const resolve = this.resolves[id]!;
+    const peer = this.peerOf(id);
     this.resolves[id] = undefined;
-    this.rejects[id] = undefined;
     this.freeIds.push(id);
     if (--this.pendingTo[peer]! === 0) {
       const waiters = this.settledWaiters[peer];
@@ -807,7 +844,9 @@ export class Endpoint {
       }
     }
     if (--this.pending === 0) this.keepAlive?.unref();
-    settle(value);
+    // A rejection resolves with a rejected promise (its handler is added in
+    // the same microtask drain: no unhandled-rejection report).
+    resolve(ok ? value : Promise.reject(value));
   }
 
   // --------------------------------------------------------- running tasks
@@ -990,9 +1029,8 @@ export class Endpoint {
    * (the main thread waits for this endpoint's ACK), so nothing moves it.
    */
   private startedOn(id: number): boolean {
-    const peer = this.targets[id]!;
-    const taken = Atomics.load(this.i32, ringWord(this.g, this.self, peer) + TAKEN);
-    return ((this.sequence[id]! - taken) | 0) < 0;
+    const taken = Atomics.load(this.i32, ringWord(this.g, this.self, this.peerOf(id)) + TAKEN);
+    return ((this.calls[id * CALL_WORDS + 1]! - taken) | 0) < 0;
   }
 
   /**
@@ -1001,9 +1039,9 @@ export class Endpoint {
    * dropped.
    */
   private forget(peer: number): void {
-    for (let id = 0; id < this.resolves.length; id++) {
-      if (this.resolves[id] === undefined || this.targets[id] !== peer) continue;
-      const task = this.names[id]!;
+    for (let id = 0; id < this.ids; id++) {
+      if (this.resolves[id] === undefined || this.peerOf(id) !== peer) continue;
+      const task = this.taskOf(id);
       this.settle(
         id,
         false,
@@ -1017,6 +1055,7 @@ export class Endpoint {
       out.records = 0;
       out.overflow.clear();
       out.taskIds.clear();
+      out.taskNames = [];
       out.nextTaskId = 0;
       out.lastTask = undefined;
       out.shapes = new ShapeTable();

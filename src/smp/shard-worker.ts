@@ -104,6 +104,7 @@ async function answer(request: ShardRequest): Promise<number> {
         self: boot.shard,
         shards: boot.shards,
         links,
+        maxPendingCalls: boot.maxPendingCalls,
         host: {
           lookup: (name) => {
             const fn = exports[name];

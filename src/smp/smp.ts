@@ -104,7 +104,15 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.geometry = geometry;
     this.queues = new Int32Array(queues);
     this.links = new MainSideLinks(options.shards);
-    this.endpoint = new Endpoint({ buffer: queues, geometry, self: options.shards, shards: options.shards, links: this.links, keepAlive: true });
+    this.endpoint = new Endpoint({
+      buffer: queues,
+      geometry,
+      self: options.shards,
+      shards: options.shards,
+      links: this.links,
+      keepAlive: true,
+      maxPendingCalls: options.maxPendingCalls,
+    });
     this.links.attach(this.endpoint);
     this.endpoint.start();
     pools.forEach((pool, shard) => {
@@ -140,6 +148,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         heapprofRate: options.heapprofRate,
         module: options.module,
         idleTrimMs: options.idleTrimMs,
+        maxPendingCalls: options.maxPendingCalls,
       };
       return new Piscina({
         filename: WORKER_FILE,
