@@ -47,6 +47,9 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_FORMAT: { error: "HeapFormatError", message: "not a shardheap heap or heap image", exitCode: 2, httpStatus: 500 },
   ERR_SHARDHEAP_OWNERSHIP: { error: "HeapOwnershipError", message: "a shard's local state touched from a thread that does not own it", exitCode: 1, httpStatus: 500 },
   ERR_SHARDHEAP_SHARD: { error: "ShardError", message: "a shard failed, stopped or is stopping", exitCode: 1, httpStatus: 503 },
+  ERR_SHARDHEAP_CALL_NOT_STARTED: { error: "ShardError", message: "the call never started: its shard's thread died (or the runtime stopped) before taking it, or the shard is gone; safe to retry", exitCode: 1, httpStatus: 503 },
+  ERR_SHARDHEAP_QUEUE_FULL: { error: "ShardError", message: "too many calls pending from one thread to one shard (maxPendingCalls): the call was not sent", exitCode: 1, httpStatus: 503 },
+  ERR_SHARDHEAP_CALL_MAY_HAVE_RUN: { error: "ShardError", message: "the call was cut off after its shard took it: its task may have run, wholly or in part; not safe to retry blindly", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_INVALID_VALUE: { error: "InvalidValueError", message: "a value that does not read as what its field takes", exitCode: 2, httpStatus: 400 },
   ERR_SHARDHEAP_USAGE: { error: "UsageError", message: "a command or request that is not well formed", exitCode: 2, httpStatus: 400 },
   ERR_SHARDHEAP_UNAUTHORIZED: { error: "HttpError", message: "missing or wrong bearer token", exitCode: 1, httpStatus: 401 },
@@ -174,9 +177,13 @@ export class UsageError extends Error {
 
 /**
  * An error from a shard: a shard that failed, stopped or is stopping
- * (code ERR_SHARDHEAP_SHARD), or a task's own error carried back with its
- * name, message, code and stack (Smp rebuilds it; its code is the task's,
- * as the README promises), plus the shard id.
+ * (code ERR_SHARDHEAP_SHARD), a call its shard's death cut off (code
+ * ERR_SHARDHEAP_CALL_NOT_STARTED when the shard had not taken it, so it
+ * did not run; ERR_SHARDHEAP_CALL_MAY_HAVE_RUN when it had: delivery is at
+ * most once, nothing runs twice, but only the first is safe to retry), or
+ * a task's own error carried back with its name, message, code and stack
+ * (Smp rebuilds it; its code is the task's, as the README promises), plus the
+ * shard id.
  */
 export class ShardError extends Error {
   readonly shard: number;

@@ -51,3 +51,53 @@ export function parseDecimal(value: string, what: string, min: number, max: numb
   }
   return n;
 }
+
+/**
+ * Refuse the keys of an options object that are not among `known`: a
+ * misspelt option (`memoryPerShrad`) would otherwise be ignored and its
+ * default used without a word. InvalidValueError naming the key as
+ * `${what}.${key}`, the known key it most likely meant (a case slip, or at
+ * most two letters added, dropped, changed or swapped), and the keys there
+ * are.
+ */
+export function rejectUnknownKeys(given: object, known: readonly string[], what: string): void {
+  for (const key of Object.keys(given)) {
+    if (known.includes(key)) continue;
+    const meant = closestKey(key, known);
+    const hint = meant === undefined ? "" : ` (did you mean ${meant}?)`;
+    throw new InvalidValueError(`${what}.${key}`, `${what}.${key} is not an option${hint}; the options are ${known.join(", ")}`);
+  }
+}
+
+/** The key of `known` nearest `key`, if near enough to be a slip: same letters but case, or Damerau-Levenshtein distance <= 2. */
+function closestKey(key: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const k of known) {
+    const d = k.toLowerCase() === key.toLowerCase() ? 0 : editDistance(key, k, bestDistance);
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+/** Optimal-string-alignment distance of `a` and `b` (insertions, deletions, substitutions, adjacent swaps), or `cap` once it is that large. */
+function editDistance(a: string, b: string, cap: number): number {
+  if (Math.abs(a.length - b.length) >= cap) return cap;
+  let before: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d = Math.min(d, before[j - 2]! + 1);
+      row.push(d);
+    }
+    before = previous;
+    previous = row;
+  }
+  return Math.min(previous[b.length]!, cap);
+}

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HeapError, HeapOwnershipError, InvalidPointerError, ShardError, Smp } from "../dist/index.js";
 import { decodeError, encodeThrown, MAX_DEPTH, MAX_ERRORS, type ErrorRecord } from "../dist/smp/error-codec.js";
-import { OUT_OF_ROOM, SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "../dist/smp/wire-codec.js";
+import { SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "../dist/smp/wire-codec.js";
 
 const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
@@ -168,9 +168,16 @@ describe("values", () => {
     };
     // Shared memory cannot be bytes: the caller sends it by postMessage.
     expect(thrownBy(() => roundTrip({ view: new Uint8Array(new SharedArrayBuffer(8)) }))).toBe(SHARED_MEMORY);
-    // A fixed target that is too small says so (the caller encodes elsewhere).
-    writer.into(new WireBytes(new ArrayBuffer(16)), 0, 16);
-    expect(thrownBy(() => writer.writeValue("a string longer than sixteen bytes"))).toBe(OUT_OF_ROOM);
+    // A fixed target that is too small: the record so far moves to the writer's scratch and goes on there.
+    const fixed = new WireBytes(new ArrayBuffer(16));
+    writer.into(fixed, 4, 16, 0);
+    fixed.u8.set([1, 2, 3, 4], 0); // the record's first bytes (a header), before `pos`
+    writer.writeValue({ text: "a string longer than sixteen bytes" });
+    expect(writer.spilled).toBe(true);
+    expect(Array.from(writer.target.u8.subarray(0, 4))).toEqual([1, 2, 3, 4]);
+    const reader = new WireReader(writer.target);
+    reader.pos = 4;
+    expect(reader.readValue()).toEqual({ text: "a string longer than sixteen bytes" });
     // An AggregateError of AggregateErrors: the record count stays bounded.
     let wide: Error = new Error("leaf");
     for (let level = 0; level < 4; level++) wide = new AggregateError(Array.from({ length: 20 }, () => wide), `level ${level}`);

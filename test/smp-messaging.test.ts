@@ -136,7 +136,7 @@ describe("values", () => {
 
 describe("backpressure", () => {
   it("a 512-byte queue (~25 calls) and a million calls: the overflow waits on the sender's side, in order, nothing dropped", async () => {
-    const smp = await start(2, { queueBytes: 512 });
+    const smp = await start(2, { queueBytes: 512, maxPendingCalls: 1_000_000 });
     const count = 1_000_000;
     const calls: Array<Promise<number>> = new Array(count);
     for (let seq = 0; seq < count; seq++) calls[seq] = smp.submitTo<number>(1, "recordSeq", seq);
@@ -148,6 +148,64 @@ describe("backpressure", () => {
     // Shard to shard through the same tiny queues, 1000 calls in flight.
     expect(await smp.submitTo(0, "flood", { target: 1, count: 50_000, inFlight: 1000 })).toBe(50_000);
   }, 120_000);
+});
+
+describe("the flood bound: maxPendingCalls (issue 18 item 8)", () => {
+  const FULL = "ERR_SHARDHEAP_QUEUE_FULL";
+  it("a flood past the bound against a busy shard: the first calls are taken, the rest reject at once, unsent; nothing taken is lost; the shard recovers", async () => {
+    const bound = 1000;
+    const smp = await start(2, { maxPendingCalls: bound, queueBytes: 4096 });
+    // Shard 1 busy (asked by shard 0, so it is not one of this thread's calls to shard 1).
+    const busy = smp.submitTo(0, "relay", { target: 1, task: "spin", arg: 300 });
+    const flood = 5000;
+    const calls = Array.from({ length: flood }, (_, seq) => smp.submitTo<number>(1, "recordSeq", seq));
+    // Nothing settles while this loop runs: exactly `bound` calls were pending at its end, the rest refused.
+    const outcomes = await Promise.allSettled(calls);
+    expect(outcomes.slice(0, bound).every((o, seq) => o.status === "fulfilled" && o.value === seq)).toBe(true);
+    const refused = outcomes.slice(bound);
+    for (const o of refused) {
+      expect(o.status).toBe("rejected");
+      const e = (o as PromiseRejectedResult).reason as ShardError;
+      expect(e).toBeInstanceOf(ShardError);
+      expect(e.code).toBe(FULL);
+      expect(e.shard).toBe(1);
+    }
+    expect(((refused[0] as PromiseRejectedResult).reason as Error).message).toBe(
+      `submitTo(1, "recordSeq"): ${bound} calls to shard 1 are pending from this thread already (maxPendingCalls); this one was not sent: wait for some to settle, or raise maxPendingCalls`,
+    );
+    await busy;
+    // The refused calls never ran; the taken ones ran once each, in order.
+    expect(await smp.submitTo(1, "recorded", "seq")).toEqual({ count: bound, inOrder: true });
+    // The bound counts what is pending, so the shard takes a full burst again.
+    expect(await Promise.all(Array.from({ length: bound }, (_, seq) => smp.submitTo<number>(1, "recordSeq", seq)))).toHaveLength(bound);
+    expect(await smp.submitTo(1, "recorded", "seq")).toEqual({ count: bound, inOrder: true });
+
+    // From a shard: the same bound, per pair of threads.
+    const fromShard = await smp.submitTo<string[]>(0, "floodOutcomes", { target: 1, count: 3000 });
+    expect(fromShard.slice(0, bound).every((o) => o === "ok")).toBe(true);
+    expect(fromShard.slice(bound).every((o) => o === FULL)).toBe(true);
+    expect(await smp.submitTo(1, "recorded", "seq")).toEqual({ count: bound, inOrder: true });
+
+    // invokeOnAll is all or none: one shard at its bound refuses it for every shard.
+    const hold = smp.submitTo(0, "relay", { target: 1, task: "spin", arg: 200 });
+    const filling = Array.from({ length: bound }, (_, seq) => smp.submitTo(1, "recordSeq", seq));
+    const all = await smp.invokeOnAll("record", { from: "all", seq: 0 }).catch((e: unknown) => e);
+    expect(all).toBeInstanceOf(ShardError);
+    expect((all as ShardError).code).toBe(FULL);
+    expect((all as Error).message).toMatch(/^invokeOnAll\("record"\): 1000 calls to shard 1 are pending/);
+    await Promise.all([hold, ...filling]);
+    expect(await smp.submitTo(0, "recorded", "all")).toEqual({ count: 0, inOrder: true });
+    expect(await smp.submitTo(1, "recorded", "seq")).toEqual({ count: bound, inOrder: true });
+  }, 60_000);
+
+  it("the bound is a whole number from 1, or Infinity", async () => {
+    for (const bad of [0, -1, 1.5, Number.NaN]) {
+      await expect(Smp.start({ shards: 1, memoryPerShard: "1MiB", maxPendingCalls: bad })).rejects.toThrow(/^options.maxPendingCalls must be a whole number from 1/);
+    }
+    const smp = await start(1, { maxPendingCalls: Infinity });
+    expect(smp.options.maxPendingCalls).toBe(Infinity);
+    expect((await start(1)).options.maxPendingCalls).toBe(2 ** 18);
+  });
 });
 
 describe("a shard that dies", () => {

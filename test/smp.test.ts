@@ -3,7 +3,7 @@
  * the contended case, failure paths. Sizes and times are bounded for CI.
  */
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError, OutOfMemoryError, ShardError, Smp } from "../dist/index.js";
+import { InvalidPointerError, InvalidValueError, OutOfMemoryError, ShardError, Smp } from "../dist/index.js";
 import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { TASKS, startSmp, waitFor } from "./helpers.js";
@@ -117,6 +117,32 @@ describe("Smp errors", () => {
   it("an unknown task is a clear error", async () => {
     const smp = await startSmp({ shards: 1 });
     await expect(smp.submitTo(0, "noSuchTask")).rejects.toThrow(/exports no function named "noSuchTask"/);
+  });
+
+  it("a task on an Smp started without a module says that no module was given (issue 18 item 14)", async () => {
+    const smp = await startSmp({ shards: 1, module: undefined });
+    const e = await smp.submitTo(0, "anything").catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(TypeError);
+    expect((e as Error).message).toBe('shard 0: no task "anything": no module was given to Smp.start (its { module } option names the file whose exported functions are the tasks)');
+  });
+
+  it("an option key Smp.start or stop() does not know is refused, naming it and the key it most likely meant (issue 18 item 14)", async () => {
+    const refusal = async (p: Promise<unknown>): Promise<InvalidValueError> => {
+      const e = await p.then(() => undefined, (x: unknown) => x);
+      expect(e).toBeInstanceOf(InvalidValueError);
+      return e as InvalidValueError;
+    };
+    const typo = await refusal(Smp.start({ shards: 1, memoryPerShrad: "1MiB" } as Parameters<typeof Smp.start>[0]));
+    expect(typo.field).toBe("options.memoryPerShrad");
+    expect(typo.message).toBe(
+      "options.memoryPerShrad is not an option (did you mean memoryPerShard?); the options are shards, memoryPerShard, heapprof, module, loadTimeoutMs, stopTimeoutMs, idleTrimMs, queueBytes, maxPendingCalls",
+    );
+    expect((await refusal(Smp.start({ Shards: 1 } as Parameters<typeof Smp.start>[0]))).message).toMatch(/^options.Shards is not an option \(did you mean shards\?\);/);
+    expect((await refusal(Smp.start({ shards: 1, colour: "red" } as Parameters<typeof Smp.start>[0]))).message).toMatch(/^options.colour is not an option; the options are /);
+    const smp = await startSmp({ shards: 1, memoryPerShard: "1MiB" });
+    const stopTypo = await refusal(smp.stop({ timeout: 10 } as Parameters<Smp["stop"]>[0]));
+    expect(stopTypo.message).toBe("stop: options.timeout is not an option (did you mean timeoutMs?); the options are timeoutMs");
+    await smp.stop(); // the refused stop() started nothing
   });
 
   it("bad arguments are rejected before anything starts", async () => {

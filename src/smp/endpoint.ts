@@ -38,11 +38,22 @@
  * again (its new thread). Calls made meanwhile wait in the overflow queue
  * and go to the new thread; if it cannot start (GONE) they reject.
  * Answers to requests of a dead incarnation are dropped.
+ *
+ * Delivery is at most once, and a cut-off call says which side of the line
+ * it was on (issue 18 item 5: of 20,000 calls cut by a death, 1,724 of the
+ * rejected ones had run, and a caller retrying on ShardError ran them
+ * twice). The receiver counts the records it takes from each ring and
+ * stores the count in the ring's TAKEN word before acting on each; each
+ * call remembers its record's number in the stream (Outgoing.records). A
+ * call whose number is below TAKEN when its peer died may have run
+ * (ERR_SHARDHEAP_CALL_MAY_HAVE_RUN); any other never started
+ * (ERR_SHARDHEAP_CALL_NOT_STARTED), and is safe to send again. One
+ * Atomics.store per record taken, on the receiver's own cache line.
  */
 import type { MessagePort } from "node:worker_threads";
 import { ShardError } from "../errors.js";
 import { encodeError, encodeThrown, type ErrorRecord, type ThrownRecord } from "./error-codec.js";
-import { describeTask, errorMessage, rebuildThrown, unsendableArg, unsendableResult } from "./call-errors.js";
+import { describeTask, errorMessage, queueFull, rebuildThrown, unsendableArg, unsendableResult } from "./call-errors.js";
 import { OverflowQueue } from "./overflow-queue.js";
 import {
   ackWord,
@@ -56,10 +67,11 @@ import {
   STATE,
   STATE_GONE,
   STATE_UP,
+  TAKEN,
   type QueueGeometry,
 } from "./queue-layout.js";
 import { KIND_MASK, recordHeader, RingReader, RingWriter } from "./spsc-ring.js";
-import { OUT_OF_ROOM, SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "./wire-codec.js";
+import { SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "./wire-codec.js";
 
 // Record kinds (spsc-ring.ts owns KIND_PAD = 1). Every record has a
 // three-word header: [byteLength << 4 | kind, callId, taskId or 0].
@@ -72,6 +84,8 @@ const KIND_UNSENDABLE = 6;
 /** The value is not in the ring: it is the next side-path message from this peer. */
 const SIDE = 8;
 const HEADER_BYTES = 12;
+/** Int32s a pending call keeps in Endpoint.calls. */
+const CALL_WORDS = 3;
 
 /** Records published together (Seastar's batch_size). */
 const BATCH = 16;
@@ -106,6 +120,8 @@ export type TaskFunction = (arg: unknown, context: unknown) => unknown;
 export interface TaskHost {
   /** The module's exported function `name`, or undefined. Valid once `ready` has settled. */
   lookup(name: string): TaskFunction | undefined;
+  /** Smp.start was given a module (without one there are no tasks at all, and a call says so). */
+  readonly hasModule: boolean;
   /** The second argument of every task (the ShardContext). */
   readonly context: unknown;
   /** Settles once the module has loaded (tasks that arrive earlier wait for it, in order). */
@@ -117,8 +133,8 @@ export interface TaskHost {
 
 /** Ports for the side path, made on first use (see side-links.ts). */
 export interface SideLinks {
-  /** A port whose messages arrive at `peer`'s endpoint as side messages from this one. */
-  portTo(peer: number): MessagePort;
+  /** A port whose messages arrive at incarnation `peerEpoch` of `peer`'s endpoint as side messages from this one. */
+  portTo(peer: number, peerEpoch: number): MessagePort;
   /** Forget the port to `peer` (it went down). */
   drop(peer: number): void;
 }
@@ -133,6 +149,8 @@ export interface EndpointOptions {
   readonly host?: TaskHost;
   /** Hold the process open while calls are pending (the main thread: piscina unrefs idle workers). */
   readonly keepAlive?: boolean;
+  /** Calls one peer may have pending from this endpoint at once (Smp.start's maxPendingCalls); Infinity: no bound. */
+  readonly maxPendingCalls: number;
 }
 
 /** A side-path message: a value holding shared memory, or an encoding too big for the ring. */
@@ -142,14 +160,24 @@ class Outgoing {
   readonly overflow = new OverflowQueue();
   /** Task name -> id on this pair (the receiver learns a name with its first request). */
   readonly taskIds = new Map<string, number>();
+  /** ... and back: id -> name. */
+  taskNames: string[] = [];
+  nextTaskId = 0;
   lastTask: string | undefined;
   lastTaskId = 0;
   /** Object shapes sent on this pair (wire-codec.ts). */
   shapes = new ShapeTable();
   /** Records committed since the last publish. */
   batched = 0;
-  /** Records committed in all (an emit interrupted by another to the same peer notices). */
-  commits = 0;
+  /**
+   * Records that entered this peer's stream (the ring, or the overflow
+   * behind it) since its incarnation began, each call's and answer's one:
+   * a call's record is number `records - 1` once it is sent, and the peer
+   * has taken it iff that is below the ring's TAKEN (item 5).
+   */
+  records = 0;
+  /** The writer encoding a record for this peer in place right now (a nested emit to the peer moves it out of the way). */
+  writer: WireWriter | undefined;
   constructor(
     readonly peer: number,
     readonly ring: RingWriter,
@@ -170,9 +198,13 @@ class Incoming {
   /** A SIDE record is next and its message has not arrived: stop draining this ring until it does. */
   waitingSide = false;
   port: MessagePort | undefined;
+  /** Records taken from the ring since the peer's incarnation began (published in the ring's TAKEN word before each is acted on). */
+  taken = 0;
   constructor(
     readonly peer: number,
     readonly ring: RingReader,
+    /** Int32 index of the ring's TAKEN word. */
+    readonly takenWord: number,
   ) {}
 }
 
@@ -209,12 +241,20 @@ export class Endpoint {
   private readonly bell: number;
   private readonly sleeping: number;
 
-  // Calls this endpoint made, by id (a slot; reused once settled).
+  // Calls this endpoint made, by id (a slot; reused once settled): what a
+  // pending call costs its sender, ~190 B (issue 18 item 8: 266 B measured
+  // with 1M calls pending, of which the reject function every promise's
+  // executor gets, kept for the rare error, was 64 B and five JS arrays of
+  // slots 40 B). Only the resolve function is kept: a rejection resolves
+  // the promise with a rejected one. The rest is int32s in `calls`.
   private resolves: Array<((v: unknown) => void) | undefined> = [];
-  private rejects: Array<((e: unknown) => void) | undefined> = [];
-  private targets: number[] = [];
-  private names: string[] = [];
+  /** Per id, CALL_WORDS int32s: the peer, the number of its record in the peer's stream (Outgoing.records), its task id there. */
+  private calls = new Int32Array(CALL_WORDS * 256);
+  /** Ids handed out so far (the next new one). */
+  private ids = 0;
   private freeIds: number[] = [];
+  /** Calls one peer may have pending from this endpoint (maxPendingCalls). */
+  private readonly maxPending: number;
   /** Calls pending per peer, and in all. */
   private readonly pendingTo: number[];
   private pending = 0;
@@ -253,6 +293,7 @@ export class Endpoint {
     this.reader = new WireReader(this.bytes);
     this.links = o.links;
     this.host = o.host;
+    this.maxPending = o.maxPendingCalls;
     const E = this.g.endpoints;
     this.bell = endpointWord(this.g, this.self) + BELL;
     this.sleeping = endpointWord(this.g, this.self) + SLEEPING;
@@ -263,7 +304,9 @@ export class Endpoint {
       to === this.self && to === this.shards ? undefined : new Outgoing(to, new RingWriter(this.i32, ringWord(this.g, this.self, to), ringData(this.g, this.self, to), this.g.ringBytes), maxRecord),
     );
     this.inc = Array.from({ length: E }, (_, from) =>
-      from === this.self && from === this.shards ? undefined : new Incoming(from, new RingReader(this.i32, ringWord(this.g, from, this.self), ringData(this.g, from, this.self), this.g.ringBytes)),
+      from === this.self && from === this.shards
+        ? undefined
+        : new Incoming(from, new RingReader(this.i32, ringWord(this.g, from, this.self), ringData(this.g, from, this.self), this.g.ringBytes), ringWord(this.g, from, this.self) + TAKEN),
     );
     this.pendingTo = new Array<number>(E).fill(0);
     this.peers = Array.from({ length: E }, () => ({ epoch: 0, up: true, gone: false }));
@@ -285,8 +328,13 @@ export class Endpoint {
     this.scheduleTurn();
   }
 
-  /** Stop draining and waiting; pending calls stay pending (the thread is about to end), unless `reason` is given. */
-  stop(reason?: (peer: number, task: string) => Error): void {
+  /**
+   * Stop draining and waiting; pending calls stay pending (the thread is
+   * about to end), unless `reason` is given: then each rejects with
+   * reason(peer, task, started), `started` saying whether its shard had
+   * taken it (call once the shards' threads are gone).
+   */
+  stop(reason?: (peer: number, task: string, started: boolean) => Error): void {
     this.stopped = true;
     if (this.keepAlive) clearInterval(this.keepAlive);
     if (this.waiting) {
@@ -294,8 +342,8 @@ export class Endpoint {
       Atomics.notify(this.i32, this.bell);
     }
     if (reason) {
-      for (let id = 0; id < this.resolves.length; id++) {
-        if (this.resolves[id] !== undefined) this.settle(id, false, reason(this.targets[id]!, this.names[id]!));
+      for (let id = 0; id < this.ids; id++) {
+        if (this.resolves[id] !== undefined) this.settle(id, false, reason(this.peerOf(id), this.taskOf(id), this.startedOn(id)));
       }
     }
   }
@@ -303,6 +351,11 @@ export class Endpoint {
   /** Calls pending on `peer`. */
   pendingOn(peer: number): number {
     return this.pendingTo[peer]!;
+  }
+
+  /** Would a call to `peer` now be refused for its bound (maxPendingCalls)? Then the error, naming `call`. */
+  refusal(peer: number, call: string): ShardError | undefined {
+    return this.pendingTo[peer]! >= this.maxPending ? queueFull(peer, call, this.maxPending) : undefined;
   }
 
   /** Resolves once no call is pending on `peer`. */
@@ -331,43 +384,67 @@ export class Endpoint {
     if (this.stopped) return Promise.reject(new ShardError(peer, `${callName(via, peer, task)}: the runtime has stopped`));
     // A peer that is down takes calls all the same: they wait for its new thread.
     if (this.peers[peer]!.gone) return Promise.reject(downError(peer, callName(via, peer, task)));
+    if (this.pendingTo[peer]! >= this.maxPending) return Promise.reject(queueFull(peer, callName(via, peer, task), this.maxPending));
     const out = this.out[peer]!;
     // A burst of calls names one task: compare with the last before the Map.
     let taskId = task === out.lastTask ? out.lastTaskId : out.taskIds.get(task);
     const named = taskId === undefined;
     if (taskId === undefined) {
-      taskId = out.taskIds.size;
+      // Never reused, not even when this call fails: a call made from
+      // inside its argument (a getter) may have taken the next one.
+      taskId = out.nextTaskId++;
       out.taskIds.set(task, taskId);
+      out.taskNames[taskId] = task;
     }
-    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.resolves.length;
+    // Taken now: a call made from inside this one's emit gets another id.
+    const id = this.freeIds.length > 0 ? this.freeIds.pop()! : this.newId();
     try {
       this.emit(out, named ? KIND_REQUEST_NAMED : KIND_REQUEST, id, taskId, named ? task : undefined, arg);
     } catch (e) {
       if (named) out.taskIds.delete(task);
-      if (id !== this.resolves.length) this.freeIds.push(id);
+      this.freeIds.push(id);
       out.lastTask = undefined;
       return Promise.reject(unsendableArg(callName(via, peer, task), e));
     }
     out.lastTask = task;
     out.lastTaskId = taskId;
-    // One executor for every call (it stores the resolvers here): a
+    const at = id * CALL_WORDS; // `calls` read after the emit: a call made inside it may have grown it
+    this.calls[at] = peer;
+    this.calls[at + 1] = out.records - 1;
+    this.calls[at + 2] = taskId;
+    // One executor for every call (it stores the resolver here): a
     // closure per call is one more allocation on the hottest path.
     const promise = new Promise<unknown>(this.executor);
     this.resolves[id] = this.nextResolve;
-    this.rejects[id] = this.nextReject;
-    this.targets[id] = peer;
-    this.names[id] = task;
     this.pendingTo[peer]!++;
     if (this.pending++ === 0) this.keepAlive?.ref();
     return promise;
   }
 
   private nextResolve: ((v: unknown) => void) | undefined;
-  private nextReject: ((e: unknown) => void) | undefined;
-  private readonly executor = (resolve: (v: unknown) => void, reject: (e: unknown) => void): void => {
+  private readonly executor = (resolve: (v: unknown) => void): void => {
     this.nextResolve = resolve;
-    this.nextReject = reject;
   };
+
+  /** A call id never handed out before (the slots grow by doubling). */
+  private newId(): number {
+    const id = this.ids++;
+    if ((id + 1) * CALL_WORDS > this.calls.length) {
+      const bigger = new Int32Array(this.calls.length * 2);
+      bigger.set(this.calls);
+      this.calls = bigger;
+    }
+    return id;
+  }
+
+  private peerOf(id: number): number {
+    return this.calls[id * CALL_WORDS]!;
+  }
+
+  /** The name of call `id`'s task (for messages; valid while the call is pending). */
+  private taskOf(id: number): string {
+    return this.out[this.peerOf(id)]!.taskNames[this.calls[id * CALL_WORDS + 2]!]!;
+  }
 
   // ------------------------------------------------------------- sending
 
@@ -378,7 +455,7 @@ export class Endpoint {
    */
   private emit(out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
     // A getter inside `value` may itself call submitTo: that nested emit
-    // gets a writer of its own, and this one notices the ring moved.
+    // gets a writer of its own (and moves this one out of its way: emitWith).
     const nested = this.emitting++ !== 0;
     const w = nested ? new WireWriter() : this.writer;
     // A nested emit sends keys inline: the outer one may still drop a shape it added.
@@ -391,63 +468,66 @@ export class Endpoint {
   }
 
   private emitWith(w: WireWriter, out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, value: unknown): void {
+    // A getter of the value an emit to this same peer is encoding, calling
+    // submitTo: that encoding moves to its scratch buffer (it goes on there,
+    // reading nothing again) and this record takes the place; it is sent
+    // first, as postMessage would send it.
+    out.writer?.spill();
     // Fast paths: encode in place, in the ring when nothing waits before
-    // this record, else at the tail of the overflow queue.
+    // this record, else at the tail of the overflow queue; a value larger
+    // than the room there moves to scratch as it grows (spill).
     // Nothing goes into the ring of a peer that is down (the main thread
     // empties it before the peer's new thread starts): queue behind.
     const queued = out.overflow.length !== 0 || !this.peers[out.peer]!.up;
     let target: WireBytes | undefined;
     let at = 0;
-    let limit = 0;
     if (!queued) {
       const room = out.ring.room();
       if (room >= MIN_DIRECT_ROOM) {
         target = this.bytes;
         at = out.ring.position();
-        limit = at + Math.min(room, out.maxRecord);
+        w.into(target, at + HEADER_BYTES, at + Math.min(room, out.maxRecord), at);
       }
     } else {
       target = out.overflow.tailChunk();
       at = out.overflow.tailPos();
-      limit = Math.min(target.u8.length, at + out.maxRecord);
+      w.into(target, at + HEADER_BYTES, Math.min(target.u8.length, at + out.maxRecord), at);
     }
-    if (target !== undefined) {
-      const commits = out.commits;
-      w.into(target, at + HEADER_BYTES, limit);
-      try {
-        if (name !== undefined) w.writeString(name);
-        w.writeValue(value);
-        if (out.commits !== commits) throw OUT_OF_ROOM; // a nested emit took this place: encode again below
-        const i = at >>> 2;
-        target.i32[i] = recordHeader(w.pos - at, kind);
-        target.i32[i + 1] = w1;
-        target.i32[i + 2] = w2;
-        w.keepShapes();
-        if (queued) {
-          out.overflow.commitTail(w.pos - at);
-          out.commits++;
-          if (out.overflow.length === 1) this.startedOverflow(out);
-        } else {
-          out.ring.commit(w.pos - at);
-          this.committed(out);
-        }
-        return;
-      } catch (e) {
-        if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
-        if (e !== OUT_OF_ROOM) throw e;
-      }
-    }
-    // Slow path: a value larger than the room in place.
-    w.intoScratch(HEADER_BYTES);
-    if (name !== undefined) w.writeString(name);
-    const valueAt = w.pos;
+    if (target === undefined) w.intoScratch(HEADER_BYTES);
+    const outer = out.writer;
+    out.writer = w;
+    let valueAt: number;
     try {
+      if (name !== undefined) w.writeString(name);
+      valueAt = w.pos - w.recordStart;
       w.writeValue(value);
     } catch (e) {
-      if (e === SHARED_MEMORY) return this.emitSide(out, kind, w1, w2, name, { value });
-      throw e;
+      if (e !== SHARED_MEMORY) throw e;
+      out.writer = outer;
+      const side = w.sideValue;
+      w.sideValue = undefined;
+      return this.emitSide(out, kind, w1, w2, name, { value: side });
+    } finally {
+      out.writer = outer;
     }
     w.keepShapes(); // from here on the record is sent, one way or the other
+    if (target !== undefined && !w.spilled) {
+      const length = w.pos - at;
+      const i = at >>> 2;
+      target.i32[i] = recordHeader(length, kind);
+      target.i32[i + 1] = w1;
+      target.i32[i + 2] = w2;
+      if (queued) {
+        out.overflow.commitTail(length);
+        out.records++;
+        if (out.overflow.length === 1) this.startedOverflow(out);
+      } else {
+        out.ring.commit(length);
+        this.committedNew(out);
+      }
+      return;
+    }
+    // In scratch: from the start, or moved there (larger than the room in place, or a nested call took it).
     const scratch = w.target;
     if (w.pos > out.maxRecord) {
       const bytes = scratch.u8.slice(valueAt, w.pos).buffer;
@@ -461,7 +541,7 @@ export class Endpoint {
 
   /** Post the value on the side path, then a SIDE record (with the task's name, if new) in its place. */
   private emitSide(out: Outgoing, kind: number, w1: number, w2: number, name: string | undefined, message: SideMessage, transfer: ArrayBuffer[] = []): void {
-    this.links.portTo(out.peer).postMessage(message, transfer);
+    this.links.portTo(out.peer, this.peers[out.peer]!.epoch).postMessage(message, transfer);
     const w = new WireWriter();
     w.intoScratch(HEADER_BYTES);
     if (name !== undefined) w.writeString(name);
@@ -479,12 +559,12 @@ export class Endpoint {
       if (at >= 0) {
         this.bytes.u8.set(record, at);
         out.ring.commit(record.length);
-        this.committed(out);
+        this.committedNew(out);
         return;
       }
     }
     out.overflow.push(record);
-    out.commits++;
+    out.records++;
     if (out.overflow.length === 1) this.startedOverflow(out);
   }
 
@@ -494,8 +574,13 @@ export class Endpoint {
     if (this.peers[out.peer]!.up && out.ring.wantSpace(out.overflow.nextLength())) this.scheduleTurn();
   }
 
+  /** A record entered `out`'s ring (from the emit, not moved from the overflow: flushOverflow). */
+  private committedNew(out: Outgoing): void {
+    out.records++;
+    this.committed(out);
+  }
+
   private committed(out: Outgoing): void {
-    out.commits++;
     if (out.batched++ === 0) this.dirty.push(out);
     if (out.batched >= BATCH) this.publish(out);
     else if (!this.flushQueued) {
@@ -669,6 +754,10 @@ export class Endpoint {
           inc.sideHead = 0;
         }
       }
+      // Taken: from here on the sender cannot tell whether this record's
+      // task ran (it may start below), so it must say "may have run" if
+      // this thread dies (item 5). Published before the task can start.
+      Atomics.store(i32, inc.takenWord, (inc.taken = (inc.taken + 1) | 0));
       const w1 = i32[i + 1]!;
       const w2 = i32[i + 2]!;
       const r = this.reader;
@@ -729,8 +818,8 @@ export class Endpoint {
 
   /** An answer to one of our calls. */
   private answer(peer: number, id: number, kind: number, value: unknown, bad: unknown): void {
-    if (this.resolves[id] === undefined || this.targets[id] !== peer) return; // stale: the call was settled when the peer went down
-    const task = this.names[id]!;
+    if (this.resolves[id] === undefined || this.peerOf(id) !== peer) return; // stale: the call was settled when the peer went down
+    const task = this.taskOf(id);
     if (bad !== undefined) {
       this.settle(id, false, new ShardError(peer, `shard ${peer}: the answer to ${describeTask(task)} could not be read: ${errorMessage(bad)}`, { cause: bad }));
     } else if (kind === KIND_RESULT) {
@@ -743,10 +832,9 @@ export class Endpoint {
   }
 
   private settle(id: number, ok: boolean, value: unknown): void {
-    const settle = ok ? this.resolves[id]! : this.rejects[id]!;
-    const peer = this.targets[id]!;
+    const resolve = this.resolves[id]!;
+    const peer = this.peerOf(id);
     this.resolves[id] = undefined;
-    this.rejects[id] = undefined;
     this.freeIds.push(id);
     if (--this.pendingTo[peer]! === 0) {
       const waiters = this.settledWaiters[peer];
@@ -756,7 +844,9 @@ export class Endpoint {
       }
     }
     if (--this.pending === 0) this.keepAlive?.unref();
-    settle(value);
+    // A rejection resolves with a rejected promise (its handler is added in
+    // the same microtask drain: no unhandled-rejection report).
+    resolve(ok ? value : Promise.reject(value));
   }
 
   // --------------------------------------------------------- running tasks
@@ -786,7 +876,7 @@ export class Endpoint {
       if (fn === undefined) {
         const task = inc.tasks[taskId]!;
         fn = host?.lookup(task);
-        if (fn === undefined) throw new TypeError(`shard ${this.self}: the module exports no function named ${JSON.stringify(task)}`);
+        if (fn === undefined) throw new TypeError(noTask(this.self, task, host?.hasModule !== false));
         inc.fns[taskId] = fn;
       }
       result = fn(arg, host!.context);
@@ -854,10 +944,15 @@ export class Endpoint {
 
   // ------------------------------------------------------- the side path
 
-  /** The main thread (SideLinks) hands over a port from `peer` of incarnation `epoch`. */
-  acceptSidePort(peer: number, epoch: number, port: MessagePort): void {
+  /** The main thread (SideLinks) hands over a port from `peer` of incarnation `epoch`, for this endpoint's incarnation `toEpoch`. */
+  acceptSidePort(peer: number, epoch: number, toEpoch: number, port: MessagePort): void {
     const inc = this.inc[peer];
-    if (inc === undefined || this.stopped || Atomics.load(this.i32, endpointWord(this.g, peer) + EPOCH) !== epoch) {
+    if (
+      inc === undefined ||
+      this.stopped ||
+      toEpoch !== this.peers[this.self]!.epoch ||
+      Atomics.load(this.i32, endpointWord(this.g, peer) + EPOCH) !== epoch
+    ) {
       port.close();
       return;
     }
@@ -914,24 +1009,54 @@ export class Endpoint {
       }
       if (!state.up && up) {
         this.out[p]?.ring.reset();
-        this.inc[p]?.ring.reset();
+        const inc = this.inc[p];
+        if (inc !== undefined) {
+          inc.ring.reset();
+          inc.taken = 0;
+        }
         state.up = true;
       }
     }
     if (acked) this.wake(this.shards);
   }
 
-  /** `peer` went down: every call pending on it rejects; what was kept for it or from it is dropped. */
+  /**
+   * Had call `id`'s shard taken its record when its thread died? The
+   * receiver stores its count of records taken in the ring's TAKEN word
+   * before it acts on each (drain); a record numbered at or past that
+   * count (still in the ring, or in the overflow) was never taken, so its
+   * task never started. Read after the death, before the ring is emptied
+   * (the main thread waits for this endpoint's ACK), so nothing moves it.
+   */
+  private startedOn(id: number): boolean {
+    const taken = Atomics.load(this.i32, ringWord(this.g, this.self, this.peerOf(id)) + TAKEN);
+    return ((this.calls[id * CALL_WORDS + 1]! - taken) | 0) < 0;
+  }
+
+  /**
+   * `peer` went down: every call pending on it rejects, saying whether it
+   * never started or may have run; what was kept for it or from it is
+   * dropped.
+   */
   private forget(peer: number): void {
-    for (let id = 0; id < this.resolves.length; id++) {
-      if (this.resolves[id] !== undefined && this.targets[id] === peer) {
-        this.settle(id, false, new ShardError(peer, `shard ${peer}: ${describeTask(this.names[id]!)} was cut off: the shard's thread died`));
-      }
+    for (let id = 0; id < this.ids; id++) {
+      if (this.resolves[id] === undefined || this.peerOf(id) !== peer) continue;
+      const task = this.taskOf(id);
+      this.settle(
+        id,
+        false,
+        this.startedOn(id)
+          ? new ShardError(peer, `shard ${peer}: ${describeTask(task)} was cut off: the shard's thread died after taking it; it may have run`, { code: "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN" })
+          : new ShardError(peer, `shard ${peer}: ${describeTask(task)} never started: the shard's thread died before taking it`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" }),
+      );
     }
     const out = this.out[peer];
     if (out) {
+      out.records = 0;
       out.overflow.clear();
       out.taskIds.clear();
+      out.taskNames = [];
+      out.nextTaskId = 0;
       out.lastTask = undefined;
       out.shapes = new ShapeTable();
       out.batched = 0;
@@ -952,6 +1077,12 @@ export class Endpoint {
     if (this.deferred) this.deferred = this.deferred.filter((d) => d.inc.peer !== peer);
     this.links.drop(peer);
   }
+}
+
+/** Why there is no task `task` on `shard`: its module does not export it, or no module was given at all. */
+function noTask(shard: number, task: string, hasModule: boolean): string {
+  if (hasModule) return `shard ${shard}: the module exports no function named ${JSON.stringify(task)}`;
+  return `shard ${shard}: no task ${JSON.stringify(task)}: no module was given to Smp.start (its { module } option names the file whose exported functions are the tasks)`;
 }
 
 function readSide(side: SideMessage, shapes: ShapeCache): unknown {
@@ -984,5 +1115,5 @@ export function callName(via: CallName, peer: number, task: string): string {
 }
 
 export function downError(peer: number, call: string): ShardError {
-  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`);
+  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" });
 }

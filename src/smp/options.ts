@@ -13,7 +13,7 @@ import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
 import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
-import { parseInteger } from "../parse.js";
+import { parseInteger, rejectUnknownKeys } from "../parse.js";
 import { checkRingBytes, defaultRingBytes } from "./queue-layout.js";
 import { parseSize } from "../units.js";
 
@@ -66,6 +66,16 @@ export interface SmpOptions {
    * stay under 64 MiB in all).
    */
   queueBytes?: number | string;
+  /**
+   * Calls one thread (the main thread, or a shard) may have pending to one
+   * shard at once: made and not yet settled, whether in the queue, in the
+   * sender's overflow or running. Past it, submitTo and invokeOnAll reject
+   * at once with a ShardError of code ERR_SHARDHEAP_QUEUE_FULL and send
+   * nothing (invokeOnAll sends to no shard). Default 262144 (2^18: about
+   * 50 MB of pending calls per pair of threads, 5x the largest burst any
+   * program or benchmark here makes); Infinity for no bound.
+   */
+  maxPendingCalls?: number;
 }
 
 export interface FilledSmpOptions {
@@ -80,6 +90,8 @@ export interface FilledSmpOptions {
   idleTrimMs: number;
   /** Bytes of each ring of the messaging buffer. */
   queueBytes: number;
+  /** Calls pending from one thread to one shard, at most (Infinity: no bound). */
+  maxPendingCalls: number;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -89,12 +101,34 @@ export const DEFAULT_LOAD_TIMEOUT_MS = 30_000;
 export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
 /** A shard idle this long returns its cached pool spans (ShardAllocator.trim). */
 export const DEFAULT_IDLE_TRIM_MS = 200;
+/**
+ * Calls pending from one thread to one shard, at most. A pending call
+ * costs its sender ~190 B (endpoint.ts) plus its record (~20 B for a small
+ * argument): 2^18 of them ~50 MB a pair. 2M calls to a busy shard grew the
+ * sender to 1.45 GB before there was a bound (issue 18 item 8); the
+ * largest burst in this repository is the messaging bench's 50,000.
+ */
+export const DEFAULT_MAX_PENDING_CALLS = 2 ** 18;
 /** setTimeout's longest delay (a longer one fires at once). */
 const MAX_TIMER_MS = 0x7fffffff;
+
+/** Every key SmpOptions has (the type makes sure none is missing): any other key is refused. */
+const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
+  shards: true,
+  memoryPerShard: true,
+  heapprof: true,
+  module: true,
+  loadTimeoutMs: true,
+  stopTimeoutMs: true,
+  idleTrimMs: true,
+  queueBytes: true,
+  maxPendingCalls: true,
+};
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
   if (o === null || typeof o !== "object") throw new TypeError("Smp.start: options must be an object");
+  rejectUnknownKeys(o, Object.keys(SMP_OPTION_KEYS), "options");
   const shards = parseInteger(o.shards ?? Math.max(1, availableParallelism()), "options.shards", 1, MAX_SHARDS);
   const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard", { min: MIN_SHARD_BYTES });
   if (HEAP_HEADER_BYTES + shards * memoryPerShard > MAX_HEAP_BYTES) {
@@ -109,6 +143,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),
     idleTrimMs: parseInteger(o.idleTrimMs ?? DEFAULT_IDLE_TRIM_MS, "options.idleTrimMs", 0, MAX_TIMER_MS),
     queueBytes: o.queueBytes === undefined ? defaultRingBytes(shards + 1) : checkRingBytes(parseSize(o.queueBytes, "options.queueBytes"), "options.queueBytes"),
+    maxPendingCalls: o.maxPendingCalls === Infinity ? Infinity : parseInteger(o.maxPendingCalls ?? DEFAULT_MAX_PENDING_CALLS, "options.maxPendingCalls", 1, 2 ** 31 - 1),
   };
 }
 

@@ -26,6 +26,8 @@ export interface ShardBootData {
   readonly module: string | undefined;
   /** ms of idleness after which the shard trims its cached pool spans. */
   readonly idleTrimMs: number;
+  /** Calls this shard may have pending to one shard at once (Smp.start's maxPendingCalls). */
+  readonly maxPendingCalls: number;
 }
 
 export type ShardRequest =

@@ -37,6 +37,11 @@
  *                          NEED_SPACE  1 when the producer holds overflow:
  *                                the consumer wakes it after making room
  *     consumer line        HEAD  bytes consumed, mod 2^32
+ *                          TAKEN records the consumer has taken, mod 2^32,
+ *                                stored before it acts on each one: what a
+ *                                sender reads, once the consumer's thread
+ *                                has died, to tell a call that never
+ *                                started from one that may have run
  *   ring data              per ordered pair, `ringBytes` (a power of two)
  *
  * Invariants: 0 <= TAIL - HEAD <= ringBytes (unsigned 32-bit difference);
@@ -66,6 +71,7 @@ export const STATE_GONE = 2;
 export const TAIL = 0;
 export const NEED_SPACE = 1;
 export const HEAD = LINE_WORDS;
+export const TAKEN = LINE_WORDS + 1;
 const RING_HEADER_BYTES = 2 * LINE;
 
 /** Smallest ring: a request with a small argument must fit several times. */
@@ -157,6 +163,7 @@ export function resetRingsOf(g: QueueGeometry, i32: Int32Array, e: number): void
       Atomics.store(i32, w + TAIL, 0);
       Atomics.store(i32, w + NEED_SPACE, 0);
       Atomics.store(i32, w + HEAD, 0);
+      Atomics.store(i32, w + TAKEN, 0);
     }
   }
   Atomics.store(i32, endpointWord(g, e) + SLEEPING, 0);

@@ -104,11 +104,13 @@ async function answer(request: ShardRequest): Promise<number> {
         self: boot.shard,
         shards: boot.shards,
         links,
+        maxPendingCalls: boot.maxPendingCalls,
         host: {
           lookup: (name) => {
             const fn = exports[name];
             return typeof fn === "function" ? (fn as TaskFunction) : undefined;
           },
+          hasModule: boot.module !== undefined,
           context,
           ready,
           busy: () => idleTrim.busy(),

@@ -24,6 +24,7 @@ import { fileURLToPath } from "node:url";
 import type { TransferListItem } from "node:worker_threads";
 import { Piscina } from "piscina";
 import { ShardError } from "../errors.js";
+import { rejectUnknownKeys } from "../parse.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
 import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
@@ -103,7 +104,15 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.geometry = geometry;
     this.queues = new Int32Array(queues);
     this.links = new MainSideLinks(options.shards);
-    this.endpoint = new Endpoint({ buffer: queues, geometry, self: options.shards, shards: options.shards, links: this.links, keepAlive: true });
+    this.endpoint = new Endpoint({
+      buffer: queues,
+      geometry,
+      self: options.shards,
+      shards: options.shards,
+      links: this.links,
+      keepAlive: true,
+      maxPendingCalls: options.maxPendingCalls,
+    });
     this.links.attach(this.endpoint);
     this.endpoint.start();
     pools.forEach((pool, shard) => {
@@ -139,6 +148,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         heapprofRate: options.heapprofRate,
         module: options.module,
         idleTrimMs: options.idleTrimMs,
+        maxPendingCalls: options.maxPendingCalls,
       };
       return new Piscina({
         filename: WORKER_FILE,
@@ -271,6 +281,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     if (this.stopping === undefined) {
       let timeout: number;
       try {
+        rejectUnknownKeys(o, ["timeoutMs"], "stop: options");
         timeout = timeoutMs(o.timeoutMs ?? this.options.stopTimeoutMs, "stop: timeoutMs");
       } catch (e) {
         return Promise.reject(e);
@@ -323,14 +334,18 @@ export class Smp extends EventEmitter<SmpEvents> {
     await Promise.allSettled(this.pools.map((pool) => pool.destroy()));
     this.stopped = true;
     // Whatever was still pending (a shard cut off by the stop timeout) ends here.
-    this.endpoint.stop((shard, task) => new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} was cut off: the runtime has stopped`));
+    this.endpoint.stop((shard, task, started) =>
+      started
+        ? new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} was cut off: the runtime has stopped; it may have run`, { code: "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN" })
+        : new ShardError(shard, `shard ${shard}: task ${JSON.stringify(task)} never started: the runtime has stopped`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" }),
+    );
     this.links.closeControls();
   }
 
   /** Join shard `shard`'s (fresh) thread to the messaging buffer and load its module. */
   private init(shard: number): Promise<unknown> {
-    const control = this.links.openControl(shard);
     const epoch = Atomics.load(this.queues, endpointWord(this.geometry, shard) + EPOCH);
+    const control = this.links.openControl(shard, epoch);
     return this.request(shard, { kind: "init", epoch, control }, [control]);
   }
 

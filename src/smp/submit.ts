@@ -26,6 +26,11 @@ export function invokeOnAllVia<T>(endpoint: Endpoint, task: string, arg: unknown
   } catch (e) {
     return Promise.reject(e);
   }
+  // All or none: a shard at its bound refuses the whole call, before any shard is sent it.
+  for (let shard = 0; shard < endpoint.shards; shard++) {
+    const refusal = endpoint.refusal(shard, call());
+    if (refusal !== undefined) return Promise.reject(refusal);
+  }
   const calls: Array<Promise<unknown>> = [];
   for (let shard = 0; shard < endpoint.shards; shard++) calls.push(endpoint.call(shard, task, arg, "invokeOnAll"));
   return Promise.all(calls) as Promise<T[]>;

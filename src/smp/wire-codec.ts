@@ -26,7 +26,33 @@
  *
  * A value that refers to a SharedArrayBuffer cannot be carried as bytes
  * (it must arrive shared): encoding throws SHARED_MEMORY and the caller
- * sends it through postMessage instead (endpoint.ts, the side path).
+ * sends `sideValue` through postMessage instead (endpoint.ts, the side
+ * path).
+ *
+ * A value is read once, as structuredClone reads it: each getter runs once
+ * whatever path the value takes (issue 18 item 4: they ran 2 to 4 times).
+ *   - A fixed target (the ring, an overflow chunk) that runs out of room is
+ *     left for the writer's own scratch buffer with what was written so far
+ *     (spill), never encoded again; so is one that a nested call needs
+ *     (a getter that calls submitTo to the same peer: endpoint.ts).
+ *   - When the plain encoding gives up part way (a Map, a Date, an object
+ *     met twice...), the objects it has visited have had their getters
+ *     run. If none of them has an accessor (one descriptor look-up per key
+ *     they have, on this slow path only: about what V8's serializer takes
+ *     for them), V8's serializer (or postMessage) reads the value itself,
+ *     as before. Otherwise it reads a copy in which each visited object is
+ *     replaced by the values already read (snapshotOf), identity kept
+ *     among them; what the plain pass never reached is read there, once.
+ *   - A value that holds shared memory where the plain pass saw it goes to
+ *     postMessage without V8's serializer reading it first.
+ * What is still read twice, each a corner no ordinary value reaches: an
+ * array index defined as an accessor (Object.defineProperty(array, 3,
+ * { get })) when the value falls back (telling one apart costs a
+ * descriptor per element, 30x the encoding); shared memory that only
+ * V8's serializer finds (inside a Map, a Set or a class instance: the
+ * getters it read are read again by postMessage); and a visited object
+ * with an accessor that the slow path also reaches through a class
+ * instance or an error (it arrives there as a second object).
  *
  * Why a hand-written plain encoding, measured here (2 cores, loaded, per
  * encode + decode round trip on one thread): a number 31 ns (v8.Serializer
@@ -42,7 +68,16 @@
 import { types } from "node:util";
 import { deserializeValue, serializeValue } from "./value-codec.js";
 
-const { isProxy } = types;
+const { isProxy, isSharedArrayBuffer, isDataView, isTypedArray } = types;
+/** The views' own getters, so no accessor a value defines on a view runs (structuredClone reads the internal slots). */
+const typedArrayBuffer = getterOf(Object.getPrototypeOf(Int8Array.prototype) as object, "buffer") as (this: ArrayBufferView) => ArrayBufferLike;
+const typedArrayByteOffset = getterOf(Object.getPrototypeOf(Int8Array.prototype) as object, "byteOffset") as (this: ArrayBufferView) => number;
+const typedArrayByteLength = getterOf(Object.getPrototypeOf(Int8Array.prototype) as object, "byteLength") as (this: ArrayBufferView) => number;
+const dataViewBuffer = getterOf(DataView.prototype, "buffer") as (this: DataView) => ArrayBufferLike;
+
+function getterOf(o: object, key: string): (this: unknown) => unknown {
+  return Object.getOwnPropertyDescriptor(o, key)!.get!;
+}
 
 // Tags. Only the plain encoding's tags appear inside a value; TAG_V8 only
 // at the top.
@@ -63,9 +98,7 @@ const TAG_SHAPED = 12;
 /** A new shape (id, key count, keys), then an object of that shape's values. */
 const TAG_SHAPE_DEF = 13;
 
-/** Thrown by a non-growing target that runs out of room: encode again elsewhere. */
-export const OUT_OF_ROOM: unique symbol = Symbol("shardheap.wire.outOfRoom");
-/** Thrown for a value holding a SharedArrayBuffer: send it by postMessage. */
+/** Thrown for a value holding a SharedArrayBuffer: send the writer's sideValue by postMessage. */
 export const SHARED_MEMORY: unique symbol = Symbol("shardheap.wire.sharedMemory");
 
 /** Nesting the plain encoding follows before handing the value to V8's serializer. */
@@ -229,13 +262,24 @@ export class WireBytes {
 export class WireWriter {
   /** Where the next byte goes. */
   pos = 0;
+  /** Where the record being written starts in its target: what spill() takes along. */
+  recordStart = 0;
+  /** The record left its fixed target for the scratch buffer (spill) since into(). */
+  spilled = false;
+  /** After SHARED_MEMORY: what to post instead (the value, or the copy snapshotOf made). */
+  sideValue: unknown;
   private bytes: WireBytes;
   private limit = 0;
   private growable = false;
-  /** Objects already written in this value (identity must survive). */
+  /** Objects (and typed arrays' buffers) the plain pass visited in this value, in order (identity must survive). */
   private seen: object[] = [];
+  /** Per visited plain object, its keys and the values read (undefined for arrays and buffers): snapshotOf's input. */
+  private seenKeys: Array<string[] | undefined> = [];
+  private seenValues: Array<unknown[] | undefined> = [];
   private seenCount = 0;
   private seenSet: Set<object> | undefined;
+  /** The plain pass stopped at shared memory: it goes by postMessage, V8's serializer need not read it first. */
+  private sawShared = false;
   /** The channel's shapes (undefined: keys go inline), and its size before this record's encoding. */
   private shapes: ShapeTable | undefined;
   private shapesBefore = 0;
@@ -264,22 +308,53 @@ export class WireWriter {
     if (this.shapes !== undefined && this.shapes.size > this.shapesBefore) this.shapes.truncate(this.shapesBefore);
   }
 
-  /** Write into `bytes` from `pos` up to `limit` (exclusive); OUT_OF_ROOM past it. */
-  into(bytes: WireBytes, pos: number, limit: number): void {
+  /**
+   * Write into `bytes` from `pos` up to `limit` (exclusive), the record
+   * starting at `recordStart`; past `limit` the record so far moves to the
+   * scratch buffer and goes on there (spill).
+   */
+  into(bytes: WireBytes, pos: number, limit: number, recordStart = pos): void {
     this.dropShapes();
     this.bytes = bytes;
     this.pos = pos;
     this.limit = limit;
+    this.recordStart = recordStart;
     this.growable = false;
+    this.spilled = false;
   }
 
-  /** Write into this writer's own growing scratch buffer, from `pos`. */
+  /** Write into this writer's own growing scratch buffer, from `pos` (the record starting at 0). */
   intoScratch(pos: number): void {
     this.dropShapes();
     if (this.growable === false) this.bytes = this.scratch;
     this.pos = pos;
     this.limit = this.bytes.u8.length;
+    this.recordStart = 0;
     this.growable = true;
+    this.spilled = false;
+  }
+
+  /**
+   * Leave the fixed target: copy the record so far (from recordStart) to
+   * the start of the scratch buffer and go on writing there. The encoding
+   * goes on where it was, so nothing in the value is read again.
+   */
+  spill(): void {
+    if (this.growable) return;
+    const n = this.pos - this.recordStart;
+    let scratch = this.scratch;
+    if (scratch.u8.length < n * 2) {
+      let size = scratch.u8.length * 2;
+      while (size < n * 2) size *= 2;
+      scratch = this.scratch = new WireBytes(new ArrayBuffer(size));
+    }
+    scratch.u8.set(this.bytes.u8.subarray(this.recordStart, this.pos), 0);
+    this.bytes = scratch;
+    this.pos = n;
+    this.recordStart = 0;
+    this.limit = scratch.u8.length;
+    this.growable = true;
+    this.spilled = true;
   }
 
   /** The scratch buffer (valid until the next intoScratch that grows it). */
@@ -290,27 +365,42 @@ export class WireWriter {
   private scratch = new WireBytes(new ArrayBuffer(1024));
 
   /**
-   * Encode `value`. Throws a DataCloneError (a DOMException) for what a
-   * structured clone refuses, SHARED_MEMORY for a value holding shared
-   * memory, OUT_OF_ROOM when a fixed target is too small.
+   * Encode `value`, reading it once (getters run once). Throws a
+   * DataCloneError (a DOMException) for what a structured clone refuses,
+   * SHARED_MEMORY for a value holding shared memory (post `sideValue`).
    */
   writeValue(value: unknown): void {
-    const start = this.pos;
+    // Relative to the record: a spill moves it.
+    const start = this.pos - this.recordStart;
     const shapes = this.shapes?.size ?? 0;
     let plain: boolean;
+    let input = value;
+    this.sawShared = false;
     try {
       plain = this.plain(value, 0);
+      if (!plain && this.visitedAccessor()) input = snapshotOf(value, this.seen, this.seenKeys, this.seenValues, this.seenCount);
     } finally {
       // Drop the references (no user object is kept alive by the writer).
-      for (let i = 0; i < this.seenCount; i++) this.seen[i] = undefined as unknown as object;
+      for (let i = 0; i < this.seenCount; i++) {
+        this.seen[i] = undefined as unknown as object;
+        this.seenKeys[i] = undefined;
+        this.seenValues[i] = undefined;
+      }
       this.seenCount = 0;
       this.seenSet = undefined;
     }
     if (plain) return;
-    this.pos = start;
+    this.pos = this.recordStart + start;
     if (this.shapes !== undefined && this.shapes.size > shapes) this.shapes.truncate(shapes);
-    const encoded = serializeValue(value);
-    if (encoded === undefined) throw SHARED_MEMORY;
+    if (this.sawShared) {
+      this.sideValue = input;
+      throw SHARED_MEMORY;
+    }
+    const encoded = serializeValue(input);
+    if (encoded === undefined) {
+      this.sideValue = input;
+      throw SHARED_MEMORY;
+    }
     this.room(5 + encoded.length);
     this.bytes.u8[this.pos] = TAG_V8;
     this.bytes.dv.setUint32(this.pos + 1, encoded.length, true);
@@ -394,10 +484,11 @@ export class WireWriter {
   }
 
   /** `s` as UTF-16 code units (lone surrogates kept, as a structured clone keeps them), from `at`. */
-  private utf16(s: string, at: number): void {
+  private utf16(s: string, from: number): void {
     const n = s.length;
-    this.pos = at;
-    this.room(5 + 2 * n);
+    this.pos = from;
+    this.room(5 + 2 * n); // may spill: `from` is then elsewhere
+    const at = this.pos;
     const { u8, dv, buf } = this.bytes;
     u8[at] = TAG_UTF16;
     dv.setUint32(at + 1, n, true);
@@ -414,11 +505,18 @@ export class WireWriter {
     const proto: unknown = Object.getPrototypeOf(o);
     if (proto === Object.prototype) {
       if (!this.firstTime(o)) return false;
-      const keys = Object.keys(o);
+      let keys = Object.keys(o);
       // One builtin call for the values (in keys' order, each getter read
       // once) instead of a keyed load per key, which goes megamorphic.
       const values = Object.values(o);
-      if (values.length !== keys.length) return false; // a getter changed the object: let V8's serializer decide
+      if (values.length !== keys.length) {
+        // A getter removed a key before it was read (Object.values, as a
+        // structured clone, skips it) or made it non-enumerable.
+        keys = keys.filter((k) => Object.prototype.propertyIsEnumerable.call(o, k));
+        if (values.length !== keys.length) return false;
+      }
+      this.seenKeys[this.seenCount - 1] = keys;
+      this.seenValues[this.seenCount - 1] = values;
       this.objectHead(keys);
       for (let i = 0; i < values.length; i++) {
         if (!this.plain(values[i], depth + 1)) return false;
@@ -447,8 +545,13 @@ export class WireWriter {
       // A whole plain ArrayBuffer: a structured clone copies the view's
       // whole buffer, so only a view of all of it is carried here.
       const view = o as InstanceType<TypedArrayClass>;
-      const { buffer, byteOffset, byteLength } = view;
-      if (!(buffer instanceof ArrayBuffer) || byteOffset !== 0 || byteLength !== buffer.byteLength || !this.firstTime(buffer)) return false;
+      const buffer = typedArrayBuffer.call(view);
+      const byteLength = typedArrayByteLength.call(view);
+      if (!(buffer instanceof ArrayBuffer)) {
+        if (isSharedArrayBuffer(buffer)) this.sawShared = true;
+        return false;
+      }
+      if (typedArrayByteOffset.call(view) !== 0 || byteLength !== buffer.byteLength || !this.firstTime(buffer)) return false;
       this.room(6 + byteLength);
       this.bytes.u8[this.pos] = TAG_TYPED;
       this.bytes.u8[this.pos + 1] = kind;
@@ -456,6 +559,22 @@ export class WireWriter {
       this.bytes.u8.set(new Uint8Array(buffer), this.pos + 6);
       this.pos += 6 + byteLength;
       return true;
+    }
+    if (isSharedMemory(o)) this.sawShared = true;
+    return false;
+  }
+
+  /** Has an object the plain pass visited an own accessor (so reading it again would run its getter again)? */
+  private visitedAccessor(): boolean {
+    for (let k = 0; k < this.seenCount; k++) {
+      const keys = this.seenKeys[k];
+      if (keys === undefined) continue;
+      const o = this.seen[k]!;
+      for (let i = 0; i < keys.length; i++) {
+        const d = Object.getOwnPropertyDescriptor(o, keys[i]!);
+        // Gone since it was read: a getter ran and removed it.
+        if (d === undefined || d.get !== undefined) return true;
+      }
     }
     return false;
   }
@@ -495,6 +614,7 @@ export class WireWriter {
     if (this.seenSet !== undefined) {
       if (this.seenSet.has(o)) return false;
       this.seenSet.add(o);
+      this.seen[this.seenCount++] = o; // the visiting order, for snapshotOf
       return true;
     }
     const seen = this.seen;
@@ -504,10 +624,13 @@ export class WireWriter {
     return true;
   }
 
-  /** Make sure `n` more bytes fit. */
+  /** Make sure `n` more bytes fit (past a fixed target's limit: spill). */
   private room(n: number): void {
     if (this.pos + n <= this.limit) return;
-    if (!this.growable) throw OUT_OF_ROOM;
+    if (!this.growable) {
+      this.spill();
+      if (this.pos + n <= this.limit) return;
+    }
     let size = this.bytes.u8.length * 2;
     while (size < this.pos + n) size *= 2;
     const bigger = new WireBytes(new ArrayBuffer(size));
@@ -516,6 +639,61 @@ export class WireWriter {
     this.scratch = bigger;
     this.limit = size;
   }
+}
+
+/** A SharedArrayBuffer, or a view of one: it must arrive shared (postMessage). */
+function isSharedMemory(o: object): boolean {
+  if (isSharedArrayBuffer(o)) return true;
+  if (isTypedArray(o)) return isSharedArrayBuffer(typedArrayBuffer.call(o));
+  if (isDataView(o)) return isSharedArrayBuffer(dataViewBuffer.call(o));
+  return false;
+}
+
+/**
+ * `value` as the slow path must read it once the plain pass has run some
+ * of its getters: every object the plain pass visited becomes a copy built
+ * from the values it read (an object visited twice, or a cycle, one copy),
+ * an array it visited a copy of its items (read again: they are data), and
+ * everything it never reached stays itself, for the slow path to read.
+ */
+function snapshotOf(
+  value: unknown,
+  seen: readonly object[],
+  keysOf: ReadonlyArray<string[] | undefined>,
+  valuesOf: ReadonlyArray<unknown[] | undefined>,
+  count: number,
+): unknown {
+  const visited = new Map<object, number>();
+  for (let k = 0; k < count; k++) if (keysOf[k] !== undefined || Array.isArray(seen[k])) visited.set(seen[k]!, k);
+  const copies = new Map<object, unknown>();
+  const copy = (v: unknown): unknown => {
+    if (typeof v !== "object" || v === null) return v;
+    const k = visited.get(v);
+    if (k === undefined) return v;
+    const done = copies.get(v);
+    if (done !== undefined) return done;
+    const keys = keysOf[k];
+    if (keys === undefined) {
+      const a = v as unknown[];
+      const out: unknown[] = [];
+      copies.set(v, out);
+      for (const key of Object.keys(a)) defineField(out, key, copy((a as unknown as Record<string, unknown>)[key]));
+      out.length = a.length;
+      return out;
+    }
+    const values = valuesOf[k]!;
+    const out: Record<string, unknown> = {};
+    copies.set(v, out);
+    for (let i = 0; i < keys.length; i++) defineField(out, keys[i]!, copy(values[i]));
+    return out;
+  };
+  return copy(value);
+}
+
+/** o[key] = value, "__proto__" included (a plain assignment to it would set the prototype). */
+function defineField(o: object, key: string, value: unknown): void {
+  if (key === "__proto__") Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
+  else (o as Record<string, unknown>)[key] = value;
 }
 
 /** Size of the direct-mapped cache of short decoded strings (object keys, mostly). */
@@ -619,13 +797,7 @@ export class WireReader {
   /** The values of an object with `keys`, in order. */
   private readFields(keys: readonly string[]): Record<string, unknown> {
     const o: Record<string, unknown> = {};
-    for (let i = 0; i < keys.length; i++) {
-      const key = keys[i]!;
-      const value = this.readValue();
-      // A plain assignment to "__proto__" would set the prototype.
-      if (key === "__proto__") Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
-      else o[key] = value;
-    }
+    for (let i = 0; i < keys.length; i++) defineField(o, keys[i]!, this.readValue());
     return o;
   }
 
