@@ -66,6 +66,17 @@ export interface SmpOptions {
    * stay under 64 MiB in all).
    */
   queueBytes?: number | string;
+  /**
+   * What becomes of the objects a shard's thread had allocated when it
+   * died (its "orphans": a new thread replaces it, with fresh module
+   * state; the 'replaced' event counts them). "keep" (the default): they
+   * stay allocated, so pointers to them that other shards hold stay good,
+   * until `smp.freeOrphans(shard, { keep })` frees all but those kept.
+   * "free": the new thread frees them before it takes any call, for
+   * shards that hand no pointers to others: any such pointer held
+   * elsewhere is invalid from then on.
+   */
+  orphans?: "keep" | "free";
 }
 
 export interface FilledSmpOptions {
@@ -80,6 +91,7 @@ export interface FilledSmpOptions {
   idleTrimMs: number;
   /** Bytes of each ring of the messaging buffer. */
   queueBytes: number;
+  orphans: "keep" | "free";
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -109,7 +121,13 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),
     idleTrimMs: parseInteger(o.idleTrimMs ?? DEFAULT_IDLE_TRIM_MS, "options.idleTrimMs", 0, MAX_TIMER_MS),
     queueBytes: o.queueBytes === undefined ? defaultRingBytes(shards + 1) : checkRingBytes(parseSize(o.queueBytes, "options.queueBytes"), "options.queueBytes"),
+    orphans: orphansOption(o.orphans),
   };
+}
+
+function orphansOption(value: unknown): "keep" | "free" {
+  if (value === undefined || value === "keep" || value === "free") return value ?? "keep";
+  throw new InvalidValueError("options.orphans", `options.orphans must be "keep" or "free", got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
 }
 
 /** A wait in ms: a non-negative whole number, or Infinity for no limit; InvalidValueError naming `what`. */
