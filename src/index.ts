@@ -21,7 +21,7 @@ export {
   type ErrorCode,
 } from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
-export { Smp, type SmpEvents } from "./smp/smp.js";
+export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";

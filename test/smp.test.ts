@@ -3,7 +3,7 @@
  * the contended case, failure paths. Sizes and times are bounded for CI.
  */
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError, InvalidValueError, OutOfMemoryError, ShardError, Smp } from "../dist/index.js";
+import { InvalidPointerError, InvalidValueError, OutOfMemoryError, ShardError, SharedHeap, Smp, serveAdmin } from "../dist/index.js";
 import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { TASKS, startSmp, waitFor } from "./helpers.js";
@@ -135,7 +135,7 @@ describe("Smp errors", () => {
     const typo = await refusal(Smp.start({ shards: 1, memoryPerShrad: "1MiB" } as Parameters<typeof Smp.start>[0]));
     expect(typo.field).toBe("options.memoryPerShrad");
     expect(typo.message).toBe(
-      "options.memoryPerShrad is not an option (did you mean memoryPerShard?); the options are shards, memoryPerShard, heapprof, module, loadTimeoutMs, stopTimeoutMs, idleTrimMs, queueBytes, maxPendingCalls",
+      "options.memoryPerShrad is not an option (did you mean memoryPerShard?); the options are shards, memoryPerShard, heapprof, module, loadTimeoutMs, stopTimeoutMs, idleTrimMs, queueBytes, maxPendingCalls, orphans",
     );
     expect((await refusal(Smp.start({ Shards: 1 } as Parameters<typeof Smp.start>[0]))).message).toMatch(/^options.Shards is not an option \(did you mean shards\?\);/);
     expect((await refusal(Smp.start({ shards: 1, colour: "red" } as Parameters<typeof Smp.start>[0]))).message).toMatch(/^options.colour is not an option; the options are /);
@@ -143,6 +143,26 @@ describe("Smp errors", () => {
     const stopTypo = await refusal(smp.stop({ timeout: 10 } as Parameters<Smp["stop"]>[0]));
     expect(stopTypo.message).toBe("stop: options.timeout is not an option (did you mean timeoutMs?); the options are timeoutMs");
     await smp.stop(); // the refused stop() started nothing
+  });
+
+  it("so is one that SharedHeap.create, heap.check, smp.freeOrphans or serveAdmin does not know", async () => {
+    const refused = (f: () => unknown): InvalidValueError => {
+      try {
+        f();
+      } catch (e) {
+        expect(e).toBeInstanceOf(InvalidValueError);
+        return e as InvalidValueError;
+      }
+      throw new Error("not refused");
+    };
+    expect(refused(() => SharedHeap.create({ shards: 1, shardByte: "1MiB" } as unknown as Parameters<typeof SharedHeap.create>[0])).message).toMatch(
+      /^SharedHeap.create: options.shardByte is not an option \(did you mean shardBytes\?\)/,
+    );
+    const heap = SharedHeap.create({ shards: 1, shardBytes: "1MiB" });
+    expect(refused(() => heap.check({ timeout: 5 } as Parameters<SharedHeap["check"]>[0])).message).toMatch(/^check: options.timeout is not an option \(did you mean timeoutMs\?\)/);
+    const smp = await startSmp({ shards: 1, memoryPerShard: "1MiB" });
+    await expect(smp.freeOrphans(0, { kep: [] } as Parameters<Smp["freeOrphans"]>[1])).rejects.toThrow(/^freeOrphans: options.kep is not an option \(did you mean keep\?\)/);
+    await expect(serveAdmin(smp, { prot: 0 } as Parameters<typeof serveAdmin>[1])).rejects.toThrow(/^serveAdmin: options.prot is not an option \(did you mean port\?\)/);
   });
 
   it("bad arguments are rejected before anything starts", async () => {

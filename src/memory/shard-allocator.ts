@@ -37,6 +37,7 @@ import { ownershipMessage } from "./ownership.js";
 import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
 
 import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
+import { clearMark, forEachMarked, snapshotLiveBits, type ObjectCount } from "./orphans.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
 import { refillPool, sampledTagIndex, trimPool } from "./small-pool.js";
@@ -101,8 +102,17 @@ export class ShardAllocator extends ShardRegion {
    * dataBytes when owned, 0 otherwise: free()'s fast-path range check then
    * sends every pointer of a shard this thread does not own to the slow
    * path, which throws, so the ownership rule costs the fast path nothing.
+   * 0 too while orphans are tracked: every local free then takes the slow
+   * path, which ends in releaseClaimed, where an orphan's mark is cleared.
    */
-  private readonly localBytes: number;
+  private localBytes: number;
+  /**
+   * The objects an earlier owner left allocated when its thread died
+   * (orphans.ts), marked until freed or let go; null when there are none
+   * (always, unless this allocator was made by a takeover that asked for
+   * them: SharedHeap.adoptShard(id, { orphans: true })).
+   */
+  private orphanMarks: Int32Array | null = null;
   /**
    * Bytes until the next heap-profiler sample; Infinity while profiling is
    * off, so the fast path's one subtraction never reaches zero, and
@@ -308,6 +318,75 @@ export class ShardAllocator extends ShardRegion {
   flushCrossShardFrees(): number {
     this.checkOwned("flushCrossShardFrees");
     return this.outbox.flush();
+  }
+
+  /**
+   * What the shard's earlier owner left allocated when its thread died and
+   * this thread took the shard over, and is still allocated: objects and
+   * their usable bytes (orphans.ts). 0 and 0 when none.
+   */
+  orphans(): ObjectCount {
+    const marks = this.orphanMarks;
+    const count = { objects: 0, bytes: 0 };
+    if (marks !== null) {
+      forEachMarked(this, marks, (ptr) => {
+        count.objects++;
+        count.bytes += objectSizeIn(this, ptr);
+      });
+    }
+    return count;
+  }
+
+  /**
+   * Free what the shard's dead earlier owner left allocated (orphans()),
+   * but the objects in `keep`, which become this shard's like any other
+   * object: an orphan another shard still uses must be kept, since every
+   * other pointer into the orphans is invalid afterwards, as after any
+   * free. An orphan some thread is freeing at this moment is left to that
+   * free; `keep` may name objects freed meanwhile (they are passed over).
+   * Returns what was freed, and how many orphans were kept. TypeError for a
+   * `keep` that is not an iterable of numbers.
+   */
+  freeOrphans(keep: Iterable<number> = []): ObjectCount & { kept: number } {
+    this.checkOwned("freeOrphans");
+    const kept = new Set<number>();
+    if (keep === null || typeof (keep as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== "function") {
+      throw new TypeError("freeOrphans: keep must be an iterable of pointers (numbers)");
+    }
+    for (const p of keep) {
+      if (typeof p !== "number") throw new TypeError(`freeOrphans: keep must hold pointers (numbers), got ${typeof p}`);
+      kept.add(p);
+    }
+    const marks = this.orphanMarks;
+    const freed = { objects: 0, bytes: 0, kept: 0 };
+    if (marks === null) return freed;
+    // Let go of the marks first: releaseClaimed below must not look them up.
+    this.orphanMarks = null;
+    this.localBytes = this.dataBytes;
+    forEachMarked(this, marks, (ptr) => {
+      if (kept.has(ptr)) {
+        freed.kept++;
+        return;
+      }
+      // Claimed by another free already: that free has it.
+      if (!this.claimOwn(ptr)) return;
+      const size = objectSizeIn(this, ptr);
+      this.releaseClaimed(ptr);
+      freed.objects++;
+      freed.bytes += size;
+    });
+    return freed;
+  }
+
+  /**
+   * @internal This thread has just taken the shard over from a thread that
+   * died: every object live now is an orphan (orphans.ts). Returns them.
+   */
+  trackOrphans(): ObjectCount {
+    this.checkOwned("trackOrphans");
+    this.orphanMarks = snapshotLiveBits(this);
+    if (this.orphanMarks !== null) this.localBytes = 0;
+    return this.orphans();
   }
 
   /** Usable bytes of the live object at `ptr` (>= the size asked for); any shard's object. */
@@ -592,6 +671,7 @@ export class ShardAllocator extends ShardRegion {
    */
   private releaseClaimed(ptr: number): void {
     this.i32[this.liveWord(ptr)] &= ~this.liveBit(ptr);
+    if (this.orphanMarks !== null) clearMark(this, this.orphanMarks, ptr);
     const page = this.pageOf(ptr);
     const m = this.pageMeta(page);
     const pool1 = this.poolOfPage(page) + 1;

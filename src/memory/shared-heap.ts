@@ -5,7 +5,7 @@
  * buffer is the only state they share.
  */
 import { HeapFormatError, InvalidPointerError, InvalidValueError, OutOfMemoryError } from "../errors.js";
-import { parseInteger } from "../parse.js";
+import { parseInteger, rejectUnknownKeys } from "../parse.js";
 import { parseSize, plural } from "../units.js";
 import { checkLiveRegions, type LiveCheckOptions } from "./live-check.js";
 import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
@@ -100,6 +100,7 @@ export class SharedHeap implements HeapGeometry {
    */
   static create(o: SharedHeapOptions): SharedHeap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedHeap.create: options must be an object");
+    rejectUnknownKeys(o, ["shards", "shardBytes"], "SharedHeap.create: options");
     const shardsField = "SharedHeap.create: options.shards";
     const bytesField = "SharedHeap.create: options.shardBytes";
     const shards = parseInteger(o.shards, shardsField, 1, MAX_SHARDS);
@@ -332,6 +333,7 @@ export class SharedHeap implements HeapGeometry {
     const hdr = checkHeader(this.buffer);
     if (hdr) return [hdr];
     if (o !== undefined && (o === null || typeof o !== "object")) throw new TypeError("check: options must be an object");
+    if (o !== undefined) rejectUnknownKeys(o, ["timeoutMs"], "check: options");
     const timeoutMs = o?.timeoutMs === undefined ? undefined : parseInteger(o.timeoutMs, "check: options.timeoutMs", 0, 600_000);
     errors.push(...checkLiveRegions(this.regions, timeoutMs === undefined ? {} : { timeoutMs }));
     return errors;

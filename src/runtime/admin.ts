@@ -28,7 +28,7 @@ import { formatMappedDiagnostics } from "../report/mapped-diagnostics.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
-import { parseBoolean, parseInteger } from "../parse.js";
+import { parseBoolean, parseInteger, rejectUnknownKeys } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 import { Baselines } from "./baselines.js";
@@ -68,7 +68,12 @@ export interface AdminServer {
 /** Parsed source maps, shared by every request: each script is read and parsed once (bounded LRU). */
 const sourceMaps = new SourceMapCache();
 
+/** Every key AdminOptions has (the type makes sure none is missing): any other key is refused. */
+const ADMIN_OPTION_KEYS: Readonly<Record<keyof AdminOptions, true>> = { port: true, host: true, allowedHosts: true, token: true, allowHeapImage: true, dashboard: true };
+
 export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminServer> {
+  if (o === null || typeof o !== "object") throw new TypeError("serveAdmin: options must be an object");
+  rejectUnknownKeys(o, Object.keys(ADMIN_OPTION_KEYS), "serveAdmin: options");
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RangeError(`serveAdmin: port must be 0..65535, got ${String(port)}`);

@@ -76,6 +76,17 @@ export interface SmpOptions {
    * program or benchmark here makes); Infinity for no bound.
    */
   maxPendingCalls?: number;
+  /**
+   * What becomes of the objects a shard's thread had allocated when it
+   * died (its "orphans": a new thread replaces it, with fresh module
+   * state; the 'replaced' event counts them). "keep" (the default): they
+   * stay allocated, so pointers to them that other shards hold stay good,
+   * until `smp.freeOrphans(shard, { keep })` frees all but those kept.
+   * "free": the new thread frees them before it takes any call, for
+   * shards that hand no pointers to others: any such pointer held
+   * elsewhere is invalid from then on.
+   */
+  orphans?: "keep" | "free";
 }
 
 export interface FilledSmpOptions {
@@ -92,6 +103,7 @@ export interface FilledSmpOptions {
   queueBytes: number;
   /** Calls pending from one thread to one shard, at most (Infinity: no bound). */
   maxPendingCalls: number;
+  orphans: "keep" | "free";
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -123,6 +135,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   idleTrimMs: true,
   queueBytes: true,
   maxPendingCalls: true,
+  orphans: true,
 };
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
@@ -144,7 +157,13 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     idleTrimMs: parseInteger(o.idleTrimMs ?? DEFAULT_IDLE_TRIM_MS, "options.idleTrimMs", 0, MAX_TIMER_MS),
     queueBytes: o.queueBytes === undefined ? defaultRingBytes(shards + 1) : checkRingBytes(parseSize(o.queueBytes, "options.queueBytes"), "options.queueBytes"),
     maxPendingCalls: o.maxPendingCalls === Infinity ? Infinity : parseInteger(o.maxPendingCalls ?? DEFAULT_MAX_PENDING_CALLS, "options.maxPendingCalls", 1, 2 ** 31 - 1),
+    orphans: orphansOption(o.orphans),
   };
+}
+
+function orphansOption(value: unknown): "keep" | "free" {
+  if (value === undefined || value === "keep" || value === "free") return value ?? "keep";
+  throw new InvalidValueError("options.orphans", `options.orphans must be "keep" or "free", got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
 }
 
 /** A wait in ms: a non-negative whole number, or Infinity for no limit; InvalidValueError naming `what`. */

@@ -8,6 +8,7 @@
  */
 import type { MessagePort } from "node:worker_threads";
 import type { WasmMemory } from "../memory/atomics.js";
+import type { ObjectCount } from "../memory/orphans.js";
 import type { ThrownRecord } from "./error-codec.js";
 
 /** workerData of every shard thread. */
@@ -28,6 +29,8 @@ export interface ShardBootData {
   readonly idleTrimMs: number;
   /** Calls this shard may have pending to one shard at once (Smp.start's maxPendingCalls). */
   readonly maxPendingCalls: number;
+  /** What a new thread does with the objects a dead one left (SmpOptions.orphans). */
+  readonly orphans: "keep" | "free";
 }
 
 export type ShardRequest =
@@ -45,10 +48,18 @@ export type ShardRequest =
    * stop the doorbell watch, answer the drained count, then park the
    * thread so nothing runs until it is terminated.
    */
-  | { readonly kind: "stop" };
+  | { readonly kind: "stop" }
+  /** Free the objects the shard's dead thread left (ShardAllocator.freeOrphans) but those in `keep`. */
+  | { readonly kind: "freeOrphans"; readonly keep: readonly number[] };
+
+/** What this thread found when it took the shard over (init's answer): the orphans, and whether it freed them. */
+export interface ShardTakeover {
+  readonly orphans: ObjectCount;
+  readonly freed: boolean;
+}
 
 /** What a shard answers to every request. */
 export type ShardReply =
-  | { readonly ok: true; readonly value: number }
+  | { readonly ok: true; readonly value: number | ShardTakeover | (ObjectCount & { kept: number }) }
   /** The request threw (the module's loading, a bad request). */
   | { readonly ok: false; readonly thrown: ThrownRecord };

@@ -21,7 +21,7 @@ import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
 import { Endpoint, type TaskFunction } from "./endpoint.js";
 import { encodeThrown } from "./error-codec.js";
-import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
+import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
 import { queueGeometry } from "./queue-layout.js";
 import { ShardSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
@@ -33,6 +33,10 @@ const boot = workerData as ShardBootData;
 const heap = SharedHeap.attach(boot.memory ?? boot.buffer);
 // The shard is this thread's: adopt it (a replaced thread's batches are pushed on the way).
 const memory = heap.adoptShard(boot.shard);
+// Whatever is live now a dead thread of this shard allocated (nothing, at
+// the first start): tracked, or freed before any call if so configured.
+const takeover: ShardTakeover = { orphans: memory.trackOrphans(), freed: boot.orphans === "free" };
+if (takeover.freed) memory.freeOrphans();
 // A task that ends the thread with process.exit() still hands its batched
 // remote frees over ('exit' listeners run in a worker; terminate() runs
 // none, and then the next owner pushes the batches it finds in the outbox).
@@ -90,7 +94,7 @@ export default async function handle(request: ShardRequest): Promise<ShardReply>
 }
 
 /** What the request computes. */
-async function answer(request: ShardRequest): Promise<number> {
+async function answer(request: ShardRequest): Promise<number | ShardTakeover | ReturnType<ShardAllocator["freeOrphans"]>> {
   switch (request.kind) {
     case "init": {
       const links = new ShardSideLinks(request.control, boot.shard, request.epoch);
@@ -124,8 +128,10 @@ async function answer(request: ShardRequest): Promise<number> {
       } finally {
         loaded();
       }
-      return boot.shard;
+      return takeover;
     }
+    case "freeOrphans":
+      return memory.freeOrphans(request.keep);
     case "heapprof":
       memory.setHeapProfilingSampleRate(request.rate);
       return memory.heapProfilingSampleRate();

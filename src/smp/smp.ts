@@ -32,7 +32,8 @@ import type { HeapProfile } from "../memory/heap-profile.js";
 import { decodeError } from "./error-codec.js";
 import { Endpoint, wakeEndpoint } from "./endpoint.js";
 import { errorMessage } from "./call-errors.js";
-import type { ShardBootData, ShardReply, ShardRequest } from "./protocol.js";
+import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
+import { formatSize } from "../units.js";
 import {
   ackWord,
   createQueueBuffer,
@@ -61,6 +62,31 @@ export interface SmpEvents {
    * within the stop timeout.
    */
   error: [error: ShardError];
+  /**
+   * A shard whose thread died runs again on a new thread (fresh module
+   * state, the same region): what the dead thread left allocated, and
+   * whether it was freed (Smp.start's `orphans: "free"`); if not,
+   * smp.freeOrphans(shard, { keep }) frees it.
+   */
+  replaced: [replacement: ShardReplacement];
+}
+
+/** A shard back on a new thread after its thread died (the 'replaced' event). */
+export interface ShardReplacement {
+  readonly shard: number;
+  /** The objects (and their usable bytes) the dead thread left allocated when the new one took over. */
+  readonly orphans: { readonly objects: number; readonly bytes: number };
+  /** True when the new thread freed them before taking calls (orphans: "free"). */
+  readonly freed: boolean;
+}
+
+/** What smp.freeOrphans freed. */
+export interface FreedOrphans {
+  /** Objects freed and their usable bytes. */
+  readonly objects: number;
+  readonly bytes: number;
+  /** Orphans left allocated because `keep` named them. */
+  readonly kept: number;
 }
 
 export interface StopOptions {
@@ -149,6 +175,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         module: options.module,
         idleTrimMs: options.idleTrimMs,
         maxPendingCalls: options.maxPendingCalls,
+        orphans: options.orphans,
       };
       return new Piscina({
         filename: WORKER_FILE,
@@ -217,6 +244,27 @@ export class Smp extends EventEmitter<SmpEvents> {
   submitTo<T = unknown>(shard: number, task: string, arg?: unknown): Promise<T> {
     if (this.stopping) return this.refuse(shard, () => `submitTo(${String(shard)}, ${JSON.stringify(task)})`, task);
     return submitVia<T>(this.endpoint, shard, task, arg);
+  }
+
+  /**
+   * Free what `shard`'s dead threads left allocated (the 'replaced'
+   * event's orphans), but the objects in `keep`: gather first, from every
+   * shard that may hold them, the pointers into that memory still in use,
+   * and keep them; every other pointer into it is invalid afterwards, as
+   * after any free. Runs on the shard's current thread, between its
+   * calls. Resolves with what was freed; { objects: 0 } when nothing was
+   * left. RangeError for an unknown shard, TypeError for a `keep` that is
+   * not an iterable of numbers; a ShardError once stop() has begun.
+   */
+  async freeOrphans(shard: number, o: { keep?: Iterable<number> } = {}): Promise<FreedOrphans> {
+    if (!Number.isInteger(shard) || shard < 0 || shard >= this.shards) {
+      throw new RangeError(`freeOrphans: shard must be an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
+    }
+    if (o === null || typeof o !== "object") throw new TypeError("freeOrphans: options must be an object");
+    rejectUnknownKeys(o, ["keep"], "freeOrphans: options");
+    const keep = o.keep === undefined ? [] : [...(o.keep as Iterable<unknown>)];
+    if (!keep.every((p): p is number => typeof p === "number")) throw new TypeError("freeOrphans: keep must hold pointers (numbers)");
+    return (await this.request(shard, { kind: "freeOrphans", keep })) as FreedOrphans;
   }
 
   /** Run `task` on every shard at once; resolves with the results in shard order, or rejects with the first error. */
@@ -456,11 +504,12 @@ export class Smp extends EventEmitter<SmpEvents> {
       this.down.delete(shard);
       resetRingsOf(this.geometry, this.queues, shard);
       this.init(shard).then(
-        () => {
+        (takeover) => {
           if (this.stopping) return;
           this.failed.delete(shard);
           Atomics.store(this.queues, endpointWord(this.geometry, shard) + STATE, STATE_UP);
           this.announceMembership();
+          this.replaced(shard, takeover as ShardTakeover);
         },
         (e: unknown) => {
           if (this.stopping) return;
@@ -472,6 +521,22 @@ export class Smp extends EventEmitter<SmpEvents> {
       );
     }
     if (waiting) this.scheduleRevival();
+  }
+
+  /**
+   * The 'replaced' event. Orphans kept with nobody listening would be
+   * kept silently, for ever: a process warning says so, and how to free them.
+   */
+  private replaced(shard: number, takeover: ShardTakeover): void {
+    const replacement: ShardReplacement = { shard, orphans: takeover.orphans, freed: takeover.freed };
+    if (this.listenerCount("replaced") > 0) this.emit("replaced", replacement);
+    else if (!takeover.freed && takeover.orphans.objects > 0) {
+      process.emitWarning(
+        `shard ${shard} runs on a new thread; its dead thread left ${takeover.orphans.objects} objects (${formatSize(takeover.orphans.bytes)}) allocated: ` +
+          `smp.freeOrphans(${shard}, { keep }) frees them, or Smp.start({ orphans: "free" }) at every replacement`,
+        { code: "SHARDHEAP_ORPHANS" },
+      );
+    }
   }
 
   /** An 'error' event, or a process warning when nobody listens (an unheard 'error' event would throw and take the process down). */
@@ -507,5 +572,7 @@ function describeRequest(request: ShardRequest): string {
       return "setHeapProfiling";
     case "stop":
       return "stop";
+    case "freeOrphans":
+      return "freeOrphans";
   }
 }
