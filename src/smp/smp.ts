@@ -51,7 +51,8 @@ import {
 import { MainSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
 
-const WORKER_FILE = fileURLToPath(new URL("./shard-worker.js", import.meta.url));
+/** What piscina starts each shard thread with: a CommonJS file that import()s shard-worker.js (shard-entry.cts says why). */
+const WORKER_FILE = fileURLToPath(new URL("./shard-entry.cjs", import.meta.url));
 /** How often a restarting shard's acknowledgements are checked. */
 const REVIVAL_POLL_MS = 2;
 
