@@ -28,7 +28,7 @@ describe("the npm package", () => {
   });
 
   it("carries LICENSE, README, the architecture document, dist and examples, and nothing from the repository's workshop", () => {
-    for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js"]) {
+    for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs"]) {
       expect(files, f).toContain(f);
     }
     for (const example of readdirSync(join(root, "examples"))) expect(files).toContain(`examples/${example}`);
