@@ -8,7 +8,8 @@ import { InvalidValueError } from "../../errors.js";
 import { Smp } from "../../smp/smp.js";
 import { fillSmpOptions } from "../../smp/options.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, type ServerConfig } from "./config.js";
-import { listenMode, type ListenMode, type ListenSpec } from "./listener.js";
+import { createAcceptBuffer } from "./accept-balance.js";
+import { bindSharedSocket, listenMode, type ListenMode, type ListenSpec, type SharedSocket } from "./listener.js";
 import { formatSize } from "../../units.js";
 import { createStatsBuffer } from "./stats.js";
 
@@ -84,6 +85,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
   const maxItemSize = itemSizeLimit(o.maxItemSize, options.memoryPerShard, "maxItemSize", "memoryPerShard");
   const mode = o.listenMode ?? listenMode();
   const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });
+  let socket: SharedSocket | undefined;
   try {
     const config: ServerConfig = {
       maxItemSize,
@@ -95,19 +97,36 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       statsBuffer: createStatsBuffer(options.shards),
     };
     await smp.invokeOnAll("configure", config);
+    const all = [...Array(options.shards).keys()];
+    if (mode === "sharedFd") socket = await bindSharedSocket(host, port);
+    if (socket !== undefined) {
+      // Every shard listens on the descriptor, taking turns (listener.ts, accept-balance.ts).
+      const spec: ListenSpec = { host, port: socket.port, mode, fd: socket.fd, balance: createAcceptBuffer(options.shards) };
+      config.port = socket.port;
+      await Promise.all(all.map((s) => smp.submitTo(s, "listen", spec)));
+      return new Server(smp, host, socket.port, mode, config, socket);
+    }
     const first = await smp.submitTo<{ port: number; fd: number }>(0, "listen", { host, port, mode } satisfies ListenSpec);
     config.port = first.port;
     let shared: ListenMode = mode;
     if (mode === "sharedFd" && first.fd < 0) shared = "single"; // no descriptor to share on this system
     if (shared !== "single") {
       const spec: ListenSpec = shared === "sharedFd" ? { host, port: first.port, mode: shared, fd: first.fd } : { host, port: first.port, mode: shared };
-      await Promise.all([...Array(options.shards).keys()].slice(1).map((s) => smp.submitTo(s, "listen", spec)));
+      await Promise.all(all.slice(1).map((s) => smp.submitTo(s, "listen", spec)));
     }
-    return new Server(smp, host, first.port, shared, config);
+    return new Server(smp, host, first.port, shared, config, undefined);
   } catch (e) {
+    // Shards that listened close their handles with their threads, before the main thread's.
+    await stopBalancing(smp);
     await smp.stop();
+    socket?.close();
     throw e;
   }
+}
+
+/** Every shard's stopBalancing, each settled (done, or failed: a shard that is down or never configured). */
+async function stopBalancing(smp: Smp): Promise<void> {
+  await Promise.allSettled([...Array(smp.shards).keys()].map((s) => smp.submitTo(s, "stopBalancing")));
 }
 
 class Server implements MemcachedServer {
@@ -117,6 +136,8 @@ class Server implements MemcachedServer {
   readonly shards: number;
   readonly listenMode: ListenMode;
   readonly config: Readonly<ServerConfig>;
+  /** sharedFd: the main thread's handle on the listening socket (listener.ts). */
+  private readonly socket: SharedSocket | undefined;
   private accepting: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
   /**
@@ -126,8 +147,9 @@ class Server implements MemcachedServer {
    */
   private readonly keepAlive = setInterval(() => {}, 2 ** 30);
 
-  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig) {
+  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, socket: SharedSocket | undefined) {
     this.smp = smp;
+    this.socket = socket;
     this.host = host;
     this.port = port;
     this.shards = smp.shards;
@@ -137,7 +159,14 @@ class Server implements MemcachedServer {
 
   stopAccepting(): Promise<void> {
     this.accepting ??= (async () => {
-      await this.smp.invokeOnAll("stopListening");
+      try {
+        // Two steps: no shard switches its handle on the shared descriptor once one has closed it (listener.ts
+        // acceptSwitch). Every shard's first step ends before any takes the second (a failure is stopListening's to report).
+        await stopBalancing(this.smp);
+        await this.smp.invokeOnAll("stopListening");
+      } finally {
+        this.socket?.close(); // right after the shards' (listener.ts)
+      }
       await this.smp.invokeOnAll("closeConnections");
     })();
     return this.accepting;

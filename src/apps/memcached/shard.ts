@@ -6,10 +6,11 @@
  */
 import { createServer, type Server } from "node:net";
 import type { ShardContext } from "../../smp/current-shard.js";
+import { AcceptBalance } from "./accept-balance.js";
 import type { ServerConfig } from "./config.js";
 import { Connection, type ConnectionContext } from "./connection.js";
 import { ItemViews } from "./item.js";
-import { listenOn, type ListenSpec } from "./listener.js";
+import { acceptSwitch, listenOn, type ListenSpec } from "./listener.js";
 import { absoluteExptime } from "./protocol.js";
 import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
 import { StagingArea } from "./staging.js";
@@ -17,9 +18,12 @@ import { resetCounters, shardCounters } from "./stats.js";
 import { ItemStore } from "./store.js";
 
 interface ShardState {
+  shard: ShardContext;
   ctx: ConnectionContext;
   server: Server | undefined;
   connections: Set<Connection>;
+  /** sharedFd: the turns with the other shards at accepting (accept-balance.ts). */
+  balance: AcceptBalance | undefined;
 }
 
 let state: ShardState | undefined;
@@ -60,23 +64,31 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
       await Promise.all(others.map((s) => shard.submitTo(s, "resetStats")));
     },
   };
-  state = { ctx, server: undefined, connections: new Set() };
+  state = { shard, ctx, server: undefined, connections: new Set(), balance: undefined };
   return shard.id;
 }
 
 /** Start accepting connections; the port bound and the descriptor to share (listener.ts). */
 export async function listen(spec: ListenSpec): Promise<{ port: number; fd: number }> {
   const s = configured();
+  const balance = spec.balance === undefined ? undefined : new AcceptBalance(spec.balance, s.shard.id, s.shard.shards);
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
     const connection = new Connection(socket, s.ctx);
     s.connections.add(connection);
-    socket.once("close", () => s.connections.delete(connection));
+    // Counted before anything else runs on this loop: it may not accept again first (accept-balance.ts).
+    balance?.opened();
+    socket.once("close", () => {
+      s.connections.delete(connection);
+      balance?.closed();
+    });
   });
   const bound = await listenOn(server, spec);
   // After listening, errors are failed accepts (EMFILE under a flood of connections): the server keeps listening.
   server.on("error", () => {});
   s.server = server;
+  s.balance = balance;
   s.ctx.config.port = bound.port;
+  balance?.start(acceptSwitch(server));
   return bound;
 }
 
@@ -95,6 +107,22 @@ export function resetStats(): void {
 }
 
 /**
+ * Stop pausing and resuming the listening handle, the first of two steps
+ * of stopping: every shard takes it before any closes the shared
+ * descriptor (listener.ts acceptSwitch). A resume just before it reaches
+ * the loop's epoll set at the start of a later poll phase (libuv applies
+ * watcher changes there, and aborts the process if the descriptor is gone
+ * by then), so this answers only after the loop has passed one: the
+ * second of two immediates runs in the check phase of the turn after the
+ * one it was queued in. (Answering at once: an abort in 3 of 4 runs of 15
+ * servers stopped while their clients hung up.)
+ */
+export async function stopBalancing(): Promise<void> {
+  configured().balance?.stop();
+  await new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
+}
+
+/**
  * Stop accepting (every shard at once: see listener.ts for the shared
  * descriptor). The listening handle closes now; close()'s callback would
  * wait for the connections, which closeConnections ends.
@@ -103,6 +131,7 @@ export function stopListening(): boolean {
   const s = configured();
   const server = s.server;
   s.server = undefined;
+  s.balance?.stop();
   server?.close();
   return server !== undefined;
 }
