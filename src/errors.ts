@@ -46,6 +46,10 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_INVALID_POINTER: { error: "InvalidPointerError", message: "not a live allocation", exitCode: 1, httpStatus: 500 },
   ERR_SHARDHEAP_FORMAT: { error: "HeapFormatError", message: "not a shardheap heap or heap image", exitCode: 2, httpStatus: 500 },
   ERR_SHARDHEAP_OWNERSHIP: { error: "HeapOwnershipError", message: "a shard's local state touched from a thread that does not own it", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_MAP_HANDLE: { error: "SharedMapError", message: "not the handle of a live SharedMap (never one, or destroyed)", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_MAP_REFERENCE: { error: "SharedMapError", message: "not a reference this SharedMap handed out that is still held (released already, or never one)", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_MAP_IN_USE: { error: "SharedMapError", message: "the SharedMap cannot be destroyed while references to its entries are held or reservations are open", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_MAP_FULL: { error: "SharedMapError", message: "a SharedMap holds at most 2^23 entries and 2^24 - 1 entry descriptors", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_SHARD: { error: "ShardError", message: "a shard failed, stopped or is stopping", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_CALL_NOT_STARTED: { error: "ShardError", message: "the call never started: its shard's thread died (or the runtime stopped) before taking it, or the shard is gone; safe to retry", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_QUEUE_FULL: { error: "ShardError", message: "too many calls pending from one thread to one shard (maxPendingCalls): the call was not sent", exitCode: 1, httpStatus: 503 },
@@ -85,7 +89,10 @@ export type HeapErrorCode =
   | "ERR_SHARDHEAP_OUT_OF_MEMORY"
   | "ERR_SHARDHEAP_INVALID_POINTER"
   | "ERR_SHARDHEAP_FORMAT"
-  | "ERR_SHARDHEAP_OWNERSHIP";
+  | "ERR_SHARDHEAP_OWNERSHIP"
+  | SharedMapErrorCode;
+
+export type SharedMapErrorCode = "ERR_SHARDHEAP_MAP_HANDLE" | "ERR_SHARDHEAP_MAP_REFERENCE" | "ERR_SHARDHEAP_MAP_IN_USE" | "ERR_SHARDHEAP_MAP_FULL";
 
 /** Base class of every heap error. */
 export class HeapError extends Error {
@@ -146,6 +153,21 @@ export class HeapOwnershipError extends HeapError {
   constructor(message: string, shard: number) {
     super(message, "ERR_SHARDHEAP_OWNERSHIP");
     this.shard = shard;
+  }
+}
+
+/**
+ * A SharedMap refused an operation, nothing changed: a handle that names
+ * no live map (ERR_SHARDHEAP_MAP_HANDLE), a reference that is not held
+ * (ERR_SHARDHEAP_MAP_REFERENCE: released twice, or never one; the release
+ * that would free an entry still in the map is refused this way), a
+ * destroy while references are held (ERR_SHARDHEAP_MAP_IN_USE), or a map
+ * past its limits (ERR_SHARDHEAP_MAP_FULL).
+ */
+export class SharedMapError extends HeapError {
+  declare readonly code: SharedMapErrorCode;
+  constructor(code: SharedMapErrorCode, message: string) {
+    super(message, code);
   }
 }
 

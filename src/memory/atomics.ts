@@ -23,6 +23,8 @@
  * operand as unsigned, so an address past 2^31 arrives intact.
  */
 
+import { assembleModule, type WasmFunction } from "./wasm-assembler.js";
+
 /**
  * The part of WebAssembly used here. TypeScript declares WebAssembly only in
  * its DOM and web-worker libraries, which a Node package should not pull
@@ -114,42 +116,21 @@ function atomicsModule(): object {
   return compiled;
 }
 
-/** The binary encoding of the module above (WebAssembly core spec, section 5, and the threads proposal). */
+/** The binary encoding of the module above (wasm-assembler.ts). */
 export function encodeAtomicsModule(): Uint8Array {
-  const I32 = 0x7f;
-  const leb = (n: number): number[] => {
-    const out: number[] = [];
-    do {
-      let byte = n & 0x7f;
-      n >>>= 7;
-      if (n !== 0) byte |= 0x80;
-      out.push(byte);
-    } while (n !== 0);
-    return out;
-  };
-  const name = (s: string): number[] => [...leb(s.length), ...Buffer.from(s, "latin1")];
-  const vector = (items: number[][]): number[] => [...leb(items.length), ...items.flat()];
-  const section = (id: number, body: number[]): number[] => [id, ...leb(body.length), ...body];
-  // Atomic opcodes follow the 0xfe prefix; the memory argument is align 2 (4 bytes), offset 0.
-  const RMW = { or: 0x33, and: 0x2c, exchange: 0x41, compareExchange: 0x48 } as const;
-  const functions = (["or", "and", "exchange", "compareExchange"] as const).map((op) => ({ op, params: op === "compareExchange" ? 3 : 2 }));
-  const types = [
-    [0x60, ...vector([[I32], [I32]]), ...vector([[I32]])],
-    [0x60, ...vector([[I32], [I32], [I32]]), ...vector([[I32]])],
-  ];
-  const bodies = functions.map(({ op, params }) => {
-    const code = [0x00 /* no locals */];
-    for (let p = 0; p < params; p++) code.push(0x20, p); // local.get p
-    code.push(0xfe, RMW[op], 2, 0, 0x0b); // the atomic op, then end
-    return [...leb(code.length), ...code];
+  const rmw = (op: "or" | "and" | "exchange", instruction: string): WasmFunction => ({
+    name: op, params: ["address", "value"], result: true, exported: true,
+    body: `local.get $address\nlocal.get $value\n${instruction}`,
   });
-  return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // "\0asm", version 1
-    ...section(1, vector(types)),
-    // memory import, limits flag 3: shared, with a maximum
-    ...section(2, vector([[...name("heap"), ...name("memory"), 0x02, 0x03, ...leb(0), ...leb(65536)]])),
-    ...section(3, vector(functions.map(({ params }) => [params === 3 ? 1 : 0]))),
-    ...section(7, vector(functions.map(({ op }, i) => [...name(op), 0x00, i]))),
-    ...section(10, vector(bodies)),
-  ]);
+  return assembleModule({
+    functions: [
+      rmw("or", "i32.atomic.rmw.or"),
+      rmw("and", "i32.atomic.rmw.and"),
+      rmw("exchange", "i32.atomic.rmw.xchg"),
+      {
+        name: "compareExchange", params: ["address", "expected", "replacement"], result: true, exported: true,
+        body: "local.get $address\nlocal.get $expected\nlocal.get $replacement\ni32.atomic.rmw.cmpxchg",
+      },
+    ],
+  });
 }
