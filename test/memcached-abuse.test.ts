@@ -11,17 +11,17 @@ import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
 import { waitFor } from "./helpers.js";
-import { RawClient } from "./memcached-client.js";
+import { RawClient, shardMemory, waitForMemoryBack, type ShardMemory } from "./memcached-client.js";
 
 let server: MemcachedServer;
-let baseline: Array<{ liveObjects: number; allocatedMemory: number }>;
+let baseline: ShardMemory[];
 /** What the shards' threads reported failing (a shard that died, a task that threw outside a request). */
 const shardErrors: string[] = [];
 
 beforeAll(async () => {
   server = await startMemcached({ shards: 2, memoryPerShard: "16MiB", port: 0 });
   server.smp.on("error", (e) => shardErrors.push(`shard ${e.shard}: ${e.message}`));
-  baseline = [0, 1].map((s) => server.smp.stats(s));
+  baseline = await Promise.all([0, 1].map((s) => shardMemory(server, s)));
 });
 afterAll(async () => {
   await server?.close();
@@ -44,7 +44,7 @@ async function healthy(): Promise<void> {
   await waitFor(() => totals(server.config).curr_connections === 0, "the probe connection to close", 10_000);
   expect(server.smp.heap.check()).toEqual([]);
   for (const s of [0, 1]) {
-    await waitFor(() => server.smp.stats(s).liveObjects === baseline[s]!.liveObjects && server.smp.stats(s).allocatedMemory === baseline[s]!.allocatedMemory, `shard ${s}'s memory back to the start`, 10_000);
+    await waitForMemoryBack(server, s, baseline[s]!);
   }
 }
 

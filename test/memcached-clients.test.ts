@@ -18,7 +18,7 @@ import { runMemcached } from "../dist/apps/memcached/run.js";
 import { startMemcached } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
 import { runCli, spawnCli, waitFor, type CliChild } from "./helpers.js";
-import { freePort, installed, lines, RawClient } from "./memcached-client.js";
+import { freePort, installed, lines, RawClient, shardMemory, waitForMemoryBack } from "./memcached-client.js";
 
 const haveMemccapable = installed("memccapable", ["-h"]);
 const haveMemcaslap = installed("memcaslap", ["-V"]);
@@ -84,7 +84,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
     // The live heap is the items, allocated where connections stored them or where another shard's request copied them in.
     expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
-    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+    expect(stdout).toMatch(/reserve \(.*store\.ts:\d+:\d+\)/);
   });
 
   it("--heapprof=RATE and --admin-port: the admin API serves the items' heap profile; Ctrl-C prints the stats and the profile tree", async () => {
@@ -115,7 +115,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     expect(stdout).toMatch(/^shard +items +used +free +cross-shard frees$/m);
     expect(stdout).toMatch(/^Heap profile \(live bytes, all shards/m);
     expect(stdout).toMatch(/^All \(\d+, #\d+\)$/m);
-    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+    expect(stdout).toMatch(/reserve \(.*store\.ts:\d+:\d+\)/);
   });
 
   it.skipIf(!haveMemcaslap)("memcaslap into 1 MiB shards: items evicted and freed while others are written, no value ever wrong; the heap checks clean and flush_all gives the memory back", async () => {
@@ -123,7 +123,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     // 20,000 requests, a tenth of them sets of 4 KiB values: some 8 MB into 2 MiB of shards, however fast the machine.
     const server = await startMemcached({ shards: 2, memoryPerShard: "1MiB", port: 0 });
     try {
-      const start = [0, 1].map((s) => server.smp.stats(s));
+      const start = await Promise.all([0, 1].map((s) => shardMemory(server, s)));
       const r = await promisify(execFile)("memcaslap", ["-s", `127.0.0.1:${server.port}`, "-T", "2", "-c", "16", "-x", "20000", "-X", "4096", "-v", "1"], { timeout: 60_000 }).then(
         ({ stdout, stderr }) => `${stdout}${stderr}`,
         (e: { stdout?: string; stderr?: string; message: string }) => `${e.message}${e.stdout ?? ""}${e.stderr ?? ""}`,
@@ -144,10 +144,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
       } finally {
         c.close();
       }
-      for (const s of [0, 1]) {
-        const back = (): boolean => server.smp.stats(s).liveObjects === start[s]!.liveObjects && server.smp.stats(s).allocatedMemory === start[s]!.allocatedMemory;
-        await waitFor(back, `shard ${s}'s memory back to the start`, 10_000);
-      }
+      for (const s of [0, 1]) await waitForMemoryBack(server, s, start[s]!);
       expect(server.smp.heap.check()).toEqual([]);
     } finally {
       await server.close();
@@ -174,7 +171,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     // Every allocation recorded from the switch on: the 50 items at least.
     const all = /^All \((\d+), #(\d+)\)$/m.exec(stdout);
     expect(Number(all?.[2])).toBeGreaterThanOrEqual(50);
-    expect(stdout).toMatch(/allocate \(.*store\.ts:\d+:\d+\)/);
+    expect(stdout).toMatch(/reserve \(.*store\.ts:\d+:\d+\)/);
   });
 
   it("--admin-port on a port in use: the error, exit 2, and no server left serving", async () => {

@@ -14,7 +14,7 @@ import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedOptions, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { shardCounters, STAT, totals } from "../dist/apps/memcached/stats.js";
 import { waitFor } from "./helpers.js";
-import { lines, RawClient } from "./memcached-client.js";
+import { lines, RawClient, shardMemory, waitForMemoryBack } from "./memcached-client.js";
 
 let servers: MemcachedServer[] = [];
 let clients: RawClient[] = [];
@@ -53,7 +53,7 @@ async function flood(c: RawClient, pieces: Buffer[]): Promise<void> {
 }
 
 describe("shardheap memcached on the shared heap", () => {
-  it("a connection on shard 0 writes shard 1's item from the heap; deleted meanwhile, the item lives until written, then shard 0's release frees it across shards", async () => {
+  it("a connection on shard 0 reads shard 1's item in place and writes it from the heap; deleted meanwhile, the item lives until written, then its owner frees it", async () => {
     const server = await start({ shards: 2, memoryPerShard: "64MiB", maxItemSize: 16 << 20, listenMode: "single" });
     const key = keyOn(1, 2, "big");
     const value = randomBytes(8 << 20);
@@ -89,9 +89,9 @@ describe("shardheap memcached on the shared heap", () => {
       expect(got.toString("latin1", at, at + header.length)).toBe(header);
       expect(got.subarray(at + header.length, at + header.length + value.length).equals(value), `answer ${i} intact`).toBe(true);
     }
-    // The last reference was shard 0's: its free went to shard 1's inbox.
+    // The last references were shard 0's hazard slots: once they are clear, shard 1's reclaim frees the item (no cross-shard free).
     await waitFor(() => live(server, 1) === before1, "shard 1's item to be freed", 10_000);
-    expect(server.smp.stats(0).crossShardFrees).toBe(crossBefore + 1);
+    expect(server.smp.stats(0).crossShardFrees).toBe(crossBefore);
     expect(server.smp.heap.check()).toEqual([]);
   });
 
@@ -99,7 +99,12 @@ describe("shardheap memcached on the shared heap", () => {
     const server = await start({ shards: 2, memoryPerShard: "16MiB", listenMode: "single" });
     const c = await open(server);
     await c.request("version\r\n");
-    const start0 = [0, 1].map((s) => server.smp.stats(s));
+    const start0 = await Promise.all([0, 1].map((s) => shardMemory(server, s)));
+    /** Live objects besides the index's own: the items. */
+    const items = async (s: number): Promise<number> => {
+      const m = await shardMemory(server, s);
+      return m.liveObjects - m.indexObjects - (start0[s]!.liveObjects - start0[s]!.indexObjects);
+    };
     const n = 400;
     const keys = Array.from({ length: n }, (_, i) => `x${i}`);
     const owners = keys.map((k) => keyOwner(k, 2));
@@ -108,7 +113,7 @@ describe("shardheap memcached on the shared heap", () => {
     const script = keys.map((k, i) => `set ${k} ${i} 0 ${values[i]!.length}\r\n${values[i]}\r\n`).join("");
     expect(await c.request(script, lines("STORED", n))).toBe("STORED\r\n".repeat(n));
     const perShard = [0, 1].map((s) => owners.filter((o) => o === s).length);
-    for (const s of [0, 1]) expect(server.smp.stats(s).liveObjects - start0[s]!.liveObjects).toBe(perShard[s]);
+    for (const s of [0, 1]) expect(await items(s)).toBe(perShard[s]);
 
     const answer = await c.request(`get ${keys.join(" ")}\r\n`, "END\r\n");
     expect(answer).toBe(keys.map((k, i) => `VALUE ${k} ${i} ${values[i]!.length}\r\n${values[i]}\r\n`).join("") + "END\r\n");
@@ -120,24 +125,21 @@ describe("shardheap memcached on the shared heap", () => {
     expect(t.curr_items).toBe(n - 50);
     for (const s of [0, 1]) {
       const linked = keys.filter((_, i) => owners[i] === s && (i < 100 || i >= 150)).length;
-      await waitFor(() => server.smp.stats(s).liveObjects - start0[s]!.liveObjects === linked, `shard ${s}'s live objects`, 5000);
+      // Replaced and deleted items go once their readers let go and their owner reclaims them (store.ts: within RECLAIM_AFTER_MS).
+      const t0 = performance.now();
+      while ((await items(s)) !== linked && performance.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
+      expect(await items(s), `shard ${s}'s live objects`).toBe(linked);
     }
 
     expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
     expect(await c.request(`get ${keys.slice(0, 20).join(" ")}\r\n`, "END\r\n")).toBe("END\r\n");
     expect(totals(server.config).curr_items).toBe(0);
     expect(totals(server.config).bytes).toBe(0);
-    // Each shard returns its cached pool spans once idle (200 ms); a client sees it in `stats`, as each shard's MemoryStats.
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const text = await c.request("stats\r\n", "END\r\n");
-      const stat = (name: string): number => Number(new RegExp(`^STAT ${name} (\\d+)\\r$`, "m").exec(text)?.[1] ?? NaN);
-      const now = [0, 1].map((s) => ({ liveObjects: stat(`shard${s}:liveObjects`), allocatedMemory: stat(`shard${s}:allocatedMemory`) }));
-      const back = [0, 1].map((s) => ({ liveObjects: start0[s]!.liveObjects, allocatedMemory: start0[s]!.allocatedMemory }));
-      if (JSON.stringify(now) === JSON.stringify(back)) break;
-      if (Date.now() > deadline) expect(now, "each shard's memory in stats, back to the start").toEqual(back);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // Each shard returns its cached pool spans once idle (200 ms): its memory is back but for its index's growth.
+    for (const s of [0, 1]) await waitForMemoryBack(server, s, start0[s]!);
+    // A client sees each shard's MemoryStats in `stats`.
+    const text = await c.request("stats\r\n", "END\r\n");
+    for (const s of [0, 1]) expect(Number(new RegExp(`^STAT shard${s}:liveObjects (\\d+)\\r$`, "m").exec(text)?.[1])).toBe(server.smp.stats(s).liveObjects);
     expect(server.smp.heap.check()).toEqual([]);
   });
 
@@ -150,8 +152,12 @@ describe("shardheap memcached on the shared heap", () => {
       await new Promise((r) => setTimeout(r, 20));
     }
     const probe = opened[0]!;
-    const stats = await probe.request("stats\r\n", "END\r\n");
+    // A client's connect completes before its shard has taken the connection (accepts take turns: accept-balance.ts).
+    let stats = "";
     const count = (s: number): number => Number(new RegExp(`^STAT shard${s}:curr_connections (\\d+)\\r$`, "m").exec(stats)![1]);
+    const t0 = performance.now();
+    do stats = await probe.request("stats\r\n", "END\r\n");
+    while (count(0) + count(1) < opened.length && performance.now() - t0 < 5000);
     expect(count(0) + count(1)).toBe(opened.length);
     expect(count(0)).toBeGreaterThan(0);
     expect(count(1)).toBeGreaterThan(0);
@@ -181,7 +187,9 @@ describe("shardheap memcached on the shared heap", () => {
     // Half a shard (the most --max-item-size may be, as memcached's -I and -m) into a full shard: room is made.
     const half = "h".repeat((512 << 10) - 100);
     // (128 pages in one piece among 20 KiB spans whose slots were refilled out of LRU order: eviction,
-    // in LRU order, may have to take nearly all the shard holds; measured: all of its 325 items.)
+    // in LRU order, may have to take nearly all the shard holds; measured: all of its 325 items. The
+    // items' index is made whole at the start (store.ts INDEX_BYTES_PER_ENTRY): made as it grew, its
+    // chunks left no 384 KiB in one piece.)
     expect(await c.request(`set half 0 0 ${half.length}\r\n${half}\r\nget half\r\n`, "END\r\n")).toBe(`STORED\r\nVALUE half 0 ${half.length}\r\n${half}\r\nEND\r\n`);
     expect(totals(server.config).store_no_memory).toBe(0);
     // Past --max-item-size: refused before any memory is touched.
@@ -213,20 +221,23 @@ describe("shardheap memcached on the shared heap", () => {
 
     const value = Buffer.alloc(900_000, 0x62);
     const set = (key: string): Buffer => Buffer.concat([Buffer.from(`set ${key} 0 0 ${value.length}\r\n`), value, Buffer.from("\r\n")]);
-    // 900,000 B and its header: 220 pages, 901,120 B; a small item's object is 160 B (its size class).
+    // 900,000 B and its header: 220 pages, 901,120 B; a small item's object is 176 B (its size class:
+    // the map entry's key area, 8 B, and the item's 159).
     const bigBytes = 220 * 4096;
-    const smallBytes = 160;
+    const smallBytes = 176;
     // Each shard's first big item, one at a time: the small items it displaces are the least recently
-    // used, and their bytes need not be much more than its own (5,632 x 160 B). The bound allows 10%
-    // for pages shared with survivors; a shard that lets staging copies or a lowered budget
-    // fragment its pages evicted 16,878 (shard 0, the connection's) or more.
+    // used, and their bytes need not be much more than twice its own (5,120 x 176 B). Before the
+    // index moved into the heap the bound was 10% over; its descriptor chunks and tables (1.6 MB of
+    // the 8 MiB here, 31,000 entries) stay where the heap put them as it grew, and a run of 220 free
+    // pages must be found around them: measured 9,375. A shard that lets staging copies or a
+    // lowered budget fragment its pages evicted 16,878 (shard 0, the connection's) or more.
     const keys = Array.from({ length: 40 }, (_, i) => `big${i}`);
     const firstOf = [0, 1].map((s) => keys.find((k) => keyOwner(k, 2) === s)!);
     for (const s of [0, 1]) {
       const before = counter(server, s, "evictions");
       expect(await c.request(set(firstOf[s]!), "\r\n", 30_000), `${firstOf[s]} (shard ${s})`).toBe("STORED\r\n");
       const evicted = counter(server, s, "evictions") - before;
-      expect(evicted, `small items shard ${s} evicted for its first 900 KB item`).toBeLessThanOrEqual(Math.ceil((bigBytes / smallBytes) * 1.1));
+      expect(evicted, `small items shard ${s} evicted for its first 900 KB item`).toBeLessThanOrEqual(Math.ceil((bigBytes / smallBytes) * 2));
       expect(counter(server, s, "curr_items"), `shard ${s} kept the rest`).toBe(smallItems[s]! - evicted + 1);
     }
     // The other 38, pipelined, as a client that does not wait: every one stored.
@@ -241,7 +252,10 @@ describe("shardheap memcached on the shared heap", () => {
     const held = [...answer.matchAll(/^VALUE (\S+) 0 900000\r$/gm)].map((m) => m[1]!);
     for (const s of [0, 1]) {
       const mine = keys.filter((k) => keyOwner(k, 2) === s);
-      const fits = Math.floor((server.smp.stats(s).totalMemory * 0.85) / bigBytes);
+      // The index's structure stays (31,000 entries of 100 B made it 1.6 MB here: its descriptors outlive the entries).
+      const index = (await shardMemory(server, s)).indexBytes;
+      // And the chunks it grew among the small items cut runs of 220 free pages: one item fewer (measured 5 of 6).
+      const fits = Math.floor(((server.smp.stats(s).totalMemory - index) * 0.85) / bigBytes) - 1;
       const kept = held.filter((k) => keyOwner(k, 2) === s);
       expect(kept.length, `shard ${s}'s big items`).toBeGreaterThanOrEqual(Math.min(fits, mine.length));
       expect(kept, `shard ${s} kept its most recent`).toEqual(mine.slice(mine.length - kept.length));

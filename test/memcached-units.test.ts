@@ -4,7 +4,7 @@
  * ownership, which way the shards share the port on which Node.
  */
 import { describe, expect, it } from "vitest";
-import { SharedHeap } from "../dist/index.js";
+import { SharedHeap, SharedMap } from "../dist/index.js";
 import { HEADER_BYTES, ItemViews, itemSize } from "../dist/apps/memcached/item.js";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { listenMode } from "../dist/apps/memcached/listener.js";
@@ -142,18 +142,20 @@ describe("RequestReader", () => {
 });
 
 describe("an item in the heap", () => {
-  it("is one allocation: header, VALUE line with the key, value, \\r\\n; a get's answer is one view of it", () => {
+  it("is the value of one map entry: header, VALUE line with the key, value, \\r\\n; a get's answer is one view of it, read through any SharedMap object", () => {
     const heap = SharedHeap.create({ shards: 1, shardBytes: "1MiB" });
-    const shard = heap.shard(0);
     const views = new ItemViews(heap);
+    const map = SharedMap.create(heap, { shard: 0 });
+    const reader = SharedMap.attach(heap, map.handle); // as another shard's connection reads it
     for (const [key, flags, value] of [
       ["k", 0, ""],
       ["a".repeat(250), 4294967295, "x".repeat(70_000)],
       ["mid", 12345, "hello\r\nworld"],
     ] as const) {
       const size = itemSize(key.length, flags, value.length);
-      const ptr = shard.malloc(size);
-      views.writeHead(ptr, shard.objectSize(ptr), key, flags, 99, value.length);
+      const ref = map.reserve(key, size);
+      const ptr = map.valuePointer(ref);
+      views.writeHead(ptr, map.entryBytes(ref), key, flags, 99, value.length);
       views.bytes.write(value, views.dataStart(ptr), "latin1");
       expect(views.terminated(ptr)).toBe(false);
       views.terminate(ptr);
@@ -161,20 +163,31 @@ describe("an item in the heap", () => {
       expect(views.itemBytes(ptr)).toBe(size);
       expect(size).toBeLessThanOrEqual(views.allocated(ptr));
       expect(views.key(ptr)).toBe(key);
-      expect([views.flags(ptr), views.exptime(ptr), views.length(ptr), views.refs(ptr)]).toEqual([flags, 99, value.length, 1]);
-      expect(views.getView(ptr, false).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\n`);
-      expect(views.getView(ptr, true).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\nEND\r\n`);
       views.setCas(ptr, 2 ** 40 + 7);
-      expect(views.cas(ptr)).toBe(2 ** 40 + 7);
-      expect(`${views.getsLineView(ptr).toString("latin1")} ${views.cas(ptr)}\r\n${views.getsValueView(ptr, true).toString("latin1")}`).toBe(
+      map.publish(ref);
+      const got = reader.acquire(key);
+      expect(got).not.toBe(0);
+      const at = reader.valuePointer(got);
+      expect(at).toBe(ptr);
+      expect([views.flags(at), views.exptime(at), views.length(at), views.cas(at)]).toEqual([flags, 99, value.length, 2 ** 40 + 7]);
+      expect(views.getView(at, false).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\n`);
+      expect(views.getView(at, true).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\nEND\r\n`);
+      expect(`${views.getsLineView(at).toString("latin1")} ${views.cas(at)}\r\n${views.getsValueView(at, true).toString("latin1")}`).toBe(
         `VALUE ${key} ${flags} ${value.length} ${2 ** 40 + 7}\r\n${value}\r\nEND\r\n`,
       );
-      expect(views.getView(ptr, true).byteOffset).toBe(ptr + HEADER_BYTES); // a view of the heap, not a copy
-      views.acquire(ptr);
-      expect(views.release(ptr)).toBe(false);
-      expect(views.release(ptr)).toBe(true); // the last reference: its holder frees it
-      shard.free(ptr);
+      expect(views.getView(at, true).byteOffset).toBe(ptr + HEADER_BYTES); // a view of the heap, not a copy
+      // Unlinked while the reader holds it: the bytes stay until it lets go.
+      expect(map.delete(key)).toBe(true);
+      map.reclaim();
+      expect(views.getView(at, true).toString("latin1")).toBe(`VALUE ${key} ${flags} ${value.length}\r\n${value}\r\nEND\r\n`);
+      expect(map.stats().unlinkedHeld + map.stats().retired).toBe(1);
+      reader.release(got);
+      map.reclaim();
+      expect(map.stats()).toMatchObject({ entries: 0, held: 0, unlinkedHeld: 0, retired: 0 });
     }
+    expect(map.check()).toEqual([]);
+    reader.close();
+    map.destroy();
     expect(heap.check()).toEqual([]);
     expect(heap.stats(0).liveObjects).toBe(0);
   });

@@ -33,13 +33,20 @@ export interface SharedMapStats {
   /** Reader records claimed (by SharedMap objects reading with hazard references), of those there are. */
   readers: number;
   readerRecords: number;
+  /**
+   * The map's own heap objects (header, reader records, tables, descriptor
+   * chunks) and their bytes: what it holds besides its entries, and keeps
+   * until destroy (tables and descriptors only grow).
+   */
+  structureObjects: number;
+  structureBytes: number;
 }
 
 const word = (i32: Int32Array, hdr: number, slot: number): number => i32[(hdr + slot) >>> 2]!;
 
 /** Counts over every descriptor and the current table. */
 export function countStates(i32: Int32Array, hdr: number): SharedMapStats {
-  const s: SharedMapStats = { entries: 0, capacity: 0, oldTables: 0, reserved: 0, held: 0, unlinkedHeld: 0, retired: 0, descriptors: 0, freeDescriptors: 0, readers: 0, readerRecords: 0 };
+  const s: SharedMapStats = { entries: 0, capacity: 0, oldTables: 0, reserved: 0, held: 0, unlinkedHeld: 0, retired: 0, descriptors: 0, freeDescriptors: 0, readers: 0, readerRecords: 0, structureObjects: 0, structureBytes: 0 };
   const T = word(i32, hdr, L.M_TABLE) >>> 0;
   s.capacity = T === 0 ? 0 : i32[(T + L.T_MASK) >>> 2]! + 1;
   for (let t = word(i32, hdr, L.M_OLD_TABLES) >>> 0, n = 0; t !== 0 && n < 64; t = i32[(t + L.T_NEXT_OLD) >>> 2]! >>> 0, n++) s.oldTables++;

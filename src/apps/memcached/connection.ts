@@ -2,7 +2,9 @@
  * One client connection, on the shard that accepted it: bytes in
  * (reader.ts frames them, protocol.ts reads each line), each request run
  * on the store of the shard owning its key (this shard's directly; another
- * shard's through remote.ts), answers out in request order.
+ * shard's through remote.ts), answers out in request order. A get reads
+ * the owner's SharedMap in place, whichever shard owns the key: no
+ * message (lookup).
  *
  * Answers: a request answered on this shard appends its answer to `out`
  * at once; one that waits for another shard takes a place in `queue`, and
@@ -11,15 +13,16 @@
  * write, so pipelined requests cost one writev.
  *
  * Values are written from the shared heap: a hit's answer is a Buffer view
- * of the item (item.ts) holding one reference, dropped when the socket has
- * taken the bytes (the write's callback) or the connection closes; the
- * one who drops the last reference frees the item, through a cross-shard
- * free when it is another shard's. A value being stored is copied from the
- * socket's buffers straight into an item allocated on this shard: the
- * final item when this shard owns the key, else a staging copy the owner
- * copies into its own memory; a value too big for a small pool goes
- * straight into an item the owner allocates first (remote.ts OP_RESERVE),
- * reading paused meanwhile. Staging copies are cut from the shard's
+ * of the item (item.ts) holding a reference to its map entry, taken on
+ * this thread's SharedMap object for the owner's map and dropped when the
+ * socket has taken the bytes (the write's callback) or the connection
+ * closes; the map frees an item nobody holds once its owner unlinked it.
+ * A value being stored is copied from the socket's buffers straight into
+ * its place: the owner's map entry reserved for it when this shard owns
+ * the key, else a staging copy on this shard the owner copies into an
+ * entry of its own; a value too big for a small pool goes straight into an
+ * entry the owner reserves first (remote.ts OP_RESERVE), reading paused
+ * meanwhile. Staging copies are cut from the shard's
  * staging area (staging.ts; from the heap only when it is full) and
  * bounded per connection (MAX_STAGING_BYTES), so a flood of sets for other
  * shards' keys does not make this shard evict its own items to hold them.
@@ -31,17 +34,17 @@
  * does not read its answers.
  */
 import type { Socket } from "node:net";
-import { ShardError } from "../../errors.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
+import type { SharedMap } from "../../memory/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, type ServerConfig } from "./config.js";
 import { itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
-import { MODE_SET, REPLY, absoluteExptime, parseCommand, type Command } from "./protocol.js";
+import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, type Command } from "./protocol.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
 import type { StagingArea } from "./staging.js";
-import { OP_DECR, OP_DELETE, OP_FORGET, OP_GAT, OP_GET, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpResult, type RemoteOps } from "./remote.js";
+import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
 import { formatSettings, formatStats, STAT } from "./stats.js";
 import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "./store.js";
 
@@ -51,6 +54,8 @@ export interface ConnectionContext {
   readonly shards: number;
   readonly views: ItemViews;
   readonly store: ItemStore;
+  /** This thread's SharedMap object for each shard's store map, by shard (this shard's: the store's own). */
+  readonly maps: SharedMap[];
   readonly remote: RemoteOps;
   readonly memory: ShardAllocator;
   /** Where staging copies for other shards' keys are cut first. */
@@ -70,7 +75,7 @@ type Chunk = Buffer | string;
 /** An answer in the queue: waiting for another shard, or ready behind one that is. */
 interface Pending {
   chunks: Chunk[];
-  /** Items the chunks are views of (one reference each). */
+  /** References to the items the chunks are views of (held(): one each). */
   refs: number[];
   ready: boolean;
   /** End the connection once this answer is written. */
@@ -82,10 +87,12 @@ interface Incoming {
   cmd: Extract<Command, { kind: "store" }>;
   /** The item being filled (0: the data is being skipped; its answer was given). */
   ptr: number;
+  /** This shard's map entry reserved for the item (this shard owns the key), else 0. */
+  ref: number;
   /** Where the next data byte goes. */
   at: number;
   owner: number;
-  /** The item is the owner's (reserved by OP_RESERVE), not a staging copy of this shard's. */
+  /** The item is another shard's map entry (reserved by OP_RESERVE), not a staging copy of this shard's. */
   reserved: boolean;
   /** The item's bytes (what a staging copy holds of this shard's memory). */
   size: number;
@@ -122,6 +129,14 @@ const MAX_WAITING = 4096;
 const MAX_STAGING_BYTES = 128 << 10;
 /** Items larger than this (page spans) are allocated by their owner, not staged here (remote.ts). */
 const RESERVE_ABOVE = MAX_SMALL_SIZE;
+/**
+ * A reference a connection holds, one number: the shard whose map it is
+ * of, times REF_SPAN, plus the map's reference (SharedMap references are
+ * below 2^30).
+ */
+const REF_SPAN = 2 ** 30;
+const held = (owner: number, ref: number): number => owner * REF_SPAN + ref;
+const noop = (): void => {};
 /** A binary request's answer: the response magic, status 0x0083 "not supported", a text body. */
 const BINARY_REFUSAL = "shardheap memcached speaks the ASCII protocol only";
 
@@ -151,6 +166,13 @@ export class Connection implements ReaderSink {
   private paused = false;
   /** Bytes of this connection's staging copies the owners have not answered for. */
   private staging = 0;
+  /**
+   * Operations sent to each shard and not answered yet. A get reads the
+   * owner's map directly only when none is out: one still on its way may
+   * change the key (set k, then get k, pipelined), and the get must see
+   * it; so the get goes behind it, to the owner, in order.
+   */
+  private readonly unanswered: number[];
   /** The client half-closed while the reader was suspended: end once what it sent is done. */
   private endWhenResumed = false;
 
@@ -158,6 +180,7 @@ export class Connection implements ReaderSink {
     this.socket = socket;
     this.ctx = ctx;
     this.reader = new RequestReader(this);
+    this.unanswered = new Array<number>(ctx.shards).fill(0);
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
@@ -261,21 +284,20 @@ export class Connection implements ReaderSink {
     const { ctx } = this;
     const { cmd, ptr } = inc;
     if (!ctx.views.terminated(ptr)) {
-      this.discard(ptr);
+      this.discardIncoming(inc);
       if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
       return;
     }
-    if (inc.owner === ctx.shard) {
-      const result = ctx.store.store(cmd.mode, cmd.key, ptr, true, cmd.cas, this.now);
+    if (inc.ref !== 0) {
+      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now);
       if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
     const pending = cmd.noreply ? undefined : this.later();
     if (inc.reserved) {
-      ctx.remote.call(inc.owner, [OP_STORE_RESERVED, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
-        // The owner took the item over, unless its shard died (its store with it): then nobody else will
-        // free it. Any other failure may have come after the store linked it: that is left alone.
-        if (result instanceof ShardError) ctx.memory.free(ptr);
+      // The owner publishes the entry or gives it up. If its shard died, the entry went with its map
+      // (the dead shard's objects: Smp's orphans).
+      this.toOwner(inc.owner, [OP_STORE_RESERVED, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
         if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
       });
       return;
@@ -283,7 +305,7 @@ export class Connection implements ReaderSink {
     const bytes = inc.size;
     this.staging += bytes;
     if (this.staging > MAX_STAGING_BYTES) this.pause();
-    ctx.remote.call(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
+    this.toOwner(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
       // The owner has copied the staging item (or refused it): it is ours to free.
       this.discard(ptr);
       this.staging -= bytes;
@@ -315,72 +337,127 @@ export class Connection implements ReaderSink {
   private get(keys: string[], withCas: boolean, touchTo: number | undefined): void {
     if (keys.length === 1) return this.getOne(keys[0]!, withCas, touchTo);
     const { ctx } = this;
-    const ptrs = new Array<number>(keys.length).fill(0);
+    /** held() references, 0 for a miss. */
+    const found = new Array<number>(keys.length).fill(0);
     let waiting = 0;
     let failed: Error | undefined;
     const finish = (target: Pending | undefined): void => {
       const chunks: Chunk[] = [];
       const refs: number[] = [];
-      const last = ptrs.length - 1;
+      const last = found.length - 1;
       for (let i = 0; i <= last; i++) {
-        const ptr = ptrs[i]!;
-        if (ptr === 0) continue;
-        refs.push(ptr);
-        this.itemAnswer(ptr, withCas, i === last, chunks);
+        const h = found[i]!;
+        if (h === 0) continue;
+        refs.push(h);
+        this.itemAnswer(this.itemOf(h), withCas, i === last, chunks);
       }
       if (failed) {
         this.releaseAll(refs);
         this.deliver(target, [this.failure(failed)], []);
         return;
       }
-      if (last < 0 || ptrs[last] === 0) chunks.push(END);
+      if (last < 0 || found[last] === 0) chunks.push(END);
       this.deliver(target, chunks, refs);
     };
     let pending: Pending | undefined;
     for (let i = 0; i < keys.length; i++) {
       const key = keys[i]!;
       const owner = keyOwner(key, ctx.shards);
+      if (touchTo === undefined && (owner === ctx.shard || this.unanswered[owner] === 0)) {
+        const ref = this.lookup(key, owner);
+        found[i] = ref === 0 ? 0 : held(owner, ref);
+        continue;
+      }
       if (owner === ctx.shard) {
-        ptrs[i] = ctx.store.get(key, this.now, touchTo);
+        const ref = ctx.store.get(key, this.now, touchTo);
+        found[i] = ref === 0 ? 0 : held(owner, ref);
         continue;
       }
       waiting++;
       pending ??= this.later();
       const target = pending;
-      ctx.remote.call(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
+      this.toOwner(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
         if (r instanceof Error) failed = r;
-        else ptrs[i] = r as number;
+        else if (r !== 0) found[i] = held(owner, r as number);
         if (--waiting === 0) finish(target);
       });
     }
     if (waiting === 0) finish(undefined);
   }
 
+  /** An operation for another shard's store (remote.ts), counted in `unanswered` until its answer comes. */
+  private toOwner(owner: number, args: readonly OpArg[], done: (result: OpResult | Error) => void): void {
+    this.unanswered[owner]!++;
+    this.ctx.remote.call(owner, args, (result) => {
+      this.unanswered[owner]!--;
+      done(result);
+    });
+  }
+
+  /**
+   * A get's lookup, on this thread, in the owner's map (any shard's): a
+   * reference to the live item, or 0. Counted by this shard: cmd_get, and
+   * a hit or a miss. An expired item is a miss; its owner unlinks it (a
+   * message when the owner is another shard, answered by nobody).
+   */
+  private lookup(key: string, owner: number): number {
+    const { ctx } = this;
+    const c = ctx.counters;
+    c[STAT.cmd_get]++;
+    const map = ctx.maps[owner]!;
+    const ref = map.acquire(key);
+    if (ref !== 0) {
+      const ptr = map.valuePointer(ref);
+      if (!expired(ctx.views.exptime(ptr), this.now)) {
+        c[STAT.get_hits]++;
+        ctx.views.setReferenced(ptr, true);
+        return ref;
+      }
+      map.release(ref);
+      c[STAT.get_expired]++;
+      if (owner === ctx.shard) ctx.store.expire(key, this.now);
+      else this.toOwner(owner, [OP_EXPIRE, key], noop);
+    }
+    c[STAT.get_misses]++;
+    return 0;
+  }
+
+  /** The item a held() reference holds. */
+  private itemOf(h: number): number {
+    const owner = Math.floor(h / REF_SPAN);
+    return this.ctx.maps[owner]!.valuePointer(h - owner * REF_SPAN);
+  }
+
   /** A get of one key (the common case), without the multi-key bookkeeping. */
   private getOne(key: string, withCas: boolean, touchTo: number | undefined): void {
     const { ctx } = this;
     const owner = keyOwner(key, ctx.shards);
-    if (owner === ctx.shard) {
-      const ptr = ctx.store.get(key, this.now, touchTo);
-      if (ptr === 0) this.answer(END);
-      else if (this.queue.length === 0) {
+    if (owner === ctx.shard || (touchTo === undefined && this.unanswered[owner] === 0)) {
+      const ref = touchTo === undefined ? this.lookup(key, owner) : ctx.store.get(key, this.now, touchTo);
+      if (ref === 0) {
+        this.answer(END);
+        return;
+      }
+      const ptr = ctx.maps[owner]!.valuePointer(ref);
+      if (this.queue.length === 0) {
         this.itemAnswer(ptr, withCas, true, this.out);
-        this.outRefs.push(ptr);
+        this.outRefs.push(held(owner, ref));
       } else {
         const chunks: Chunk[] = [];
         this.itemAnswer(ptr, withCas, true, chunks);
-        this.queue.push({ chunks, refs: [ptr], ready: true, close: false });
+        this.queue.push({ chunks, refs: [held(owner, ref)], ready: true, close: false });
       }
       return;
     }
+    // gat changes the item: its owner's work; and a get behind this connection's changes there goes there too.
     const pending = this.later();
-    ctx.remote.call(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
+    this.toOwner(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
       if (r instanceof Error) this.settle(pending, [this.failure(r)], []);
       else if (r === 0) this.settle(pending, [END], []);
       else {
         const chunks: Chunk[] = [];
-        this.itemAnswer(r as number, withCas, true, chunks);
-        this.settle(pending, chunks, [r as number]);
+        this.itemAnswer(ctx.maps[owner]!.valuePointer(r as number), withCas, true, chunks);
+        this.settle(pending, chunks, [held(owner, r as number)]);
       }
     });
   }
@@ -401,13 +478,14 @@ export class Connection implements ReaderSink {
       if (!cmd.noreply) this.answer(word(REPLY.TOO_LARGE));
       this.beginData(cmd, 0, size, owner, false, true);
     } else if (owner === ctx.shard) {
-      this.beginData(cmd, ctx.store.allocate(size), size, owner, false);
+      const ref = ctx.store.reserve(cmd.key, size);
+      this.beginData(cmd, ref === 0 ? 0 : ctx.store.map.valuePointer(ref), size, owner, false, false, ref);
     } else if (size > RESERVE_ABOVE) {
       this.reserveOn(owner, cmd, size);
     } else {
       // A staging copy: from the staging area, or, when it is full, from the heap.
       let ptr = ctx.staging.allocate(size);
-      if (ptr === 0) ptr = ctx.store.allocate(size);
+      if (ptr === 0) ptr = ctx.store.allocate(size, cmd.key);
       this.beginData(cmd, ptr, size, owner, false);
     }
     return cmd.bytes + 2;
@@ -426,10 +504,10 @@ export class Connection implements ReaderSink {
     this.pause();
     // Until the owner answers, no data arrives (the reader holds it): skip nothing, fill nothing.
     this.incoming = undefined;
-    ctx.remote.call(owner, [OP_RESERVE, size], (r) => {
+    this.toOwner(owner, [OP_RESERVE, cmd.key, size], (r) => {
       const ptr = typeof r === "number" ? r : 0;
       if (this.closed) {
-        if (ptr !== 0) ctx.memory.free(ptr); // a cross-shard free: the item is the owner's
+        if (ptr !== 0) this.toOwner(owner, [OP_GIVE_UP, ptr], noop);
         return;
       }
       if (r instanceof Error) {
@@ -453,7 +531,7 @@ export class Connection implements ReaderSink {
    * for want of memory, answered here, unless `answered` says the refusal
    * was answered already).
    */
-  private beginData(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number, reserved: boolean, answered = false): void {
+  private beginData(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number, reserved: boolean, answered = false, ref = 0): void {
     const { ctx } = this;
     if (ptr === 0) {
       if (!answered) {
@@ -463,14 +541,13 @@ export class Connection implements ReaderSink {
       // memcached: a set that fails leaves no stale value behind.
       if (cmd.mode === MODE_SET) {
         if (owner === ctx.shard) ctx.store.forget(cmd.key);
-        else ctx.remote.call(owner, [OP_FORGET, cmd.key], () => {});
+        else this.toOwner(owner, [OP_FORGET, cmd.key], () => {});
       }
     } else {
-      // A staging copy's allocated size is never read (the owner's copy gets its own), and the staging area's copies are not heap objects.
-      const allocated = reserved || owner === ctx.shard ? ctx.memory.objectSize(ptr) : size;
-      ctx.views.writeHead(ptr, allocated, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
+      // The allocated size is the store's to write when it links the item (store.ts link).
+      ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
     }
-    this.incoming = { cmd, ptr, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, reserved, size };
+    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, reserved, size };
   }
 
   /** A one-key command: run here when this shard owns the key, else on its owner. */
@@ -483,7 +560,7 @@ export class Connection implements ReaderSink {
       return;
     }
     const pending = noreply ? undefined : this.later();
-    ctx.remote.call(owner, remoteOp, (r) => {
+    this.toOwner(owner, remoteOp, (r) => {
       if (pending) this.settle(pending, [this.resultLine(r, noMemory)], []);
     });
   }
@@ -626,15 +703,25 @@ export class Connection implements ReaderSink {
     this.socket.resume();
   }
 
-  /** Give back an item nobody linked: a staging copy, or an item of this shard's or (reserved) its owner's. */
+  /** Give back a staging copy (from the staging area or the heap). */
   private discard(ptr: number): void {
     if (!this.ctx.staging.release(ptr)) this.ctx.memory.free(ptr);
   }
 
-  /** Drop one reference to each item; free those nobody holds any more (another shard's: a cross-shard free). */
+  /** Give back an item that will not be stored: a reservation of this shard's map or (reserved) of its owner's, or a staging copy. */
+  private discardIncoming(inc: Incoming): void {
+    if (inc.ref !== 0) this.ctx.store.giveUp(inc.ref);
+    else if (inc.reserved) this.toOwner(inc.owner, [OP_GIVE_UP, inc.ptr], noop);
+    else this.discard(inc.ptr);
+  }
+
+  /** Drop held() references (the map frees an unlinked item once its last one goes). */
   private releaseAll(refs: number[]): void {
-    const { views, memory } = this.ctx;
-    for (const ptr of refs) if (views.release(ptr)) memory.free(ptr);
+    const maps = this.ctx.maps;
+    for (const h of refs) {
+      const owner = Math.floor(h / REF_SPAN);
+      maps[owner]!.release(h - owner * REF_SPAN);
+    }
   }
 
   private closedByEither(): void {
@@ -645,7 +732,7 @@ export class Connection implements ReaderSink {
     // Half a value, its client gone.
     const inc = this.incoming;
     this.incoming = undefined;
-    if (inc !== undefined && inc.ptr !== 0) this.discard(inc.ptr);
+    if (inc !== undefined && inc.ptr !== 0) this.discardIncoming(inc);
     // What the socket will never write.
     const writing = this.writing;
     this.writing = [];

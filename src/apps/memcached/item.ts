@@ -1,27 +1,25 @@
 /**
- * An item of the memcached store: ONE allocation in the shared heap of the
- * shard that owns its key (key-owner.ts), laid out so that a `get` hit is
- * answered by writing one view of it to the socket, the bytes never copied
- * into a JS string. (Seastar's memcached keeps the " flags bytes" part of
- * the answer in the item for the same reason; here the whole VALUE line is
- * kept, key included, and the END line after the value: a single-key get
- * is then one write of one view, where separate END and value buffers went
- * through Node's corked writev, measured 15% more CPU per get under
- * memcaslap.)
+ * An item of the memcached store: the value of ONE entry in the SharedMap
+ * of the shard that owns its key (key-owner.ts, store.ts), in that shard's
+ * heap memory, laid out so that a `get` hit is answered by writing one
+ * view of it to the socket, the bytes never copied into a JS string.
+ * (Seastar's memcached keeps the " flags bytes" part of the answer in the
+ * item for the same reason; here the whole VALUE line is kept, key
+ * included, and the END line after the value: a single-key get is then one
+ * write of one view, where separate END and value buffers went through
+ * Node's corked writev, measured 15% more CPU per get under memcaslap.)
  *
  *   offset size  field
- *   0      4     refs        references, changed only with Atomics: 1 while the
- *                            owner's store links the item, +1 for every
- *                            connection (on any shard) still writing it
+ *   0      4     spare       0 (the item's life is its map entry's: below)
  *   4      4     flags       the client's 32-bit flags
  *   8      4     exptime     absolute Unix seconds; 0 = never expires
  *   12     4     length      value bytes, without the trailing \r\n
  *   16     8     cas         two u32 words, low then high (a number < 2^53)
  *   24     2     lineLength  bytes of the VALUE line, its \r\n included
  *   26     1     keyLength   1..250
- *   27     1     referenced  set by a hit, cleared when eviction passes it over
- *                            (store.ts: LRU by second chance)
- *   28     4     allocated   the allocator's size of this object (objectSize),
+ *   27     1     referenced  set by a hit on any shard, cleared when eviction
+ *                            passes it over (store.ts: LRU by second chance)
+ *   28     4     allocated   heap bytes of the map entry (SharedMap.entryBytes),
  *                            what the store's memory budget counts
  *   32     line  "VALUE <key> <flags> <length>\r\n"
  *   32+line      the value, then "\r\n"
@@ -29,19 +27,21 @@
  * Invariants (checked by the store's tests through heap.check() and the
  * counts): HEADER_BYTES + lineLength + length + 2 + 5 <= allocated; the
  * seven bytes after the value are "\r\nEND\r\n" once the item is linked
- * (the END from writeHead, the \r\n from the client's data); flags, length,
- * cas and the line never change while anyone may read them (incr rewrites
- * digits in place only while refs == 1: nobody but the owner holds it).
+ * (the END from writeHead, the \r\n from the client's data). Once the
+ * entry is published, flags, length, cas, the line and the value never
+ * change (a new value, incr's too, is a new entry): readers on other
+ * shards read them in place. Two words do change in a published item, by
+ * plain stores that readers read as plain loads, which aligned typed-array
+ * accesses make tear-free (ECMAScript's memory model): exptime (touch and
+ * gat, on the owner) and the referenced byte (a hit, anywhere).
  *
- * Who frees: the one whose release takes refs from 1 to 0, on whatever
- * thread it runs. The owner's store drops its reference when the item is
- * replaced, deleted, expired, evicted or flushed; a connection drops its
- * reference when the socket has taken the bytes. Only the owner acquires
- * (while it still holds its own reference), so a count never rises from
- * 0, and a release that reaches 0 on another shard's thread is an ordinary
- * cross-shard free (ShardAllocator.free pushes it to the owner's inbox).
- * Once freed, the first word becomes the allocator's free-list link: nobody
- * touches an item after dropping their reference.
+ * Who frees: the SharedMap. A reader holds a reference to the entry
+ * (SharedMap.acquire on its own thread) from the lookup until the socket
+ * has taken the bytes; the owner's store unlinks the entry when the item is
+ * replaced, deleted, expired, evicted or flushed, and the map frees it once
+ * no reference is left (shared-map.ts). Staging copies (an item on its way
+ * to another shard's store) are plain heap objects with this layout,
+ * freed by the connection that made them.
  */
 import type { SharedHeap } from "../../memory/shared-heap.js";
 
@@ -50,7 +50,7 @@ export const HEADER_BYTES = 32;
 export const MAX_KEY_LENGTH = 250;
 
 // Word indexes (i32/u32) and byte offsets of the header fields.
-const W_REFS = 0;
+const W_SPARE = 0;
 const W_FLAGS = 1;
 const W_EXPTIME = 2;
 const W_LENGTH = 3;
@@ -108,7 +108,7 @@ export class ItemViews {
   keyLength(ptr: number): number {
     return this.bytes[ptr + B_KEY_LENGTH]!;
   }
-  /** Whether a hit has used the item since eviction last passed it over. */
+  /** Whether a hit has used the item since eviction last passed it over (read by the owner, written by hits on every shard). */
   referenced(ptr: number): boolean {
     return this.bytes[ptr + B_REFERENCED] !== 0;
   }
@@ -160,21 +160,8 @@ export class ItemViews {
     return this.bytes.subarray(start, start + this.length(ptr) + (end ? TRAILER : 2));
   }
 
-  /** One more reference (the owner only, while it holds its own). */
-  acquire(ptr: number): void {
-    Atomics.add(this.i32, ptr >>> 2, 1);
-  }
-  /** Drop a reference; true when it was the last (the caller then frees the item). */
-  release(ptr: number): boolean {
-    return Atomics.sub(this.i32, ptr >>> 2, 1) === 1;
-  }
-  /** References now (for incr's in-place rewrite: 1 means only the store holds it). */
-  refs(ptr: number): number {
-    return Atomics.load(this.i32, ptr >>> 2);
-  }
-
   /**
-   * Fill a new item's header, VALUE line and END line (refs = 1, cas 0) in
+   * Fill a new item's header, VALUE line and END line (cas 0) in
    * an object of `allocated` bytes at `ptr`; the value and its \r\n go at
    * dataStart(ptr). `key` is latin1 (one char per byte), at most
    * MAX_KEY_LENGTH chars.
@@ -182,7 +169,7 @@ export class ItemViews {
   writeHead(ptr: number, allocated: number, key: string, flags: number, exptime: number, length: number): void {
     const w = ptr >>> 2;
     const line = `VALUE ${key} ${flags} ${length}\r\n`;
-    this.i32[w + W_REFS] = 1;
+    this.i32[w + W_SPARE] = 0;
     this.u32[w + W_FLAGS] = flags;
     this.u32[w + W_EXPTIME] = exptime;
     this.u32[w + W_LENGTH] = length;

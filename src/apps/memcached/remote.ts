@@ -18,16 +18,20 @@
  * shard. Anything else sent to an owner (flush_all) must first call
  * flush() so it does not overtake queued operations.
  *
- * Values: a get's result is a pointer to the item with one reference taken
- * for the asking connection (it writes the bytes from the shared heap and
- * releases it: if that was the last reference, the free is a cross-shard
- * free); a store sends the pointer of a staging copy of the item in the
- * asking shard's memory, which the owner copies into its own and the
- * asking shard frees when the answer comes. A value too big for a small
- * pool (connection.ts RESERVE_ABOVE) is not staged: the asking shard
- * first asks the owner for the item (OP_RESERVE: the owner allocates it,
- * evicting its own items as it must), writes the value into it straight
- * from the socket, and hands it over (OP_STORE_RESERVED). A staged copy
+ * Gets do not come here: every shard reads the owner's SharedMap itself
+ * (connection.ts lookup). What does is every change (a store's map has
+ * one writer, its owner): stores, deletes, incr/decr, touch, gat (which
+ * sets the exptime: its result is a counted reference to the item for the
+ * asking connection, released on that shard), and an expired item a get
+ * found (OP_EXPIRE); and a get that must not overtake a change the same
+ * connection sent the owner before it (OP_GET: connection.ts). A store sends the pointer of a staging copy of the
+ * item in the asking shard's memory, which the owner copies into an entry
+ * of its map and the asking shard frees when the answer comes. A value
+ * too big for a small pool (connection.ts RESERVE_ABOVE) is not staged:
+ * the asking shard first asks the owner for the item (OP_RESERVE: the
+ * owner reserves a map entry, evicting its own items as it must), writes
+ * the value into it straight from the socket, and hands it over
+ * (OP_STORE_RESERVED; OP_GIVE_UP if the value never arrives whole). A staged copy
  * of a big value would take the asking shard's memory too, and make it
  * evict its own items for another shard's: with 8 MiB shards, 40 pipelined
  * sets of 900 KB made the connection's shard evict all it held and then
@@ -38,17 +42,19 @@ import type { StoreMode } from "./protocol.js";
 import type { ItemStore } from "./store.js";
 
 /** Operation codes, and the number of arguments after each. */
-export const OP_GET = 0; // key -> item pointer (a reference taken for the caller) or 0
-export const OP_GAT = 1; // key, absolute exptime -> item pointer or 0
+export const OP_EXPIRE = 0; // key -> 0 (a get elsewhere found the item expired: unlink it if it still is)
+export const OP_GAT = 1; // key, absolute exptime -> a counted reference to the item (the caller releases it) or 0
 export const OP_STORE = 2; // mode, key, staging pointer, cas -> result (store.ts R_*)
 export const OP_DELETE = 3; // key -> result
 export const OP_INCR = 4; // key, delta -> decimal string or result
 export const OP_DECR = 5; // key, delta -> decimal string or result
 export const OP_TOUCH = 6; // key, absolute exptime -> result
 export const OP_FORGET = 7; // key -> 0 (a set that failed leaves no old value)
-export const OP_RESERVE = 8; // item bytes -> a new unlinked item of the owner's (the asker fills it), or 0: no room
-export const OP_STORE_RESERVED = 9; // mode, key, reserved item (filled), cas -> result; the owner takes the item over
-const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 1, 4];
+export const OP_RESERVE = 8; // key, item bytes -> the item pointer of a map entry the owner reserved (the asker fills it), or 0: no room
+export const OP_STORE_RESERVED = 9; // mode, key, reserved item (filled), cas -> result; the owner publishes or gives up the entry
+export const OP_GIVE_UP = 10; // reserved item -> 0 (its value will not come)
+export const OP_GET = 11; // key -> a counted reference to the item, or 0 (a get behind this connection's changes to the owner's keys)
+const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 2, 4, 1, 1];
 
 export type OpArg = string | number;
 export type OpResult = string | number;
@@ -65,6 +71,10 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
     const op = ops[i] as number;
     const key = ops[i + 1] as string;
     switch (op) {
+      case OP_EXPIRE:
+        store.expire(key, now);
+        results.push(0);
+        break;
       case OP_GET:
         results.push(store.get(key, now));
         break;
@@ -72,12 +82,18 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         results.push(store.get(key, now, ops[i + 2] as number));
         break;
       case OP_STORE:
+        // ops: OP_STORE, mode, key, staging item, cas
+        results.push(store.store(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now));
+        break;
       case OP_STORE_RESERVED:
-        // ops: OP_STORE(_RESERVED), mode, key, item, cas
-        results.push(store.store(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, op === OP_STORE_RESERVED, ops[i + 4] as string, now));
+        results.push(store.storeReserved(ops[i + 1] as StoreMode, ops[i + 2] as string, reservation(store, ops[i + 3] as number), ops[i + 4] as string, now));
         break;
       case OP_RESERVE:
-        results.push(store.allocate(ops[i + 1] as number));
+        results.push(store.reserveFor(key, ops[i + 2] as number));
+        break;
+      case OP_GIVE_UP:
+        store.giveUp(reservation(store, ops[i + 1] as number));
+        results.push(0);
         break;
       case OP_DELETE:
         results.push(store.delete(key, now));
@@ -99,6 +115,13 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
     i += 1 + ARITY[op]!;
   }
   return results;
+}
+
+/** The open reservation OP_RESERVE answered with `ptr`. */
+function reservation(store: ItemStore, ptr: number): number {
+  const ref = store.takeReserved(ptr);
+  if (ref === 0) throw new RangeError(`runOps: no reservation at ${ptr}`);
+  return ref;
 }
 
 interface Outgoing {

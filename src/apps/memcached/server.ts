@@ -42,6 +42,12 @@ export interface MemcachedServer {
   readonly shards: number;
   readonly listenMode: ListenMode;
   readonly config: Readonly<ServerConfig>;
+  /**
+   * Each shard's item index, a SharedMap handle by shard: any thread of
+   * this process may SharedMap.attach(smp.heap, handle) and read the
+   * cache (its values are items as item.ts lays them out).
+   */
+  readonly indexes: readonly number[];
   /** Stop accepting and close every connection (the items stay, for a last look at the heap). */
   stopAccepting(): Promise<void>;
   /** stopAccepting, then stop the shards. Idempotent. */
@@ -86,6 +92,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
   const mode = o.listenMode ?? listenMode();
   const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });
   let socket: SharedSocket | undefined;
+  let indexes: number[] = [];
   try {
     const config: ServerConfig = {
       maxItemSize,
@@ -96,7 +103,9 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       port,
       statsBuffer: createStatsBuffer(options.shards),
     };
-    await smp.invokeOnAll("configure", config);
+    const handles = await smp.invokeOnAll<number>("configure", config);
+    await smp.invokeOnAll("attachMaps", handles);
+    indexes = handles;
     const all = [...Array(options.shards).keys()];
     if (mode === "sharedFd") socket = await bindSharedSocket(host, port);
     if (socket !== undefined) {
@@ -104,7 +113,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       const spec: ListenSpec = { host, port: socket.port, mode, fd: socket.fd, balance: createAcceptBuffer(options.shards) };
       config.port = socket.port;
       await Promise.all(all.map((s) => smp.submitTo(s, "listen", spec)));
-      return new Server(smp, host, socket.port, mode, config, socket);
+      return new Server(smp, host, socket.port, mode, config, socket, indexes);
     }
     const first = await smp.submitTo<{ port: number; fd: number }>(0, "listen", { host, port, mode } satisfies ListenSpec);
     config.port = first.port;
@@ -114,7 +123,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       const spec: ListenSpec = shared === "sharedFd" ? { host, port: first.port, mode: shared, fd: first.fd } : { host, port: first.port, mode: shared };
       await Promise.all(all.slice(1).map((s) => smp.submitTo(s, "listen", spec)));
     }
-    return new Server(smp, host, first.port, shared, config, undefined);
+    return new Server(smp, host, first.port, shared, config, undefined, indexes);
   } catch (e) {
     // Shards that listened close their handles with their threads, before the main thread's.
     await stopBalancing(smp);
@@ -147,7 +156,10 @@ class Server implements MemcachedServer {
    */
   private readonly keepAlive = setInterval(() => {}, 2 ** 30);
 
-  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, socket: SharedSocket | undefined) {
+  readonly indexes: readonly number[];
+
+  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, socket: SharedSocket | undefined, indexes: number[]) {
+    this.indexes = indexes;
     this.smp = smp;
     this.socket = socket;
     this.host = host;

@@ -3,8 +3,13 @@
  * shard's store, its listening socket and its connections. Each exported
  * function is a task the main thread (server.ts) or another shard
  * (remote.ts: applyOps, flush, resetStats) runs here with submitTo.
+ *
+ * Start-up is two steps: configure makes each shard's store and its
+ * SharedMap and answers with the map's handle; attachMaps then gives every
+ * shard all the handles, so its connections read any shard's items.
  */
 import { createServer, type Server } from "node:net";
+import { SharedMap, type SharedMapStats } from "../../memory/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
 import { AcceptBalance } from "./accept-balance.js";
 import type { ServerConfig } from "./config.js";
@@ -33,11 +38,11 @@ function configured(): ShardState {
   return state;
 }
 
-/** Set the shard up: its store, counters and the way to the other shards. */
+/** Set the shard up: its store, counters and the way to the other shards. Returns the handle of the store's SharedMap. */
 export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ memory: shard.memory, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
+  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
   const remote = new RemoteOps(shard);
   const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
   const ctx: ConnectionContext = {
@@ -45,6 +50,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
     shards: shard.shards,
     views,
     store,
+    maps: [],
     remote,
     memory: shard.memory,
     staging: new StagingArea(shard.memory),
@@ -65,7 +71,20 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
     },
   };
   state = { shard, ctx, server: undefined, connections: new Set(), balance: undefined };
-  return shard.id;
+  // The map's first objects left a pool span half used and another cached: give the cached one back
+  // now, as the shard's idle trim would later, so the memory a fresh server holds is where it comes
+  // back to once it is empty again.
+  shard.memory.trim();
+  return store.map.handle;
+}
+
+/** Every shard's map handle, in shard order (what configure answered): this thread's readers of them. */
+export function attachMaps(handles: number[]): number {
+  const s = configured();
+  const maps = s.ctx.maps;
+  maps.length = 0;
+  for (let i = 0; i < handles.length; i++) maps.push(i === s.shard.id ? s.ctx.store.map : SharedMap.attach(s.shard.heap, handles[i]!));
+  return maps.length;
 }
 
 /** Start accepting connections; the port bound and the descriptor to share (listener.ts). */
@@ -144,8 +163,8 @@ export function closeConnections(): number {
   return n;
 }
 
-/** This shard's connections and items now. */
-export function census(): { connections: number; items: number } {
+/** This shard's connections and items now, and its index's counts (SharedMap.stats: entries, references held, its own structure). */
+export function census(): { connections: number; items: number; index: SharedMapStats } {
   const s = configured();
-  return { connections: s.connections.size, items: s.ctx.store.size };
+  return { connections: s.connections.size, items: s.ctx.store.size, index: s.ctx.store.map.stats() };
 }

@@ -1,13 +1,18 @@
 /**
  * One shard's part of the cache: the items whose keys this shard owns
- * (key-owner.ts), looked up by a Map from key to item pointer whose
- * insertion order is the LRU order, kept by second chance: a hit marks
- * the item, eviction takes from the front and moves marked items to the
- * back instead (evictOne). Every method runs on the owning shard's
- * thread only: requests for these keys from connections on other shards
- * arrive as messages (remote.ts). The Map is an index kept beside the
- * heap; the items themselves, and everything a get writes to a socket,
- * live in the shared heap (item.ts).
+ * (key-owner.ts), each the value of an entry in this shard's SharedMap
+ * (item.ts), which every shard reads: a get is served by the shard that
+ * holds the connection, from shared memory, without a message
+ * (connection.ts lookup). Every change (store, delete, incr, touch,
+ * eviction, expiry, flush) runs here, on the owning shard's thread: the
+ * map has one writer, and requests to change these keys from connections
+ * on other shards arrive as messages (remote.ts).
+ *
+ * Order: beside the map, a JS Map from key to the entry's reference keeps
+ * the LRU order (its insertion order, least recent first), by second
+ * chance: a hit, on any shard, marks the item; eviction takes from the
+ * front and moves marked items to the back instead (evictOne). The map
+ * and the order always hold the same keys: every change goes through here.
  *
  * Memory: items are allocated from this shard's heap region. A budget of
  * allocated bytes (at most 90% of the region's object pages, the rest
@@ -28,12 +33,21 @@
  * 200,000 items of 100 B, 8 MiB shards then held 3 items of 900 KB with
  * 5.2 MB free, where 7 fit.
  *
+ * A replaced or removed item's memory comes back when the last reader
+ * lets go of it (shared-map.ts: the map frees it then, or at the owner's
+ * next reclaim); the budget counts the linked items only, and makeRoom's
+ * retries see what readers still held.
+ *
  * Expiry is lazy, as in memcached without its LRU crawler: an expired item
- * is unlinked when a request finds it or when eviction reaches it.
+ * is unlinked when a request finds it (a get on another shard asks the
+ * owner to: OP_EXPIRE) or when eviction reaches it.
  */
 import { OutOfMemoryError } from "../../errors.js";
 import { PAGE_SIZE } from "../../memory/layout.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
+import type { SharedHeap } from "../../memory/shared-heap.js";
+import { SharedMap } from "../../memory/shared-map.js";
+import { keyArea } from "../../memory/shared-map-layout.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { itemSize, type ItemViews } from "./item.js";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, expired, type StoreMode } from "./protocol.js";
@@ -58,6 +72,7 @@ const MAX_U64 = 2n ** 64n - 1n;
 const NUMERIC = /^[ \t\n\v\f\r]*([+-]?)(\d+)(?:[ \t\n\v\f\r]|$)/;
 
 export interface StoreOptions {
+  heap: SharedHeap;
   memory: ShardAllocator;
   views: ItemViews;
   /** This shard's row of counters (stats.ts). */
@@ -68,13 +83,32 @@ export interface StoreOptions {
   maxItemSize: number;
 }
 
+/**
+ * The index is made for an entry per this many bytes of the shard's
+ * memory (items of 2 KB on average), its table and descriptors at once
+ * (SharedMap.create's capacity): ~3% of the shard (the descriptor chunks
+ * double, so up to 64 B an entry), and no index structure allocated among
+ * the items later unless they are smaller. Made as needed instead, the
+ * index's chunks pinned pages all over a shard: a 1 MiB shard emptied of
+ * its 329 items of 2 KB had no 384 KiB in one piece.
+ */
+const INDEX_BYTES_PER_ENTRY = 2048;
+/** How long an owner with entries waiting to be freed waits for more before it reclaims them itself (ms). */
+const RECLAIM_AFTER_MS = 10;
+/** Items evicted at a time when the index's table cannot grow for want of memory. */
+const TABLE_EVICTION_BATCH = 64;
+
 export class ItemStore {
+  /** This shard's index: key -> item, read by every shard, changed only here. */
+  readonly map: SharedMap;
   private readonly memory: ShardAllocator;
   private readonly v: ItemViews;
   private readonly c: Float64Array;
-  /** key -> item pointer; insertion order is the LRU order, least recent first. */
+  /** key -> the map's reference to the key's entry; insertion order is the LRU order, least recent first. */
   private readonly items = new Map<string, number>();
-  /** Allocated bytes of the linked items (their objectSize). */
+  /** Item pointer -> reference of the entries reserved for another shard's connection to fill (remote.ts OP_RESERVE). */
+  private readonly reservedFor = new Map<number, number>();
+  /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's). */
   private allocatedBytes = 0;
   private readonly startBudget: number;
   /** What the items may take now: startBudget, or less where the heap was found to hold less. */
@@ -84,11 +118,18 @@ export class ItemStore {
   private readonly casStep: number;
   private readonly maxItemSize: number;
   private flushTimer: NodeJS.Timeout | undefined;
+  private reclaimTimer: NodeJS.Timeout | undefined;
+  private readonly reclaimLater = (): void => {
+    this.reclaimTimer = undefined;
+    this.map.reclaim();
+    if (this.map.reclaimPending) this.scheduleReclaim();
+  };
 
   constructor(o: StoreOptions) {
     this.memory = o.memory;
     this.v = o.views;
     this.c = o.counters;
+    this.map = SharedMap.create(o.heap, { shard: o.shard, capacity: Math.max(64, Math.floor(o.memory.stats().totalMemory / INDEX_BYTES_PER_ENTRY)) });
     this.startBudget = Math.floor(o.memory.stats().totalMemory * BUDGET);
     this.budget = this.startBudget;
     this.nextCas = o.shard + 1;
@@ -103,16 +144,67 @@ export class ItemStore {
   /**
    * An object of `size` bytes from this shard, evicting least recently
    * used items to make room; 0 when even an empty shard cannot hold it.
-   * Used for the items this shard will link and for staging buffers of
-   * values bound for other shards.
+   * For staging buffers of values bound for other shards. With `key`, the
+   * object is as big as the map entry of that key and `size` bytes would
+   * be (its key area more), so that it takes a slot of the entries' size
+   * class, which eviction frees: a staging copy of a 100 B value one class
+   * below its entries' found no slot after evictions, and its malloc failed.
    */
-  allocate(size: number): number {
-    if (this.allocatedBytes + size > this.budget && this.budget < this.startBudget && this.roomNow(size)) {
-      this.budget = Math.min(this.startBudget, this.allocatedBytes + size);
+  allocate(size: number, key?: string): number {
+    return this.obtain(key === undefined ? size : keyArea(Buffer.byteLength(key, "utf8")) + size, undefined);
+  }
+
+  /**
+   * A new entry for `key` in this shard's map, room for an item of `size`
+   * bytes at map.valuePointer(ref), not yet in the map (storeReserved or
+   * giveUp ends it); evicting least recently used items to make room. 0
+   * when even an empty shard cannot hold it.
+   */
+  reserve(key: string, size: number): number {
+    return this.obtain(size, key);
+  }
+
+  /** Give up a reservation nobody will publish (a value that did not arrive whole, a refused store). */
+  giveUp(ref: number): void {
+    this.map.release(ref);
+  }
+
+  /** reserve for another shard's connection to fill: the item's pointer (0: no room); storeReserved or giveUpReserved by that pointer end it. */
+  reserveFor(key: string, size: number): number {
+    const ref = this.reserve(key, size);
+    if (ref === 0) return 0;
+    const ptr = this.map.valuePointer(ref);
+    this.reservedFor.set(ptr, ref);
+    return ptr;
+  }
+
+  /** The reservation reserveFor made at `ptr`, taken off the open ones (0 if there is none). */
+  takeReserved(ptr: number): number {
+    const ref = this.reservedFor.get(ptr) ?? 0;
+    this.reservedFor.delete(ptr);
+    return ref;
+  }
+
+  /** The evictions and retries shared by allocate (`key` undefined: a plain object) and reserve. */
+  private obtain(size: number, key: string | undefined): number {
+    if (this.used() + size > this.budget && this.budget < this.startBudget && this.roomNow(size)) {
+      this.budget = Math.min(this.startBudget, this.used() + size);
     }
-    while (this.allocatedBytes + size > this.budget && this.items.size > 0) this.evictOne();
-    const ptr = this.tryMalloc(size);
-    return ptr !== 0 ? ptr : this.makeRoom(size);
+    if (this.used() + size > this.budget && this.items.size > 0) {
+      do this.evictOne();
+      while (this.used() + size > this.budget && this.items.size > 0);
+      // What was evicted is retired, not yet freed (the map frees in batches): free it before trying,
+      // or the malloc fails and makeRoom evicts as much again (a 900 KB item into a shard of 100 B
+      // items took 9,375 evictions instead of 5,1xx).
+      this.map.reclaim();
+    }
+    const got = this.tryObtain(size, key);
+    return got !== 0 ? got : this.makeRoom(size, key);
+  }
+
+  /** What the budget counts: the linked items' bytes and the index's own (its tables and descriptors, which grow with the items). */
+  private used(): number {
+    return this.allocatedBytes + this.map.structureBytes;
   }
 
   /**
@@ -127,104 +219,127 @@ export class ItemStore {
     return this.memory.largestFreeSpan() >= span;
   }
 
-  /** allocate's slow path: the budget allows `size` but the heap has no room in one piece. Evict until it has. */
-  private makeRoom(size: number): number {
+  /** obtain's slow path: the budget allows `size` but the heap has no room in one piece. Evict until it has. */
+  private makeRoom(size: number, key: string | undefined): number {
     for (;;) {
-      if (this.items.size === 0) return 0;
+      if (this.items.size === 0) {
+        // What readers held may have come back meanwhile.
+        return this.map.reclaim() > 0 ? this.tryObtain(size, key) : 0;
+      }
       // A batch of `size` bytes (at least one item), then try again: an
       // item at a time would pay a trim per item (a 900 KB page span among
       // 160-byte items took 5,600 of them).
       const until = this.allocatedBytes - size;
       do this.evictOne();
       while (this.allocatedBytes > until && this.items.size > 0);
-      const ptr = this.tryMalloc(size);
-      if (ptr !== 0) {
-        this.budget = Math.min(this.startBudget, this.allocatedBytes + size);
-        return ptr;
+      this.map.reclaim();
+      const got = this.tryObtain(size, key);
+      if (got !== 0) {
+        this.budget = Math.min(this.startBudget, this.used() + size);
+        return got;
       }
     }
   }
 
   /**
-   * malloc, 0 where it would throw OutOfMemoryError. A page span is looked
-   * for first (largestFreeSpan, after a trim that returns the pools'
-   * cached objects and empty spans): a failed malloc builds an error with
-   * the shard's diagnostics, which makeRoom's retries would pay each time.
+   * malloc (or the map's reserve, which mallocs the entry), 0 where it
+   * would throw OutOfMemoryError. A page span is looked for first
+   * (largestFreeSpan, after a trim that returns the pools' cached objects
+   * and empty spans): a failed malloc builds an error with the shard's
+   * diagnostics, which makeRoom's retries would pay each time.
    */
-  private tryMalloc(size: number): number {
+  private tryObtain(size: number, key: string | undefined): number {
     const memory = this.memory;
     if (size > MAX_SMALL_SIZE) {
       const bytes = Math.ceil(size / PAGE_SIZE) * PAGE_SIZE;
       if (memory.largestFreeSpan() < bytes && (memory.trim(), memory.largestFreeSpan() < bytes)) return 0;
     }
     try {
-      return memory.malloc(size);
+      return key === undefined ? memory.malloc(size) : this.map.reserve(key, size);
     } catch (e) {
       if (!(e instanceof OutOfMemoryError)) throw e;
       return 0;
     }
   }
 
-  /** Free an item (or staging buffer) nobody else can hold: one never linked. */
+  /** Free a staging buffer (or any plain object) nobody else can hold. */
   discardUnlinked(ptr: number): void {
     this.memory.free(ptr);
   }
 
   /**
-   * get / gets / gat / gats of one key: the item with one more reference
-   * for the caller (who releases it once written), or 0. `touchTo`: the new
-   * absolute exptime for gat (undefined for get).
+   * gat / gats of one key, and a get that the owner's own thread serves
+   * for a caller elsewhere: a counted reference to the key's entry (the
+   * caller releases it on its own SharedMap object for this shard's map,
+   * once written), or 0. `touchTo`: the new absolute exptime (gat).
+   * Plain gets do not come here: every shard reads the map itself
+   * (connection.ts lookup).
    */
   get(key: string, now: number, touchTo?: number): number {
     const c = this.c;
     c[STAT.cmd_get]++;
     if (touchTo !== undefined) c[STAT.cmd_touch]++;
-    const ptr = this.items.get(key);
-    if (ptr === undefined || this.expiredNow(key, ptr, now, true)) {
+    const ref = this.items.get(key);
+    if (ref === undefined || this.expiredNow(key, ref, now, true)) {
       c[STAT.get_misses]++;
       if (touchTo !== undefined) c[STAT.touch_misses]++;
       return 0;
     }
     c[STAT.get_hits]++;
+    const ptr = this.map.valuePointer(ref);
     if (touchTo !== undefined) {
       c[STAT.touch_hits]++;
       this.v.setExptime(ptr, touchTo);
     }
     this.bump(ptr);
-    this.v.acquire(ptr);
-    return ptr;
+    return this.map.retain(ref);
+  }
+
+  /** A get on another shard found `key`'s item expired: unlink it if it still is. */
+  expire(key: string, now: number): void {
+    this.find(key, now);
   }
 
   /**
-   * A storage command's item, already filled (value and \r\n checked) by
-   * the caller. `owned`: the item is on this shard and the store takes it
-   * over (linking or freeing it); otherwise it is another shard's staging
-   * copy, read here and left to its shard. `cas`: the client's value for
-   * the cas command (a decimal string).
+   * A storage command whose item another shard staged (its staging copy at
+   * `src`, left to that shard): copied into an entry of this shard's map
+   * when the command stores. `cas`: the client's value for the cas command
+   * (a decimal string).
    */
-  store(mode: StoreMode, key: string, src: number, owned: boolean, cas: string, now: number): number {
+  store(mode: StoreMode, key: string, src: number, cas: string, now: number): number {
     this.c[STAT.cmd_set]++;
     // Conditions first, so a store that will not happen allocates nothing.
     const verdict = this.precondition(mode, key, cas, now);
+    if (verdict !== R_STORED) return verdict;
+    if (mode === MODE_APPEND || mode === MODE_PREPEND) return this.concatenate(mode, key, src);
+    const ref = this.copyIn(key, src);
+    if (ref === 0) return R_NO_MEMORY;
+    return this.linkChecked(mode, key, ref);
+  }
+
+  /** A storage command whose item was filled in the entry `ref` reserved (reserve, reserveFor): published or given up here. */
+  storeReserved(mode: StoreMode, key: string, ref: number, cas: string, now: number): number {
+    this.c[STAT.cmd_set]++;
+    const verdict = this.precondition(mode, key, cas, now);
     if (verdict !== R_STORED) {
-      if (owned) this.memory.free(src);
+      this.giveUp(ref);
       return verdict;
     }
-    if (mode === MODE_APPEND || mode === MODE_PREPEND) return this.concatenate(mode, key, src, owned);
-    let item = src;
-    if (!owned) {
-      item = this.copyIn(src);
-      if (item === 0) return R_NO_MEMORY;
+    if (mode === MODE_APPEND || mode === MODE_PREPEND) {
+      const result = this.concatenate(mode, key, this.map.valuePointer(ref));
+      this.giveUp(ref);
+      return result;
     }
-    // Allocating may have evicted the old item: look again.
-    const old = this.items.get(key);
-    if (old !== undefined) this.unlink(key, old);
-    else if (mode === MODE_REPLACE || mode === MODE_CAS) {
-      this.memory.free(item);
+    return this.linkChecked(mode, key, ref);
+  }
+
+  /** Link a filled reservation, unless the old item a replace or cas needs went while it was being made (eviction). */
+  private linkChecked(mode: StoreMode, key: string, ref: number): number {
+    if (!this.items.has(key) && (mode === MODE_REPLACE || mode === MODE_CAS)) {
+      this.giveUp(ref);
       return mode === MODE_CAS ? R_NOT_FOUND : R_NOT_STORED;
     }
-    this.link(key, item);
-    return R_STORED;
+    return this.link(key, ref) ? R_STORED : R_NO_MEMORY;
   }
 
   /** The store's verdict before any allocation: R_STORED (go on), or why not. */
@@ -233,7 +348,7 @@ export class ItemStore {
     switch (mode) {
       case MODE_ADD:
         if (old === 0) return R_STORED;
-        this.bump(old); // memcached: a failed add refreshes the item
+        this.bump(this.map.valuePointer(old)); // memcached: a failed add refreshes the item
         return R_NOT_STORED;
       case MODE_REPLACE:
       case MODE_APPEND:
@@ -244,7 +359,7 @@ export class ItemStore {
           this.c[STAT.cas_misses]++;
           return R_NOT_FOUND;
         }
-        if (String(this.v.cas(old)) !== cas) {
+        if (String(this.v.cas(this.map.valuePointer(old))) !== cas) {
           this.c[STAT.cas_badval]++;
           return R_EXISTS;
         }
@@ -255,81 +370,71 @@ export class ItemStore {
     }
   }
 
-  /** A copy of another shard's staging item in this shard's memory (0: no room). */
-  private copyIn(src: number): number {
+  /** A copy of another shard's staging item in an entry of this shard's map, reserved (0: no room). */
+  private copyIn(key: string, src: number): number {
     const bytes = this.v.itemBytes(src);
-    const ptr = this.allocate(bytes);
-    if (ptr === 0) return 0;
+    const ref = this.reserve(key, bytes);
+    if (ref === 0) return 0;
+    const ptr = this.map.valuePointer(ref);
     this.v.bytes.copyWithin(ptr, src, src + bytes);
-    this.v.setAllocated(ptr, this.memory.objectSize(ptr));
-    // The staging copy's count was its connection's; this one is the store's.
-    Atomics.store(this.v.i32, ptr >>> 2, 1);
-    return ptr;
+    return ref;
   }
 
-  /** append / prepend: a new item of the old value and the new one, with the old flags and exptime. */
-  private concatenate(mode: StoreMode, key: string, src: number, owned: boolean): number {
+  /** append / prepend: a new item of the old value and the new one (at `src`), with the old flags and exptime. */
+  private concatenate(mode: StoreMode, key: string, src: number): number {
     const v = this.v;
-    const old = this.items.get(key)!;
-    const oldLength = v.length(old);
-    const addLength = v.length(src);
+    const oldRef = this.items.get(key)!;
+    // Hold the old item while reserving (eviction could unlink it).
+    const hold = this.map.retain(oldRef);
+    const old = this.map.valuePointer(hold);
+    const length = v.length(old) + v.length(src);
     const flags = v.flags(old);
-    const length = oldLength + addLength;
     const size = itemSize(key.length, flags, length);
-    if (size > this.maxItemSize) {
-      if (owned) this.memory.free(src);
-      return R_NOT_STORED;
-    }
-    // Hold the old item while allocating (eviction could free it).
-    v.acquire(old);
-    const ptr = this.allocate(size);
-    const stillLinked = this.items.get(key) === old;
-    if (ptr === 0 || !stillLinked) {
-      this.release(old);
-      if (ptr !== 0) this.memory.free(ptr);
-      if (owned) this.memory.free(src);
+    const ref = size > this.maxItemSize ? 0 : this.reserve(key, size);
+    if (ref === 0 || this.items.get(key) !== oldRef) {
+      this.map.release(hold);
+      if (ref !== 0) this.giveUp(ref);
       // memcached answers NOT_STORED when the joined item cannot be made.
       return R_NOT_STORED;
     }
-    v.writeHead(ptr, this.memory.objectSize(ptr), key, flags, v.exptime(old), length);
+    const ptr = this.map.valuePointer(ref);
+    v.writeHead(ptr, 0, key, flags, v.exptime(old), length);
     const at = v.dataStart(ptr);
     const [first, second] = mode === MODE_APPEND ? [old, src] : [src, old];
     const firstLength = v.length(first);
     v.bytes.copyWithin(at, v.dataStart(first), v.dataStart(first) + firstLength);
     v.bytes.copyWithin(at + firstLength, v.dataStart(second), v.dataStart(second) + v.length(second));
     v.terminate(ptr);
-    this.release(old);
-    if (owned) this.memory.free(src);
-    this.unlink(key, old);
-    this.link(key, ptr);
-    return R_STORED;
+    this.map.release(hold);
+    return this.link(key, ref) ? R_STORED : R_NOT_STORED;
   }
 
   delete(key: string, now: number): number {
-    const ptr = this.find(key, now);
-    if (ptr === 0) {
+    const ref = this.find(key, now);
+    if (ref === 0) {
       this.c[STAT.delete_misses]++;
       return R_NOT_FOUND;
     }
     this.c[STAT.delete_hits]++;
-    this.unlink(key, ptr);
+    this.unlink(key, ref);
     return R_DELETED;
   }
 
   /** A failed set leaves no stale value behind (memcached unlinks it too). */
   forget(key: string): void {
-    const ptr = this.items.get(key);
-    if (ptr !== undefined) this.unlink(key, ptr);
+    const ref = this.items.get(key);
+    if (ref !== undefined) this.unlink(key, ref);
   }
 
   touch(key: string, exptime: number, now: number): number {
     this.c[STAT.cmd_touch]++;
-    const ptr = this.find(key, now);
-    if (ptr === 0) {
+    const ref = this.find(key, now);
+    if (ref === 0) {
       this.c[STAT.touch_misses]++;
       return R_NOT_FOUND;
     }
     this.c[STAT.touch_hits]++;
+    const ptr = this.map.valuePointer(ref);
     this.v.setExptime(ptr, exptime);
     this.bump(ptr);
     return R_TOUCHED;
@@ -339,48 +444,44 @@ export class ItemStore {
    * incr / decr by `delta` (a decimal below 2^64): the new value as a
    * decimal string, or R_NOT_FOUND / R_NON_NUMERIC / R_NO_MEMORY. As
    * memcached: the value is read as strtoull reads it, incr wraps at 2^64,
-   * decr stops at 0, and a shorter result is written in place padded with
-   * spaces when nobody else holds the item.
+   * decr stops at 0, and a shorter result keeps the value's length, padded
+   * with spaces (memcached writes it in place so; here it is a new entry,
+   * as readers on other shards may be reading the old one's bytes).
    */
   arith(key: string, incr: boolean, delta: string, now: number): string | number {
     const v = this.v;
-    const ptr = this.find(key, now);
-    if (ptr === 0) {
+    const oldRef = this.find(key, now);
+    if (oldRef === 0) {
       this.c[incr ? STAT.incr_misses : STAT.decr_misses]++;
       return R_NOT_FOUND;
     }
-    const length = v.length(ptr);
-    const m = length === 0 ? null : NUMERIC.exec(v.value(ptr).toString("latin1"));
+    const old = this.map.valuePointer(oldRef);
+    const length = v.length(old);
+    const m = length === 0 ? null : NUMERIC.exec(v.value(old).toString("latin1"));
     const value = m ? BigInt(m[2]!) : 0n;
     if (!m || value > MAX_U64 || (m[1] === "-" && value !== 0n)) return R_NON_NUMERIC;
     const d = BigInt(delta);
     const next = incr ? (value + d) & MAX_U64 : value < d ? 0n : value - d;
     const text = next.toString();
     this.c[incr ? STAT.incr_hits : STAT.decr_hits]++;
-    if (text.length <= length && v.refs(ptr) === 1) {
-      const at = v.dataStart(ptr);
-      v.bytes.write(text, at, "latin1");
-      v.bytes.fill(0x20, at + text.length, at + length);
-      v.setCas(ptr, this.takeCas());
-      this.bump(ptr);
-      return text;
+    const newLength = Math.max(text.length, length);
+    const flags = v.flags(old);
+    const exptime = v.exptime(old);
+    const hold = this.map.retain(oldRef);
+    const ref = this.reserve(key, itemSize(key.length, flags, newLength));
+    this.map.release(hold);
+    if (ref === 0) return R_NO_MEMORY;
+    if (this.items.get(key) !== oldRef) {
+      this.giveUp(ref);
+      return R_NOT_FOUND;
     }
-    const flags = v.flags(ptr);
-    v.acquire(ptr);
-    const fresh = this.allocate(itemSize(key.length, flags, text.length));
-    const stillLinked = this.items.get(key) === ptr;
-    if (fresh === 0 || !stillLinked) {
-      this.release(ptr);
-      if (fresh !== 0) this.memory.free(fresh);
-      return fresh === 0 ? R_NO_MEMORY : R_NOT_FOUND;
-    }
-    v.writeHead(fresh, this.memory.objectSize(fresh), key, flags, v.exptime(ptr), text.length);
-    v.bytes.write(text, v.dataStart(fresh), "latin1");
-    v.terminate(fresh);
-    this.release(ptr);
-    this.unlink(key, ptr);
-    this.link(key, fresh);
-    return text;
+    const ptr = this.map.valuePointer(ref);
+    v.writeHead(ptr, 0, key, flags, exptime, newLength);
+    const at = v.dataStart(ptr);
+    v.bytes.write(text, at, "latin1");
+    v.bytes.fill(0x20, at + text.length, at + newLength);
+    v.terminate(ptr);
+    return this.link(key, ref) ? text : R_NO_MEMORY;
   }
 
   /** flush_all: unlink every item now, or in `delay` seconds (a later flush_all replaces an earlier one). */
@@ -400,27 +501,23 @@ export class ItemStore {
 
   /** Unlink everything (the shard's stop, flush_all). */
   flushNow(): void {
-    for (const [key, ptr] of this.items) this.unlink(key, ptr);
+    for (const [key, ref] of this.items) this.unlink(key, ref);
     this.budget = this.startBudget;
+    this.map.reclaim();
   }
 
-  /** Drop a reference; free the item when it was the last. */
-  release(ptr: number): void {
-    if (this.v.release(ptr)) this.memory.free(ptr);
-  }
-
-  /** The live item for `key` (expired ones unlinked on the way), or 0. */
+  /** The live entry for `key` (expired ones unlinked on the way): its reference, or 0. */
   private find(key: string, now: number): number {
-    const ptr = this.items.get(key);
-    return ptr === undefined || this.expiredNow(key, ptr, now, false) ? 0 : ptr;
+    const ref = this.items.get(key);
+    return ref === undefined || this.expiredNow(key, ref, now, false) ? 0 : ref;
   }
 
-  /** Unlink `ptr` if it has expired; true when it had. */
-  private expiredNow(key: string, ptr: number, now: number, byGet: boolean): boolean {
-    if (!expired(this.v.exptime(ptr), now)) return false;
+  /** Unlink `ref` if its item has expired; true when it had. */
+  private expiredNow(key: string, ref: number, now: number, byGet: boolean): boolean {
+    if (!expired(this.v.exptime(this.map.valuePointer(ref)), now)) return false;
     if (byGet) this.c[STAT.get_expired]++;
     this.c[STAT.reclaimed]++;
-    this.unlink(key, ptr);
+    this.unlink(key, ref);
     return true;
   }
 
@@ -428,29 +525,81 @@ export class ItemStore {
    * A hit: mark the item used. The order changes only when eviction reaches
    * it (evictOne: second chance), not on every hit: a Map delete and set
    * per hit were 4% of the server's CPU under memcaslap (perf), where a
-   * byte in the item costs nothing.
+   * byte in the item costs nothing, and can be set by a hit on any shard.
    */
   private bump(ptr: number): void {
     this.v.setReferenced(ptr, true);
   }
 
-  private link(key: string, ptr: number): void {
-    this.v.setCas(ptr, this.takeCas());
-    this.items.set(key, ptr);
-    this.allocatedBytes += this.v.allocated(ptr);
-    const c = this.c;
-    c[STAT.curr_items]++;
-    c[STAT.total_items]++;
-    c[STAT.bytes] += this.v.itemBytes(ptr);
+  /**
+   * Publish the filled reservation `ref` as `key`'s item, in place of the
+   * key's old one if it has one: one store in the map's table, so a reader
+   * finds the old item or the new, never neither. False (the reservation
+   * given up) when the table must grow and even an empty shard has no room
+   * for it.
+   */
+  private link(key: string, ref: number): boolean {
+    const v = this.v;
+    const map = this.map;
+    const ptr = map.valuePointer(ref);
+    v.setCas(ptr, this.takeCas());
+    v.setAllocated(ptr, map.entryBytes(ref));
+    for (;;) {
+      // The old entry's figures, read while its reference still holds it (publish drops it).
+      const oldRef = this.items.get(key);
+      const old = oldRef === undefined ? 0 : map.valuePointer(oldRef);
+      const oldAllocated = old === 0 ? 0 : v.allocated(old);
+      const oldBytes = old === 0 ? 0 : v.itemBytes(old);
+      try {
+        map.publish(ref);
+      } catch (e) {
+        if (!(e instanceof OutOfMemoryError)) throw e;
+        if (this.items.size === 0) {
+          this.giveUp(ref);
+          return false;
+        }
+        // The table's next size needs room in one piece: evict a batch, free what readers let go, try again.
+        for (let n = 0; n < TABLE_EVICTION_BATCH && this.items.size > 0; n++) this.evictOne();
+        map.reclaim();
+        continue;
+      }
+      const c = this.c;
+      if (oldRef !== undefined) {
+        this.items.delete(key);
+        this.allocatedBytes -= oldAllocated;
+        c[STAT.curr_items]--;
+        c[STAT.bytes] -= oldBytes;
+        this.scheduleReclaim();
+      }
+      this.items.set(key, ref);
+      this.allocatedBytes += v.allocated(ptr);
+      c[STAT.curr_items]++;
+      c[STAT.total_items]++;
+      c[STAT.bytes] += v.itemBytes(ptr);
+      return true;
+    }
   }
 
-  private unlink(key: string, ptr: number): void {
+  private unlink(key: string, ref: number): void {
+    const ptr = this.map.valuePointer(ref);
     this.items.delete(key);
     this.allocatedBytes -= this.v.allocated(ptr);
     const c = this.c;
     c[STAT.curr_items]--;
     c[STAT.bytes] -= this.v.itemBytes(ptr);
-    this.release(ptr);
+    this.map.unlink(ref);
+    this.scheduleReclaim();
+  }
+
+  /**
+   * The map frees what readers let go of by itself once 32 entries wait;
+   * an owner that goes quiet with fewer waiting frees them RECLAIM_AFTER_MS
+   * later (a timer, only while some wait).
+   */
+  private scheduleReclaim(): void {
+    if (this.reclaimTimer !== undefined) return;
+    this.reclaimTimer = setTimeout(this.reclaimLater, RECLAIM_AFTER_MS);
+    this.reclaimTimer.unref();
   }
 
   /**
@@ -461,18 +610,20 @@ export class ItemStore {
    */
   private evictOne(): void {
     const v = this.v;
+    const map = this.map;
     const now = Math.floor(Date.now() / 1000);
-    for (const [key, ptr] of this.items) {
+    for (const [key, ref] of this.items) {
+      const ptr = map.valuePointer(ref);
       const gone = expired(v.exptime(ptr), now);
       if (v.referenced(ptr) && !gone) {
         v.setReferenced(ptr, false);
         this.items.delete(key);
-        this.items.set(key, ptr);
+        this.items.set(key, ref);
         continue;
       }
       if (gone) this.c[STAT.reclaimed]++;
       else this.c[STAT.evictions]++;
-      this.unlink(key, ptr);
+      this.unlink(key, ref);
       return;
     }
   }
