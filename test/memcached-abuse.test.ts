@@ -11,7 +11,8 @@ import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
 import { waitFor } from "./helpers.js";
-import { RawClient, shardMemory, waitForMemoryBack, type ShardMemory } from "./memcached-client.js";
+import { RawClient } from "./memcached-client.js";
+import { shardMemory, waitForMemoryBack, type ShardMemory } from "./memcached-shard-memory.js";
 
 let server: MemcachedServer;
 let baseline: ShardMemory[];

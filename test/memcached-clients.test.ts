@@ -18,7 +18,8 @@ import { runMemcached } from "../dist/apps/memcached/run.js";
 import { startMemcached } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
 import { runCli, spawnCli, waitFor, type CliChild } from "./helpers.js";
-import { freePort, installed, lines, RawClient, shardMemory, waitForMemoryBack } from "./memcached-client.js";
+import { freePort, installed, lines, RawClient } from "./memcached-client.js";
+import { shardMemory, waitForMemoryBack } from "./memcached-shard-memory.js";
 
 const haveMemccapable = installed("memccapable", ["-h"]);
 const haveMemcaslap = installed("memcaslap", ["-V"]);

@@ -14,7 +14,8 @@ import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedOptions, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { shardCounters, STAT, totals } from "../dist/apps/memcached/stats.js";
 import { waitFor } from "./helpers.js";
-import { lines, RawClient, shardMemory, waitForMemoryBack } from "./memcached-client.js";
+import { lines, RawClient } from "./memcached-client.js";
+import { shardMemory, waitForMemoryBack } from "./memcached-shard-memory.js";
 
 let servers: MemcachedServer[] = [];
 let clients: RawClient[] = [];
