@@ -96,6 +96,42 @@ describe("shardheap memcached on the shared heap", () => {
     expect(server.smp.heap.check()).toEqual([]);
   });
 
+  it("a get of another shard's key is served by the connection's shard from the shared index, and sees every change the connection sent before it", async () => {
+    const server = await start({ shards: 2, memoryPerShard: "16MiB", listenMode: "single" }); // every connection on shard 0
+    const c = await open(server);
+    const keys = Array.from({ length: 50 }, (_, i) => keyOn(1, 2, `far${i}-`));
+    expect(await c.request(keys.map((k) => `set ${k} 1 0 2\r\nv1\r\n`).join(""), lines("STORED", keys.length))).toBe("STORED\r\n".repeat(keys.length));
+    const hits = [0, 1].map((s) => counter(server, s, "get_hits"));
+    const answer = await c.request(keys.map((k) => `get ${k}\r\n`).join(""), lines("END", keys.length));
+    expect(answer).toBe(keys.map((k) => `VALUE ${k} 1 2\r\nv1\r\nEND\r\n`).join(""));
+    // Shard 0 served them (it counts the hits); shard 1, the owner, was not asked.
+    expect(counter(server, 0, "get_hits") - hits[0]!).toBe(keys.length);
+    expect(counter(server, 1, "get_hits") - hits[1]!).toBe(0);
+
+    // Pipelined in one packet: each get comes after the change before it on the same key, which went to shard 1.
+    const [a, b, d, e] = keys;
+    const script =
+      `set ${a} 2 0 2\r\nv2\r\nget ${a}\r\n` +
+      `delete ${b}\r\nget ${b}\r\n` +
+      `append ${d} 0 0 1\r\n!\r\nget ${d} ${e}\r\n` +
+      `incr ${e} 1\r\nset ${e} 0 0 1\r\n7\r\nincr ${e} 1\r\nget ${e}\r\n` +
+      `gat -1 ${a}\r\nget ${a}\r\n` +
+      `flush_all\r\nget ${keys[10]} ${keys[11]}\r\n`;
+    expect(await c.request(script, (t) => t.split("END\r\n").length - 1 >= 7)).toBe(
+      `STORED\r\nVALUE ${a} 2 2\r\nv2\r\nEND\r\n` +
+        `DELETED\r\nEND\r\n` +
+        `STORED\r\nVALUE ${d} 1 3\r\nv1!\r\nVALUE ${e} 1 2\r\nv1\r\nEND\r\n` +
+        `CLIENT_ERROR cannot increment or decrement non-numeric value\r\nSTORED\r\n8\r\nVALUE ${e} 0 1\r\n8\r\nEND\r\n` +
+        `VALUE ${a} 2 2\r\nv2\r\nEND\r\nEND\r\n` +
+        `OK\r\nEND\r\n`,
+    );
+    // A second connection (on shard 0 too) sees what the first was told was stored.
+    const other = await open(server);
+    expect(await c.request(`set ${a} 3 0 2\r\nv3\r\n`)).toBe("STORED\r\n");
+    expect(await other.request(`get ${a}\r\n`, "END\r\n")).toBe(`VALUE ${a} 3 2\r\nv3\r\nEND\r\n`);
+    expect(server.smp.heap.check()).toEqual([]);
+  });
+
   it("gets and sets across shards, every item counted; after flush_all the memory is back where it started", async () => {
     const server = await start({ shards: 2, memoryPerShard: "16MiB", listenMode: "single" });
     const c = await open(server);
