@@ -35,45 +35,24 @@
  */
 import os from "node:os";
 import { fileURLToPath } from "node:url";
-import { MessageChannel, Worker } from "node:worker_threads";
+import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import { Smp } from "../src/index.js";
 import { queueGeometry, createQueueBuffer } from "../src/smp/queue-layout.js";
-import { compare, type BenchModule, type BenchRecord } from "./report.js";
-import { DEFAULT_TIMING, median } from "./timing.js";
+import { runRounds, type AsyncCandidate } from "./async-rounds.js";
+import { fixture, PeerWorker } from "./peer-worker.js";
+import { compare, loadAverage, type BenchModule, type BenchRecord } from "./report.js";
+import { median } from "./timing.js";
 
 const BENCH = "messaging";
 const N_FLOOD = 50_000;
 const N_SEQ = 2_000;
-const WARMUP_ROUNDS = 2;
 const RING_BYTES = 64 * 1024;
 const VALUES = {
   number: 12345.5,
   object: { id: 123, name: "alpha", score: 0.75, ok: true },
 } as const;
 type ValueKind = keyof typeof VALUES;
-
-const fixture = (name: string): URL => new URL(`../../bench/fixtures/${name}`, import.meta.url);
-
-/** A worker answering one request at a time on parentPort. */
-class Peer {
-  readonly worker: Worker;
-  constructor(url: URL, workerData: unknown) {
-    this.worker = new Worker(url, { workerData });
-  }
-  request(message: unknown): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const onMessage = (m: { ns?: number; error?: string }): void => {
-        this.worker.off("error", reject);
-        if (m.error !== undefined || m.ns === undefined) reject(new Error(`messaging: ${m.error ?? "no answer"}`));
-        else resolve(m.ns);
-      };
-      this.worker.once("message", onMessage);
-      this.worker.once("error", reject);
-      this.worker.postMessage(message);
-    });
-  }
-}
 
 /** N_FLOOD promises, resolved from the next immediate, awaited with Promise.all: ns per promise. */
 async function promisesOnly(): Promise<number> {
@@ -88,28 +67,23 @@ async function promisesOnly(): Promise<number> {
   return Number(process.hrtime.bigint() - t0) / N_FLOOD;
 }
 
-interface Candidate {
-  readonly name: string;
-  readonly metric: string;
-  /** One round: ns per call. */
-  round(): Promise<number>;
-}
+/** One round: ns per call. */
+type Candidate = AsyncCandidate<number>;
 
 export const messaging: BenchModule = {
   name: BENCH,
   title: `calls between threads, ${N_FLOOD.toLocaleString("en-US")} in flight or one at a time: shared-memory rings vs MessageChannel and piscina`,
   async run(ctx) {
-    const load = (): string => os.loadavg().map((l) => l.toFixed(2)).join(" ");
-    const loadBefore = load();
+    const loadBefore = loadAverage();
     const smp = await Smp.start({ shards: 2, memoryPerShard: "1MiB", module: fixture("messaging-shard.mjs"), queueBytes: RING_BYTES });
-    const mcClient = new Peer(fixture("message-channel-peer.mjs"), { role: "client" });
-    const mcEcho = new Peer(fixture("message-channel-peer.mjs"), { role: "echo" });
+    const mcClient = new PeerWorker(fixture("message-channel-peer.mjs"), { role: "client" });
+    const mcEcho = new PeerWorker(fixture("message-channel-peer.mjs"), { role: "echo" });
     const channel = new MessageChannel();
     mcClient.worker.postMessage({ port: channel.port1 }, [channel.port1]);
     mcEcho.worker.postMessage({ port: channel.port2 }, [channel.port2]);
     const queues = createQueueBuffer(queueGeometry(2, RING_BYTES));
-    const bareClient = new Peer(fixture("bare-ring-peer.mjs"), { role: "client", queues, ringBytes: RING_BYTES });
-    const bareEcho = new Peer(fixture("bare-ring-peer.mjs"), { role: "echo", queues, ringBytes: RING_BYTES });
+    const bareClient = new PeerWorker(fixture("bare-ring-peer.mjs"), { role: "client", queues, ringBytes: RING_BYTES });
+    const bareEcho = new PeerWorker(fixture("bare-ring-peer.mjs"), { role: "echo", queues, ringBytes: RING_BYTES });
     const pool = new Piscina({
       filename: fileURLToPath(fixture("piscina-echo.mjs")),
       minThreads: 1,
@@ -160,28 +134,18 @@ export const messaging: BenchModule = {
         { name: "promises", metric: "one thread", round: promisesOnly },
       );
 
-      const rounds = Math.max(3, ctx.timing.rounds ?? DEFAULT_TIMING.rounds);
-      ctx.progress(`${BENCH}: ${candidates.length} candidates, ${WARMUP_ROUNDS} warm-up + ${rounds} rounds each; load average ${loadBefore}`);
-      for (let w = 0; w < WARMUP_ROUNDS; w++) for (const c of candidates) await c.round();
-      const samples = new Map<Candidate, number[]>(candidates.map((c) => [c, []]));
-      for (let r = 0; r < rounds; r++) {
-        for (const c of r % 2 === 0 ? candidates : [...candidates].reverse()) samples.get(c)!.push(await c.round());
-      }
-      const loadAfter = load();
+      const { rounds, get } = await runRounds(ctx, BENCH, candidates, `load average ${loadBefore}`);
+      const loadAfter = loadAverage();
 
-      const find = (name: string, metric: string): { c: Candidate; ns: number } => {
-        const c = candidates.find((x) => x.name === name && x.metric === metric)!;
-        return { c, ns: median(samples.get(c)!) };
-      };
+      const find = (name: string, metric: string): { ns: number } => ({ ns: median(get(name, metric)) });
       const floor = find("floor", "integers").ns;
       const record = (name: string, metric: string, extra: Partial<BenchRecord> = {}): void => {
-        const { c, ns } = find(name, metric);
-        const xs = samples.get(c)!;
+        const xs = get(name, metric);
         ctx.record({
           bench: BENCH,
           candidate: name,
           metric,
-          nsPerOp: ns,
+          nsPerOp: median(xs),
           minNsPerOp: Math.min(...xs),
           maxNsPerOp: Math.max(...xs),
           opsPerRound: metric === "sequential" ? N_SEQ : N_FLOOD,

@@ -7,6 +7,7 @@
  * time (below 1: the candidate is faster), and a target, when the issue
  * sets one, is a bound on that ratio with `pass` saying whether it held.
  */
+import os from "node:os";
 import type { TimingOptions } from "./timing.js";
 
 export interface BenchRecord {
@@ -150,4 +151,9 @@ export function formatTable(records: readonly BenchRecord[]): string {
       .join("  ")
       .trimEnd();
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...rows.map(line)].join("\n");
+}
+
+/** The machine's load averages (1, 5, 15 min), for the notes under a shared machine's figures. */
+export function loadAverage(): string {
+  return os.loadavg().map((l) => l.toFixed(2)).join(" ");
 }

@@ -16,13 +16,14 @@ import { dashboard } from "./dashboard.js";
 import { fragmentation } from "./fragmentation.js";
 import { memcached } from "./memcached.js";
 import { messaging } from "./messaging.js";
+import { messagingHops } from "./messaging-hops.js";
 import { profiler } from "./profiler.js";
 import { sharedMap } from "./shared-map.js";
 import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, dashboard, messaging, sharedMap, fragmentation, memcached];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, dashboard, messaging, messagingHops, sharedMap, fragmentation, memcached];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there

@@ -97,19 +97,43 @@ const MIN_DIRECT_ROOM = 64;
  * How long an endpoint that waits for answers to its own calls keeps
  * polling with nothing to do before it sleeps (ms); one with no call out
  * sleeps at once. A sleeping receiver costs its sender a futex wake and
- * itself an event-loop wake-up. Measured on the sequential round trip
- * between two shards (2 cores, load ~3): 7.5-10 us when the caller polls
- * 200 us and the callee sleeps at once, 22 us when neither polls, ~150 us
- * when both poll 50 us (two spinning threads and the rest of the machine
- * fight over two cores), against 40 us for a MessageChannel. Seastar polls
- * 200 us before sleeping. The window adapts (pollWindow), between
+ * itself an event-loop wake-up. The window adapts (pollWindow), between
  * MIN_ANSWER_POLL_MS and this: when an answer wakes the endpoint soon
  * after it went to sleep (within ANSWER_POLL_MS), polling longer would
  * have caught it, so the window doubles (at least to 1.5x that wait); when
  * the wake comes later (slow tasks, a flood the callee is still working
  * through), polling only took a core from the callee, so it halves.
+ *
+ * 50 us, about what one wake-up costs in CPU on these VMs (two threads
+ * ping-ponging through Atomics.wait: 75 us of CPU a round trip, two
+ * wake-ups, on a quiet machine; 18 us under load), so a poll that misses
+ * costs about what the sleep it replaced would have (spin, then block).
+ * It was 200 us (Seastar's idle poll). Issue 19 measured a hop's CPU, both
+ * shards' threads (bench/messaging-hops.ts, runs of the old and the new
+ * code alternating; and in one process with the policies side by side,
+ * paired rounds). Requests arriving on sockets, each hopping to the other
+ * shard and back, as a server's: on a quiet machine (load 0.3-0.5) 115 us
+ * a hop instead of 166-205 at 2k hops/s, 67-76 instead of 82-84 at 10k,
+ * the same at 40k (26-28), 8-9 instead of 12-14 in bursts of 16; under
+ * load (5-10, paired) 0.64-0.99x. At 200 us two shards calling each other
+ * at once each polled for the other, and on 2 cores a poller takes the
+ * core its callee needs. The price: calls one after another between idle
+ * shards, 38 us of CPU a hop instead of 28-32 on the quiet machine (a
+ * 200 us poll kept both threads from ever blocking: 0.03-0.10 sleeps a hop
+ * instead of 0.75), though 0.82-0.90x under load, and bench/messaging.ts's
+ * sequential calls stayed at 24-25 us (load 2-4). 100 us sat in between
+ * (0.80x at 2k hops/s quiet), 25 us was no better than 50. Never polling
+ * cost about what 50 us did per hop (0.68-0.99x of 200 under load) but
+ * made a flood of calls 1.7x slower (each batch of answers then wakes the
+ * caller). Rejected too: polling after work with no call out (an idle
+ * window adapting up to 200 us: 1.04-2.7x the CPU; up to 50 us besides
+ * this window: 1.03-1.2x), polling for the answer to a call made while
+ * the endpoint slept (from a socket callback: 1.12-1.3x), polling only
+ * when the callee was awake at the call (1.13x at 2k hops/s with 200 us),
+ * and sleeping right after a turn with work instead of looking once more
+ * (more wake-ups, no cheaper).
  */
-const ANSWER_POLL_MS = 0.2;
+const ANSWER_POLL_MS = 0.05;
 const MIN_ANSWER_POLL_MS = 0.0125;
 /** Largest record carried in a ring (besides half the ring): anything larger goes by the side path. */
 const MAX_RING_RECORD = 256 * 1024;

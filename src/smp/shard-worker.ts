@@ -21,6 +21,7 @@ import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
 import { Endpoint, type TaskFunction } from "./endpoint.js";
 import { encodeThrown } from "./error-codec.js";
+import { idleTrimmer } from "./idle-trimmer.js";
 import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
 import { queueGeometry } from "./queue-layout.js";
 import { ShardSideLinks } from "./side-links.js";
@@ -161,30 +162,4 @@ async function answer(request: ShardRequest): Promise<number | ShardTakeover | R
 function park(): never {
   const word = new Int32Array(new SharedArrayBuffer(4));
   for (;;) Atomics.wait(word, 0, 0);
-}
-
-/** Trim cached pool spans once the shard has been idle for `ms` (0 = never). */
-function idleTrimmer(shard: ShardAllocator, ms: number): { busy(): void; idle(): void; stop(): void } {
-  let running = 0;
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = ms <= 0;
-  return {
-    busy() {
-      running++;
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-    },
-    idle() {
-      if (--running > 0 || stopped) return;
-      timer = setTimeout(() => {
-        timer = undefined;
-        if (running === 0 && !stopped) shard.trim();
-      }, ms);
-      timer.unref();
-    },
-    stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-    },
-  };
 }
