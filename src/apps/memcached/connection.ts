@@ -87,13 +87,15 @@ interface Incoming {
   cmd: Extract<Command, { kind: "store" }>;
   /** The item being filled (0: the data is being skipped; its answer was given). */
   ptr: number;
-  /** This shard's map entry reserved for the item (this shard owns the key), else 0. */
+  /**
+   * The map entry reserved for the item, in its owner's map: this shard's
+   * (reserve), or another's (remote.ts OP_RESERVE, for a big value); 0 for
+   * a staging copy of this shard's.
+   */
   ref: number;
   /** Where the next data byte goes. */
   at: number;
   owner: number;
-  /** The item is another shard's map entry (reserved by OP_RESERVE), not a staging copy of this shard's. */
-  reserved: boolean;
   /** The item's bytes (what a staging copy holds of this shard's memory). */
   size: number;
 }
@@ -297,18 +299,18 @@ export class Connection implements ReaderSink {
       if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
       return;
     }
-    if (inc.ref !== 0) {
+    if (inc.ref !== 0 && inc.owner === ctx.shard) {
       const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now);
       if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
     const pending = cmd.noreply ? undefined : this.later();
-    if (inc.reserved) {
+    if (inc.ref !== 0) {
       // The owner publishes the entry or gives it up. If its shard died, the entry went with its map
       // (the dead shard's objects: Smp's orphans).
       this.toOwner(
         inc.owner,
-        [OP_STORE_RESERVED, cmd.mode, cmd.key, ptr, cmd.cas],
+        [OP_STORE_RESERVED, cmd.mode, cmd.key, inc.ref, cmd.cas],
         (result) => {
           if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
         },
@@ -505,17 +507,16 @@ export class Connection implements ReaderSink {
     if (size > ctx.config.maxItemSize) {
       ctx.counters[STAT.store_too_large]++;
       if (!cmd.noreply) this.answer(word(REPLY.TOO_LARGE));
-      this.beginData(cmd, 0, size, owner, false, true);
+      this.beginData(cmd, 0, size, owner, true);
     } else if (owner === ctx.shard) {
-      const ref = ctx.store.reserve(cmd.key, size);
-      this.beginData(cmd, ref === 0 ? 0 : ctx.store.map.valuePointer(ref), size, owner, false, false, ref);
+      this.beginData(cmd, ctx.store.reserve(cmd.key, size), size, owner);
     } else if (size > RESERVE_ABOVE) {
       this.reserveOn(owner, cmd, size);
     } else {
       // A staging copy: from the staging area, or, when it is full, from the heap.
       let ptr = ctx.staging.allocate(size);
       if (ptr === 0) ptr = ctx.store.allocate(size, cmd.key);
-      this.beginData(cmd, ptr, size, owner, false);
+      this.beginStaged(cmd, ptr, size, owner);
     }
     return cmd.bytes + 2;
   }
@@ -534,16 +535,16 @@ export class Connection implements ReaderSink {
     // Until the owner answers, no data arrives (the reader holds it): skip nothing, fill nothing.
     this.incoming = undefined;
     this.toOwner(owner, [OP_RESERVE, cmd.key, size], (r) => {
-      const ptr = typeof r === "number" ? r : 0;
+      const ref = typeof r === "number" ? r : 0;
       if (this.closed) {
-        if (ptr !== 0) this.toOwner(owner, [OP_GIVE_UP, ptr], noop);
+        if (ref !== 0) this.toOwner(owner, [OP_GIVE_UP, ref], noop);
         return;
       }
       if (r instanceof Error) {
         if (!cmd.noreply) this.answer(this.failure(r));
-        this.beginData(cmd, 0, size, owner, true, true);
+        this.beginData(cmd, 0, size, owner, true);
       } else {
-        this.beginData(cmd, ptr, size, owner, true);
+        this.beginData(cmd, ref, size, owner);
       }
       this.feed(undefined);
       if (this.endWhenResumed && !this.reader.suspended) {
@@ -556,11 +557,20 @@ export class Connection implements ReaderSink {
   }
 
   /**
-   * Where the data goes: the item at `ptr`, or, with 0, nowhere (refused:
-   * for want of memory, answered here, unless `answered` says the refusal
-   * was answered already).
+   * Where the data goes: the entry `ref` reserved in the owner's map, or,
+   * with 0, nowhere (refused: for want of memory, answered here, unless
+   * `answered` says the refusal was answered already).
    */
-  private beginData(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number, reserved: boolean, answered = false, ref = 0): void {
+  private beginData(cmd: Extract<Command, { kind: "store" }>, ref: number, size: number, owner: number, answered = false): void {
+    this.beginInto(cmd, ref === 0 ? 0 : this.ctx.maps[owner]!.valuePointer(ref), ref, size, owner, answered);
+  }
+
+  /** beginData for a staging copy of this shard's at `ptr` (0: refused for want of memory). */
+  private beginStaged(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number): void {
+    this.beginInto(cmd, ptr, 0, size, owner, false);
+  }
+
+  private beginInto(cmd: Extract<Command, { kind: "store" }>, ptr: number, ref: number, size: number, owner: number, answered: boolean): void {
     const { ctx } = this;
     if (ptr === 0) {
       if (!answered) {
@@ -576,7 +586,7 @@ export class Connection implements ReaderSink {
       // The allocated size is the store's to write when it links the item (store.ts link).
       ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
     }
-    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, reserved, size };
+    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, size };
   }
 
   /** A one-key command: run here when this shard owns the key, else on its owner. */
@@ -754,11 +764,11 @@ export class Connection implements ReaderSink {
     if (!this.ctx.staging.release(ptr)) this.ctx.memory.free(ptr);
   }
 
-  /** Give back an item that will not be stored: a reservation of this shard's map or (reserved) of its owner's, or a staging copy. */
+  /** Give back an item that will not be stored: a reservation in this shard's map or in its owner's, or a staging copy. */
   private discardIncoming(inc: Incoming): void {
-    if (inc.ref !== 0) this.ctx.store.giveUp(inc.ref);
-    else if (inc.reserved) this.toOwner(inc.owner, [OP_GIVE_UP, inc.ptr], noop);
-    else this.discard(inc.ptr);
+    if (inc.ref === 0) this.discard(inc.ptr);
+    else if (inc.owner === this.ctx.shard) this.ctx.store.giveUp(inc.ref);
+    else this.toOwner(inc.owner, [OP_GIVE_UP, inc.ref], noop);
   }
 
   /** Drop held() references (the map frees an unlinked item once its last one goes). */

@@ -50,9 +50,9 @@ export const OP_INCR = 4; // key, delta -> decimal string or result
 export const OP_DECR = 5; // key, delta -> decimal string or result
 export const OP_TOUCH = 6; // key, absolute exptime -> result
 export const OP_FORGET = 7; // key -> 0 (a set that failed leaves no old value)
-export const OP_RESERVE = 8; // key, item bytes -> the item pointer of a map entry the owner reserved (the asker fills it), or 0: no room
-export const OP_STORE_RESERVED = 9; // mode, key, reserved item (filled), cas -> result; the owner publishes or gives up the entry
-export const OP_GIVE_UP = 10; // reserved item -> 0 (its value will not come)
+export const OP_RESERVE = 8; // key, item bytes -> the reference of a map entry the owner reserved (the asker fills it at valuePointer), or 0: no room
+export const OP_STORE_RESERVED = 9; // mode, key, reservation (filled), cas -> result; the owner publishes or gives up the entry
+export const OP_GIVE_UP = 10; // reservation -> 0 (its value will not come)
 export const OP_GET = 11; // key -> a counted reference to the item, or 0 (a get behind this connection's changes to the owner's keys)
 const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 2, 4, 1, 1];
 
@@ -86,13 +86,13 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         results.push(store.store(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now));
         break;
       case OP_STORE_RESERVED:
-        results.push(store.storeReserved(ops[i + 1] as StoreMode, ops[i + 2] as string, reservation(store, ops[i + 3] as number), ops[i + 4] as string, now));
+        results.push(store.storeReserved(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now));
         break;
       case OP_RESERVE:
-        results.push(store.reserveFor(key, ops[i + 2] as number));
+        results.push(store.reserve(key, ops[i + 2] as number));
         break;
       case OP_GIVE_UP:
-        store.giveUp(reservation(store, ops[i + 1] as number));
+        store.giveUp(ops[i + 1] as number);
         results.push(0);
         break;
       case OP_DELETE:
@@ -115,13 +115,6 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
     i += 1 + ARITY[op]!;
   }
   return results;
-}
-
-/** The open reservation OP_RESERVE answered with `ptr`. */
-function reservation(store: ItemStore, ptr: number): number {
-  const ref = store.takeReserved(ptr);
-  if (ref === 0) throw new RangeError(`runOps: no reservation at ${ptr}`);
-  return ref;
 }
 
 interface Outgoing {

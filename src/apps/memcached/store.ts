@@ -106,8 +106,6 @@ export class ItemStore {
   private readonly c: Float64Array;
   /** key -> the map's reference to the key's entry; insertion order is the LRU order, least recent first. */
   private readonly items = new Map<string, number>();
-  /** Item pointer -> reference of the entries reserved for another shard's connection to fill (remote.ts OP_RESERVE). */
-  private readonly reservedFor = new Map<number, number>();
   /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's). */
   private allocatedBytes = 0;
   private readonly startBudget: number;
@@ -167,22 +165,6 @@ export class ItemStore {
   /** Give up a reservation nobody will publish (a value that did not arrive whole, a refused store). */
   giveUp(ref: number): void {
     this.map.release(ref);
-  }
-
-  /** reserve for another shard's connection to fill: the item's pointer (0: no room); storeReserved or giveUpReserved by that pointer end it. */
-  reserveFor(key: string, size: number): number {
-    const ref = this.reserve(key, size);
-    if (ref === 0) return 0;
-    const ptr = this.map.valuePointer(ref);
-    this.reservedFor.set(ptr, ref);
-    return ptr;
-  }
-
-  /** The reservation reserveFor made at `ptr`, taken off the open ones (0 if there is none). */
-  takeReserved(ptr: number): number {
-    const ref = this.reservedFor.get(ptr) ?? 0;
-    this.reservedFor.delete(ptr);
-    return ref;
   }
 
   /** The evictions and retries shared by allocate (`key` undefined: a plain object) and reserve. */
@@ -317,7 +299,7 @@ export class ItemStore {
     return this.linkChecked(mode, key, ref);
   }
 
-  /** A storage command whose item was filled in the entry `ref` reserved (reserve, reserveFor): published or given up here. */
+  /** A storage command whose item was filled in the entry `ref` reserved (reserve, here or for another shard's connection: a reservation's reference is a counted one, valid on any thread): published or given up here. */
   storeReserved(mode: StoreMode, key: string, ref: number, cas: string, now: number): number {
     this.c[STAT.cmd_set]++;
     const verdict = this.precondition(mode, key, cas, now);
