@@ -809,7 +809,7 @@ export class SharedMap {
     }
     const i32 = this.i32;
     const hw = this.hdrWord;
-    const table = i32[hw + (L.M_TABLE >>> 2)]! >>> 0;
+    const own = this.ownObjects();
     this.store(this.hdr + L.M_TABLE, 0);
     this.store(this.hdr + L.M_MAGIC, 0);
     this.ended = "destroyed";
@@ -818,30 +818,25 @@ export class SharedMap {
       const w = descriptorAddress(i32, this.hdr, id) >>> 2;
       if ((i32[w + W_STATE]! & STATE_MASK) !== FREE) a.free(i32[w + W_PAYLOAD]! >>> 0);
     }
-    for (let t = i32[hw + (L.M_OLD_TABLES >>> 2)]! >>> 0; t !== 0; ) {
-      const older = i32[(t + L.T_NEXT_OLD) >>> 2]! >>> 0;
-      a.free(t);
-      t = older;
-    }
-    a.free(table);
-    for (let k = 0; k < L.CHUNK_COUNT; k++) {
-      const chunk = i32[hw + W_DIRECTORY + k]! >>> 0;
-      if (chunk !== 0) a.free(chunk);
-    }
-    a.free(i32[hw + (L.M_READERS >>> 2)]! >>> 0);
-    a.free(this.hdr);
+    for (const p of own) a.free(p);
+  }
+
+  /** The map's own heap objects: the descriptor chunks, the tables (current and replaced), the reader records, and last the header. */
+  private ownObjects(): number[] {
+    const i32 = this.i32;
+    const hw = this.hdrWord;
+    const own: number[] = [];
+    for (let k = 0; k < L.CHUNK_COUNT; k++) if (i32[hw + W_DIRECTORY + k] !== 0) own.push(i32[hw + W_DIRECTORY + k]! >>> 0);
+    for (let t = i32[hw + (L.M_OLD_TABLES >>> 2)]! >>> 0; t !== 0; t = i32[(t + L.T_NEXT_OLD) >>> 2]! >>> 0) own.push(t);
+    own.push(i32[hw + (L.M_TABLE >>> 2)]! >>> 0, i32[hw + (L.M_READERS >>> 2)]! >>> 0, this.hdr);
+    return own;
   }
 
   /** Counts of the map's entries, references and descriptors, read from the heap (any thread; a walk over every descriptor). */
   stats(): SharedMapStats {
     this.checkLive("stats");
     const s = countStates(this.i32, this.hdr);
-    const i32 = this.i32;
-    const hw = this.hdrWord;
-    const own = [this.hdr, i32[hw + (L.M_READERS >>> 2)]! >>> 0, i32[hw + (L.M_TABLE >>> 2)]! >>> 0];
-    for (let t = i32[hw + (L.M_OLD_TABLES >>> 2)]! >>> 0; t !== 0; t = i32[(t + L.T_NEXT_OLD) >>> 2]! >>> 0) own.push(t);
-    for (let k = 0; k < L.CHUNK_COUNT; k++) if (i32[hw + W_DIRECTORY + k] !== 0) own.push(i32[hw + W_DIRECTORY + k]! >>> 0);
-    for (const p of own) {
+    for (const p of this.ownObjects()) {
       s.structureObjects++;
       s.structureBytes += objectSizeIn(liveObjectRegion(this.heap, p, "SharedMap.stats"), p);
     }
