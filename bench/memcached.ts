@@ -23,6 +23,12 @@
  *                                 worker threads on one shared descriptor,
  *                                 the same parser, a Map per thread, no key
  *                                 ownership, no turns at accepting
+ *   floor, one cache              the same, --one-cache: each key has an
+ *                                 owner thread, a set of the other's key is
+ *                                 handed to it through a MessagePort (Node's
+ *                                 own cross-thread call) before STORED, gets
+ *                                 are answered in place: the bare mechanism
+ *                                 of one cache whose writes hop, as --smp 2
  *
  * Loads, each against every server in every round:
  *   memcaslap -T 2 -c 16   two client threads, 16 connections, one request
@@ -55,12 +61,14 @@
  * missed where this machine does not give it to the bare mechanism either,
  * in the same run, is a calibration error, said on its line: a second
  * thread gives memcached and the cluster less than 1.4x (the client shares
- * the two cores) or costs them both more than 1.15x CPU per request; the
- * bare worker-thread floor itself is below the cluster or below 0.6x
- * memcached.
+ * the two cores) or costs them both more than 1.15x CPU per request, or
+ * the one-cache floor makes less than 1.4x --smp 1's requests/s or costs
+ * more than 1.15x its CPU per request (two threads that are one cache,
+ * nothing of ours in them); the bare worker-thread floor itself is below
+ * the cluster or below 0.6x memcached.
  *
- * Time: 8 servers x (4 + 1 s, and ~1.5 s to start the two clients) x 4
- * rounds, and ~40 s to start and warm up: about 4 min on a quiet machine;
+ * Time: 9 servers x (4 + 1 s, and ~1.5 s to start the two clients) x 4
+ * rounds, and ~40 s to start and warm up: about 4.5 min on a quiet machine;
  * `--rounds N --round-ms MS` (memcaslap's round; the pipelined load runs a
  * quarter of it) for more. The machine's load average is printed before
  * and after. Needs Linux (/proc); without memcached its rows say skipped,
@@ -191,7 +199,7 @@ function loads(): Load[] {
 }
 
 /** The eight servers, by their parts in the comparisons. */
-function roster(): Record<"m1" | "m2" | "s1" | "s2" | "sp" | "c1" | "c2" | "fl", Server> {
+function roster(): Record<"m1" | "m2" | "s1" | "s2" | "sp" | "c1" | "c2" | "fl" | "fo", Server> {
   const server = (name: string, missing: string | undefined, program: string, args: (port: number) => string[]): Server => ({
     name,
     missing,
@@ -206,8 +214,8 @@ function roster(): Record<"m1" | "m2" | "s1" | "s2" | "sp" | "c1" | "c2" | "fl",
     ]);
   const shardheap = (name: string, shards: number, extra: string[] = []): Server =>
     server(name, undefined, process.execPath, (port) => [CLI, "memcached", "--smp", String(shards), "--memory", `${CACHE_MIB / shards}MiB`, "--port", String(port), ...extra]);
-  const node = (name: string, file: string, flag: string, count: number): Server =>
-    server(name, undefined, process.execPath, (port) => [fixture(file), "--port", String(port), flag, String(count)]);
+  const node = (name: string, file: string, flag: string, count: number, extra: string[] = []): Server =>
+    server(name, undefined, process.execPath, (port) => [fixture(file), "--port", String(port), flag, String(count), ...extra]);
   return {
     m1: memcached(1),
     m2: memcached(2),
@@ -217,6 +225,7 @@ function roster(): Record<"m1" | "m2" | "s1" | "s2" | "sp" | "c1" | "c2" | "fl",
     c1: node("node:cluster 1 process", "memcached-cluster.mjs", "--processes", 1),
     c2: node("node:cluster 2 processes", "memcached-cluster.mjs", "--processes", 2),
     fl: node("floor (bare Node, 2 threads)", "memcached-floor.mjs", "--threads", 2),
+    fo: node("floor, one cache (sets hop by MessagePort)", "memcached-floor.mjs", "--threads", 2, ["--one-cache", "1"]),
   };
 }
 
@@ -267,7 +276,7 @@ function report(ctx: BenchContext, load: Load, servers: ReturnType<typeof roster
   const tps = (s: Server): number => median(f(s).tps);
   const cpu = (s: Server): number => median(f(s).cpuUsPerOp);
   const ns = (s: Server): number => 1e9 / tps(s);
-  const { m1, m2, s1, s2, sp, c1, c2, fl } = servers;
+  const { m1, m2, s1, s2, sp, c1, c2, fl, fo } = servers;
   const reference = figures(m2) === undefined ? undefined : m2;
 
   for (const s of Object.values(servers)) {
@@ -362,14 +371,24 @@ function report(ctx: BenchContext, load: Load, servers: ReturnType<typeof roster
   const floorBelow = (s: Server, bound: number): (() => string | undefined) => () =>
     figures(fl) !== undefined && tps(fl) / tps(s) < bound ? `the floor itself is below ${bound}x ${s.name}` : undefined;
 
+  // The one-cache floor against --smp 1: what two threads that are one cache give and cost with nothing of ours in them.
+  const oneCache = (): string =>
+    figures(fo) === undefined || figures(s1) === undefined
+      ? `the one-cache floor ${why(fo)}`
+      : `the one-cache floor makes ${x(tps(fo) / tps(s1))} the requests/s of --smp 1 at ${x(cpu(fo) / cpu(s1))} its CPU per request (${x(tps(fo) / tps(s2))} and ${x(cpu(fo) / cpu(s2))} those of --smp 2)`;
   target({
     candidate: "--smp 2 vs --smp 1",
     a: s2,
     b: s1,
     metric: "requests/s",
     bound: 1.4,
-    calibration: () => (references.length > 0 && references.every((r) => r.scale < 1.4) ? "a second thread gives the references less" : undefined),
-    note: () => `${referenceText || "no references"}; load average ${loadAverages}`,
+    calibration: () =>
+      references.length > 0 && references.every((r) => r.scale < 1.4)
+        ? "a second thread gives the references less"
+        : figures(fo) !== undefined && tps(fo) / tps(s1) < 1.4
+          ? "the one-cache floor itself is below 1.4x --smp 1"
+          : undefined,
+    note: () => `${referenceText || "no references"}; ${oneCache()}; load average ${loadAverages}`,
   });
   target({
     candidate: "--smp 2 vs --smp 1",
@@ -377,8 +396,13 @@ function report(ctx: BenchContext, load: Load, servers: ReturnType<typeof roster
     b: s1,
     metric: "CPU per request",
     bound: 1.15,
-    calibration: () => (references.length > 0 && references.every((r) => r.cpuScale > 1.15) ? "a second thread costs the references more" : undefined),
-    note: () => referenceText || "no references",
+    calibration: () =>
+      references.length > 0 && references.every((r) => r.cpuScale > 1.15)
+        ? "a second thread costs the references more"
+        : figures(fo) !== undefined && cpu(fo) / cpu(s1) > 1.15
+          ? "the one-cache floor itself costs more than 1.15x --smp 1"
+          : undefined,
+    note: () => `${referenceText || "no references"}; ${oneCache()}`,
   });
   target({ candidate: "--smp 2 vs node:cluster 2", a: s2, b: c2, metric: "requests/s", bound: 1.0, calibration: floorBelow(c2, 1.0), note: () => floorVs(c2) });
   target({ candidate: "--smp 2 vs memcached -t 2", a: s2, b: m2, metric: "requests/s", bound: 0.6, calibration: floorBelow(m2, 0.6), note: () => floorVs(m2) });
@@ -397,7 +421,7 @@ export const memcached: BenchModule = {
   name: BENCH,
   title:
     "memcaslap -T 2 -c 16 and a pipelined load against memcached -t 1 / -t 2, shardheap memcached --smp 1 / --smp 2 (and --heapprof=2097152), " +
-    "node:cluster 1 / 2 processes and the bare worker-thread floor: requests/s and server CPU per request",
+    "node:cluster 1 / 2 processes and the bare worker-thread floors (two caches, one cache): requests/s and server CPU per request",
   async run(ctx) {
     if (process.platform !== "linux") {
       ctx.record({ bench: BENCH, candidate: "skipped", note: "skipped: needs Linux (server CPU from /proc)" });
@@ -421,8 +445,8 @@ export const memcached: BenchModule = {
       }
       ctx.progress(`warm-up: ${WARM_SECONDS} s of each load per server (load average ${loadavg()})`);
       for (const s of Object.values(servers)) for (const l of runnable) await attempt(s, `warm-up, ${l.name}`, async (p) => void (await l.run(p.port, WARM_SECONDS)));
-      const { m1, m2, s1, s2, sp, c1, c2, fl } = servers;
-      const slots: Server[][] = [[m1], [s1], [c1], [m2], [s2, sp], [c2], [fl]];
+      const { m1, m2, s1, s2, sp, c1, c2, fl, fo } = servers;
+      const slots: Server[][] = [[m1], [s1], [c1], [m2], [s2, sp], [c2], [fl], [fo]];
       for (let r = 0; r < rounds; r++) {
         ctx.progress(`round ${r + 1}/${rounds} at ${((Date.now() - t0) / 1000).toFixed(0)} s (load average ${loadavg()})`);
         for (const load of runnable) {
