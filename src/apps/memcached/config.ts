@@ -16,6 +16,13 @@ export const DEFAULT_MAX_ITEM_SIZE = 1024 * 1024;
  */
 export const VERSION = "1.6.18-shardheap";
 
+/** memcached's -R default: requests one connection may run per event before it yields. */
+export const DEFAULT_REQUESTS_PER_EVENT = 20;
+/** memcached's -c default. */
+export const DEFAULT_MAX_CONNECTIONS = 1024;
+/** memcached's -D default (stats detail, the `prefix` label). */
+export const DEFAULT_PREFIX_DELIMITER = ":";
+
 export interface ServerConfig {
   /** Largest item (header, key and value), bytes. */
   maxItemSize: number;
@@ -29,4 +36,18 @@ export interface ServerConfig {
   port: number;
   /** The per-shard counters (stats.ts), shared by every shard. */
   statsBuffer: SharedArrayBuffer;
+  /** Evict the least recently used items when memory is full (memcached's default); false: -M, answer an error instead. */
+  evict: boolean;
+  /** flush_all is allowed (false: -F). */
+  flushAllowed: boolean;
+  /** Close connections idle this many seconds (-o idle_timeout); 0: never. */
+  idleTimeout: number;
+  /** Requests one connection runs per event before it yields to others (-R). */
+  requestsPerEvent: number;
+  /** Connections open at once, at most (-c). */
+  maxConnections: number;
+  /** Where a key's prefix ends (-D): stats detail, the `prefix` label. */
+  prefixDelimiter: string;
+  /** -v (1), -vv (2), -vvv (3); the verbosity command changes nothing else. */
+  verbosity: number;
 }

@@ -7,7 +7,7 @@
 import { InvalidValueError } from "../../errors.js";
 import { Smp } from "../../smp/smp.js";
 import { fillSmpOptions } from "../../smp/options.js";
-import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, type ServerConfig } from "./config.js";
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_PREFIX_DELIMITER, DEFAULT_REQUESTS_PER_EVENT, type ServerConfig } from "./config.js";
 import { createAcceptBuffer } from "./accept-balance.js";
 import { bindSharedSocket, listenMode, type ListenMode, type ListenSpec, type SharedSocket } from "./listener.js";
 import { formatSize } from "../../units.js";
@@ -31,8 +31,29 @@ export interface MemcachedOptions {
   port?: number;
   /** Largest item (header, key and value), bytes; default 1 MiB, or half a shard's memory when that is less; at most half a shard's memory. */
   maxItemSize?: number;
+  /** Evict least recently used items when memory is full (default true); false answers an error instead (memcached's -M). */
+  evict?: boolean;
+  /** Allow flush_all (default true; memcached's -F sets false). */
+  flushAllowed?: boolean;
+  /** Close connections idle this many seconds (memcached's -o idle_timeout); 0 (the default): never. */
+  idleTimeout?: number;
+  /** Requests one connection runs per event before it yields (memcached's -R; default 20). */
+  requestsPerEvent?: number;
+  /** Connections open at once, at most (memcached's -c; default 1024). */
+  maxConnections?: number;
+  /** Where a key's prefix ends (memcached's -D; default ":"): stats detail, the `prefix` label. */
+  prefixDelimiter?: string;
+  /** memcached's -v count (0-3). */
+  verbosity?: number;
   /** Override how the shards share the port (tests). */
   listenMode?: ListenMode;
+}
+
+/** A whole number option from `min` to `max`, or its default. */
+function wholeOption(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < min || value > max) throw new InvalidValueError(name, `${name} must be a whole number from ${min} to ${max}, got ${String(value)}`);
+  return value;
 }
 
 export interface MemcachedServer {
@@ -89,6 +110,14 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
   const port = o.port ?? DEFAULT_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidValueError("port", `port must be a whole number from 0 to 65535, got ${String(port)}`);
   const maxItemSize = itemSizeLimit(o.maxItemSize, options.memoryPerShard, "maxItemSize", "memoryPerShard");
+  const idleTimeout = wholeOption("idleTimeout", o.idleTimeout, 0, 0, 2 ** 31 - 1);
+  const requestsPerEvent = wholeOption("requestsPerEvent", o.requestsPerEvent, DEFAULT_REQUESTS_PER_EVENT, 1, 2 ** 31 - 1);
+  const maxConnections = wholeOption("maxConnections", o.maxConnections, DEFAULT_MAX_CONNECTIONS, 1, 2 ** 31 - 1);
+  const verbosity = wholeOption("verbosity", o.verbosity, 0, 0, 3);
+  const prefixDelimiter = o.prefixDelimiter ?? DEFAULT_PREFIX_DELIMITER;
+  if (prefixDelimiter.length !== 1 || prefixDelimiter.charCodeAt(0) > 0x7e || prefixDelimiter.charCodeAt(0) <= 0x20) {
+    throw new InvalidValueError("prefixDelimiter", `prefixDelimiter must be one printable ASCII character, not a space, got ${JSON.stringify(prefixDelimiter)}`);
+  }
   const mode = o.listenMode ?? listenMode();
   const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });
   let socket: SharedSocket | undefined;
@@ -102,6 +131,13 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       host,
       port,
       statsBuffer: createStatsBuffer(options.shards),
+      evict: o.evict ?? true,
+      flushAllowed: o.flushAllowed ?? true,
+      idleTimeout,
+      requestsPerEvent,
+      maxConnections,
+      prefixDelimiter,
+      verbosity,
     };
     const handles = await smp.invokeOnAll<number>("configure", config);
     await smp.invokeOnAll("attachMaps", handles);
