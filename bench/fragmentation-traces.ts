@@ -16,6 +16,11 @@
  *                segregated pools)
  *   large        mostly 16-512 KiB objects (log-uniform), with small ones
  *                among them (what strands memory between page spans)
+ *   trickle      stress --leak: stress's sizes and live set with random
+ *                victims, plus a steady trickle of 1 KiB records that never
+ *                die (4% of the mallocs) until they outweigh the live set:
+ *                the objects that outlive their neighbours and pin the
+ *                spans they sit in (issue 21)
  * The synthetic two give each object a lifetime when it is made
  * (lifetimeDriven); stress frees random live objects, as its workload does.
  */
@@ -103,7 +108,7 @@ const MiB = 1024 * 1024;
 const KiB = 1024;
 
 /** The stress driver's defaults (src/apps/stress/run.ts, src/cli.ts). */
-const STRESS_SHARD_BYTES = 64 * MiB;
+export const STRESS_SHARD_BYTES = 64 * MiB;
 const STRESS_LIVE_RATIO = 0.4;
 const STRESS_CROSS_SHARD = 0.25;
 /** Mallocs recorded (whole slices: each runs until it has handed MAX_OUTGOING frees to other shards). */
@@ -279,6 +284,56 @@ export function largeObjectTrace(): Trace {
     programLifetime(rnd, 20, phase / 15),
   );
   return rec.finish("large", "objects of 16-512 KiB (log-uniform), one in four a small one (64 B..4 KiB)");
+}
+
+/** The trickle trace's immortal records: stress --leak's size (src/apps/stress/workload.ts). */
+const TRICKLE_RECORD_BYTES = 1024;
+/** One malloc in this many is an immortal record. */
+const TRICKLE_EVERY = 25;
+/** Immortal records in all: 19.5 MiB; with the live set, 75% of a 64 MiB shard's 60.6 MiB of pages (issue 21's bound). */
+const TRICKLE_RECORDS = 20_000;
+
+/**
+ * `shardheap stress --leak` as a trace: stress's live set (its default
+ * bound, 40% of a 64 MiB shard: 25.6 MiB) of stress's sizes (80% 48-512 B
+ * sessions, 19% 1-16 KiB buffers, 1% 32-256 KiB cache entries), filled
+ * and then hovering at the bound with random victims, as its workload
+ * does, and every 25th malloc a 1 KiB record that lives to the end, until
+ * 20,000 of them (19.5 MiB) sit among the rest. What fragments here is
+ * what the records pin: the spans they sit in, and the free pages between
+ * those spans, which can no longer merge into a run a 256 KiB entry needs.
+ */
+export function trickleTrace(): Trace {
+  const rnd = mulberry32(0x7e1c_41e5);
+  const rec = new TraceRecorder();
+  const bound = Math.floor(STRESS_SHARD_BYTES * STRESS_LIVE_RATIO);
+  const ids: number[] = [];
+  let bytes = 0;
+  let mallocs = 0;
+  while (mallocs < TRICKLE_RECORDS * TRICKLE_EVERY) {
+    if (ids.length > 0 && (bytes > bound || rnd() < 0.25)) {
+      const i = Math.floor(rnd() * ids.length);
+      const id = ids[i]!;
+      ids[i] = ids[ids.length - 1]!;
+      ids.pop();
+      bytes -= rec.sizeOf(id);
+      rec.free(id);
+      continue;
+    }
+    if (++mallocs % TRICKLE_EVERY === 0) {
+      rec.malloc(TRICKLE_RECORD_BYTES); // never freed (until the final sweep)
+      continue;
+    }
+    const u = rnd();
+    const size = u < 0.8 ? 48 + Math.floor(rnd() * 464) : u < 0.99 ? 1024 + Math.floor(rnd() * 15 * KiB) : 32 * KiB + Math.floor(rnd() * 224 * KiB);
+    ids.push(rec.malloc(size));
+    bytes += size;
+  }
+  rec.freeAll();
+  return rec.finish(
+    "trickle",
+    `stress's live set (${formatMiB(bound)}, random victims) and every ${TRICKLE_EVERY}th malloc a ${TRICKLE_RECORD_BYTES} B record that never dies (${TRICKLE_RECORDS.toLocaleString("en-US")} of them)`,
+  );
 }
 
 function formatMiB(bytes: number): string {

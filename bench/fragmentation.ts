@@ -34,15 +34,28 @@
  * "stress, heap profiler" replays the stress trace with the profiler
  * sampling every 64 KiB (stress's default; seeded), so sampled objects'
  * memory counts too.
+ *
+ * "trickle" (issue 21): objects that never die among the ones that do; its
+ * bound against the reference is 1.25x. It also reports what a long run
+ * leaves of the free memory in one piece: replayed in stress's 64 MiB
+ * shard (the records and the live set reach 75% of its pages), the
+ * largest free span over the free memory (free page spans), sampled every
+ * 10,000 events: the lowest sample, and the one where the most was live
+ * (issue 21's stress target: >= 25% at the end); and the allocations that
+ * failed there (the object is then left out, as stress does).
  */
 import { OutOfMemoryError, PAGE_SIZE, SharedHeap } from "../src/index.js";
-import { largeObjectTrace, recordStressTrace, sizeClassTrace, type Trace } from "./fragmentation-traces.js";
+import { largeObjectTrace, recordStressTrace, sizeClassTrace, STRESS_SHARD_BYTES, trickleTrace, type Trace } from "./fragmentation-traces.js";
 import { BestFitArena } from "./reference-allocator.js";
 import type { BenchContext, BenchModule } from "./report.js";
 import { collectGarbage } from "./timing.js";
 
 const MAX_RATIO = 1.25;
 const MAX_VS_REFERENCE = 1.15;
+/** The trickle trace's bound against the reference (issue 21). */
+const TRICKLE_VS_REFERENCE = 1.25;
+/** Events between two samples of the largest free span. */
+const SPAN_SAMPLE_EVERY = 10_000;
 const COARSE_STEP = 0.96;
 const FINE_STEP = 0.995;
 /** The stress command's default sample rate (src/cli.ts). */
@@ -77,6 +90,48 @@ export function shardheapFits(heapprofRate: number): Fits {
     if (a.stats().liveObjects !== 0) throw new Error(`fragmentation: ${trace.name}: ${a.stats().liveObjects} objects live after the trace`);
     return true;
   };
+}
+
+/**
+ * The trace replayed in a shard of `bytes`: the largest free span over the
+ * free memory every SPAN_SAMPLE_EVERY events, the lowest sample and the
+ * one taken with the most bytes live.
+ */
+export function freeSpanShare(trace: Trace, bytes: number): { lowest: number; atPeak: number; failed: number } {
+  const heap = SharedHeap.create({ shards: 1, shardBytes: bytes });
+  const a = heap.shard(0);
+  const { events, sizes } = trace;
+  const ptrs = new Uint32Array(trace.mallocs);
+  let live = 0;
+  let peak = -1;
+  let lowest = 1;
+  let atPeak = 1;
+  let failed = 0;
+  for (let k = 0; k < events.length; k++) {
+    const e = events[k]!;
+    if (e >= 0) {
+      try {
+        ptrs[e] = a.malloc(sizes[e]!);
+        live += sizes[e]!;
+      } catch (x) {
+        if (!(x instanceof OutOfMemoryError)) throw x;
+        failed++;
+      }
+    } else if (ptrs[~e] !== 0) {
+      a.free(ptrs[~e]!);
+      live -= sizes[~e]!;
+    }
+    if (k % SPAN_SAMPLE_EVERY === 0) {
+      const free = a.stats().freeMemory;
+      const share = free === 0 ? 0 : a.largestFreeSpan() / free;
+      lowest = Math.min(lowest, share);
+      if (live > peak) {
+        peak = live;
+        atPeak = share;
+      }
+    }
+  }
+  return { lowest, atPeak, failed };
 }
 
 export function referenceFits(arena: BestFitArena): Fits {
@@ -152,6 +207,7 @@ export const fragmentation: BenchModule = {
       { trace: sizeClassTrace(), label: "size-classes", heapprofRate: 0, targets: true },
       { trace: largeObjectTrace(), label: "large", heapprofRate: 0, targets: true },
       { trace: sizeClassTrace(true), label: "size-classes, shifting", heapprofRate: 0, targets: false },
+      { trace: trickleTrace(), label: "trickle", heapprofRate: 0, targets: true },
     ];
     const arena = new BestFitArena();
     const reference = new Map<Trace, number>();
@@ -179,16 +235,32 @@ export const fragmentation: BenchModule = {
       // A ratio with its bound as target, or without one.
       const bound = (ratio: number, max: number): { ratio: number; target?: string; pass?: boolean } =>
         targets ? { ratio, target: `ratio <= ${max}`, pass: ratio <= max } : { ratio };
+      // The trickle trace has its bound against the reference only (issue 21); the reference itself needs 1.19x its peak.
+      const peakBound = trace.name === "trickle" ? { ratio: ours } : bound(ours, MAX_RATIO);
       ctx.record({
         bench: "fragmentation",
         candidate: "shardheap",
         metric: label,
         value: ours,
         baseline: "peak live",
-        ...bound(ours, MAX_RATIO),
+        ...peakBound,
         note: `smallest shard ${mib(s.bytes)} (${s.replays} replays)${targets ? "" : `; ${SHIFTING_NOTE}`}`,
       });
-      ctx.record({ bench: "fragmentation", candidate: "shardheap", metric: label, value: ours, baseline: "reference", ...bound(ours / ref, MAX_VS_REFERENCE) });
+      const vsReference = trace.name === "trickle" ? TRICKLE_VS_REFERENCE : MAX_VS_REFERENCE;
+      ctx.record({ bench: "fragmentation", candidate: "shardheap", metric: label, value: ours, baseline: "reference", ...bound(ours / ref, vsReference) });
+      if (trace.name === "trickle") {
+        const share = freeSpanShare(trace, STRESS_SHARD_BYTES);
+        collectGarbage();
+        ctx.record({
+          bench: "fragmentation",
+          candidate: "shardheap",
+          metric: `${label}: largest free span / free memory`,
+          value: share.atPeak,
+          note:
+            `in stress's ${mib(STRESS_SHARD_BYTES)} shard, sampled every ${SPAN_SAMPLE_EVERY.toLocaleString("en-US")} events: ` +
+            `${(share.atPeak * 100).toFixed(1)}% with the most live, ${(share.lowest * 100).toFixed(1)}% at the lowest; ${share.failed} failed allocations`,
+        });
+      }
     }
   },
 };
