@@ -38,7 +38,7 @@ describe("shardheap stress", () => {
     const r = runCli(["stress", "--duration", "1.5", "--smp", "2", "--memory", "16MiB", "--cross-shard", "0.5", "--live", "0.3", "--out", out]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^shardheap stress: 2 shards x 16M, heap profiler sampled every 64K, 1.5 s, 50% of frees cross-shard, live set 30% of each shard/m);
-    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+  failed mallocs: \S+$/m);
+    expect(r.stdout).toMatch(/^\[ +1\.\ds\] +\S+ ops\/s +\S+ cross-shard frees\/s  used: s0 \S+ s1 \S+  largest free: s0 \S+ s1 \S+  failed mallocs: \S+$/m);
     expect(r.stdout).toMatch(/^shard +mallocs +frees +cross-shard +live objects +used +free +largest free span +failed mallocs$/m);
     // Per shard: free memory, its largest piece (no larger than all of it), failed allocations.
     const rows = [...r.stdout.matchAll(/^ +([01]) +\S+ +\S+ +\S+ +\S+ +\S+ +(\S+) +(\S+) +(\S+)$/gm)];

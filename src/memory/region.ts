@@ -7,6 +7,7 @@
  * heap and shared by all regions; indices are precomputed here so the hot
  * paths do no address arithmetic beyond an add and a shift.
  */
+import { FreeSpanIndex } from "./free-span-index.js";
 import { heapAtomics, type HeapAtomics, type WasmMemory } from "./atomics.js";
 import {
   C_BASE,
@@ -78,6 +79,8 @@ export class ShardRegion {
   readonly dataStart: number;
   readonly dataPages: number;
   readonly dataBytes: number;
+  /** The free spans by address, built on this thread's first page allocation (free-span-index.ts, page-spans.ts). */
+  freeIndex: FreeSpanIndex | undefined = undefined;
 
   constructor(views: HeapViews, id: number, shardBytes: number) {
     const layout = regionLayout(id, shardBytes);

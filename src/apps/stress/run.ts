@@ -106,9 +106,12 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
         const seconds = (now - lastReport) / 1000;
         const cross = crossSent();
         const liveMemory = shards.map((s) => `s${s} ${formatSize(smp.stats(s).allocatedMemory)}`).join(" ");
+        // Read between slices, with the shards idle: how fragmented the free memory is getting, as it goes.
+        const largestFree = shards.map((s) => `s${s} ${formatSize(smp.heap.largestFreeSpan(s))}`).join(" ");
         const line =
           `[${((now - started) / 1000).toFixed(1).padStart(5)}s] ${formatCount((ops - lastOps) / seconds).padStart(6)} ops/s  ` +
-          `${formatCount((cross - lastCross) / seconds).padStart(6)} cross-shard frees/s  used: ${liveMemory}  failed mallocs: ${formatCount(failedMallocs())}`;
+          `${formatCount((cross - lastCross) / seconds).padStart(6)} cross-shard frees/s  used: ${liveMemory}  largest free: ${largestFree}  ` +
+          `failed mallocs: ${formatCount(failedMallocs())}`;
         if (out.isTTY) out.write(`\r${line}\x1b[K`);
         else say(line);
         [lastReport, lastOps, lastCross] = [now, ops, cross];
