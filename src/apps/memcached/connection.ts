@@ -388,6 +388,8 @@ export class Connection implements ReaderSink {
     const { ctx } = this;
     /** held() references, 0 for a miss. */
     const found = new Array<number>(keys.length).fill(0);
+    // Counted as detail was when the command came (a `stats detail off` after it may run before other shards answer).
+    const counting = ctx.detail.enabled;
     let waiting = 0;
     let failed: Error | undefined;
     const finish = (target: Pending | undefined): void => {
@@ -396,7 +398,7 @@ export class Connection implements ReaderSink {
       const last = found.length - 1;
       for (let i = 0; i <= last; i++) {
         const h = found[i]!;
-        if (ctx.detail.enabled) ctx.detail.get(keys[i]!, h !== 0);
+        if (counting) ctx.detail.get(keys[i]!, h !== 0);
         if (h === 0) continue;
         refs.push(h);
         this.itemAnswer(this.itemOf(h), withCas, i === last, chunks);
@@ -535,8 +537,9 @@ export class Connection implements ReaderSink {
     }
     // gat changes the item: its owner's work; and a get behind this connection's changes there goes there too.
     const pending = this.later();
+    const counting = ctx.detail.enabled;
     this.toOwner(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
-      if (ctx.detail.enabled) ctx.detail.get(key, typeof r === "number" && r !== 0);
+      if (counting) ctx.detail.get(key, typeof r === "number" && r !== 0);
       if (r instanceof Error) this.settle(pending, [this.failure(r)], []);
       else if (r === 0) this.settle(pending, [END], []);
       else {
@@ -710,9 +713,18 @@ export class Connection implements ReaderSink {
     this.whenAnswered.push(() => this.settle(pending, [make()], []));
   }
 
-  /** A stats answer other shards make (after this connection's operations on them: calls from one sender start in order). */
+  /** A stats answer other shards make, once this connection's operations on other shards are answered. */
   private statsLater(make: () => Promise<string>): void {
     const pending = this.later();
+    if (this.inFlight !== 0) {
+      // The answers of this connection's operations elsewhere may still count here (a get's hit): after them.
+      this.whenAnswered.push(() => this.gathered(pending, make));
+      return;
+    }
+    this.gathered(pending, make);
+  }
+
+  private gathered(pending: Pending, make: () => Promise<string>): void {
     make().then(
       (text) => this.settle(pending, [text], []),
       (e: unknown) => this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
