@@ -80,6 +80,18 @@ const CASES: Case[] = [
   { name: "a value too large for an item", send: `set {k} 0 0 1\r\nx\r\nset {k} 0 0 2000000\r\n${big(2_000_000)}\r\nget {k}\r\n`, answer: "STORED\r\nSERVER_ERROR object too large for cache\r\nEND\r\n" },
   { name: "stats with unknown arguments", send: "stats noreply\r\nstats bogus\r\n", answer: "ERROR\r\nERROR\r\n" },
   { name: "stats reset", send: "stats reset\r\n", answer: "RESET\r\n" },
+  { name: "stats detail without on, off or dump", send: "stats detail\r\nstats detail bogus\r\n", answer: "CLIENT_ERROR usage: stats detail on|off|dump\r\n".repeat(2) },
+  {
+    name: "stats cachedump's errors, and an empty class",
+    send: "stats cachedump\r\nstats cachedump 1\r\nstats cachedump x 1\r\nstats cachedump 64 1\r\nstats cachedump 63 1\r\n",
+    answer: "CLIENT_ERROR bad command line\r\nCLIENT_ERROR bad command line\r\nCLIENT_ERROR bad command line format\r\nCLIENT_ERROR Illegal slab id\r\nEND\r\n",
+  },
+  { name: "stats sizes (no size histogram tracked)", send: "stats sizes\r\n", answer: "STAT sizes_status disabled\r\nEND\r\n" },
+  {
+    name: "cache_memlimit's errors",
+    send: "cache_memlimit\r\ncache_memlimit abc\r\ncache_memlimit -5\r\ncache_memlimit 7\r\ncache_memlimit 2000000000\r\ncache_memlimit 100 x y\r\ncache_memlimit 7 noreply\r\n",
+    answer: "ERROR\r\nERROR\r\nERROR\r\nMEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\nMEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\nERROR\r\n",
+  },
   { name: "flush_all", send: "set {k} 0 0 1\r\nx\r\nflush_all\r\nget {k}\r\nflush_all abc\r\nflush_all 0 noreply\r\nflush_all 1 2 3\r\n", answer: "STORED\r\nOK\r\nEND\r\nCLIENT_ERROR invalid exptime argument\r\nERROR\r\n" },
   { name: "quit", send: "get {k}\r\nquit\r\nget {k}\r\n", answer: "END\r\n", closes: true },
   { name: "an HTTP request is hung up on", send: "GET / HTTP/1.1\r\nHost: x\r\n\r\n", answer: "", closes: true },

@@ -48,6 +48,8 @@ export interface ServerConfig {
   maxConnections: number;
   /** Where a key's prefix ends (-D): stats detail, the `prefix` label. */
   prefixDelimiter: string;
+  /** `stats detail` counts from the start (memcached's -D turns it on); `stats detail on|off` changes it. */
+  statsDetail: boolean;
   /** -v (1), -vv (2), -vvv (3); the verbosity command changes nothing else. */
   verbosity: number;
 }

@@ -41,10 +41,15 @@ import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, type ServerConfig } from "./config.js";
 import { itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
-import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, type Command } from "./protocol.js";
+import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32, type Command } from "./protocol.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
 import type { StagingArea } from "./staging.js";
-import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
+import type { PrefixCounts, PrefixStats } from "./prefix-stats.js";
+import { formatPrefixDump } from "./prefix-stats.js";
+import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FLUSHED_MISS, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
+import { ITEM_CLASSES } from "./item-classes.js";
+import { formatItems, formatSlabs } from "./stats-classes.js";
+import { addressText, descriptorOf, formatConns, type ConnEntry } from "./stats-conns.js";
 import { formatSettings, formatStats, STAT } from "./stats.js";
 import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "./store.js";
 
@@ -64,6 +69,12 @@ export interface ConnectionContext {
   readonly config: ServerConfig;
   /** This shard's row of counters. */
   readonly counters: Float64Array;
+  /** Every shard's row of counters, by shard (read only: each is its shard's to write). */
+  readonly rows: readonly Float64Array[];
+  /** This shard's `stats detail` counts (on or off on every shard at once). */
+  readonly detail: PrefixStats;
+  /** Run a task (shard.ts) on every shard, this one too, after the operations this shard queued for them; results in shard order. */
+  everyShard<T>(task: string, arg?: unknown): Promise<T[]>;
   /** flush_all on every shard: this one at once, the others by message (after this shard's queued operations). */
   flushAll(delay: number): Promise<void>;
   /** stats reset on every shard. */
@@ -139,6 +150,15 @@ const RESERVE_ABOVE = MAX_SMALL_SIZE;
 const REF_SPAN = 2 ** 30;
 const held = (owner: number, ref: number): number => owner * REF_SPAN + ref;
 const noop = (): void => {};
+/** cache_memlimit's bounds, in megabytes, and its answers, as memcached's. */
+const MIN_MEMLIMIT_MB = 8;
+const MAX_MEMLIMIT_MB = 1_000_000_000;
+const MEMLIMIT_TOO_SMALL = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
+const MEMLIMIT_NOT_BYTES = "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes";
+const MEMLIMIT_FAILED = "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust";
+/** memcached's cap on a cachedump answer. */
+const CACHEDUMP_BYTES = 2 << 20;
+const DETAIL_USAGE = "CLIENT_ERROR usage: stats detail on|off|dump";
 /** A binary request's answer: the response magic, status 0x0083 "not supported", a text body. */
 const BINARY_REFUSAL = "shardheap memcached speaks the ASCII protocol only";
 
@@ -182,11 +202,18 @@ export class Connection implements ReaderSink {
   private flushing = 0;
   /** The client half-closed while the reader was suspended: end once what it sent is done. */
   private endWhenResumed = false;
+  /** `stats conns`: the socket's descriptor, and when (Unix seconds) its last command came. */
+  readonly id: number;
+  private lastCommand = Math.floor(Date.now() / 1000);
+  /** Operations sent to other shards not answered yet, and what waits for them all (a `stats` after them sees them counted). */
+  private inFlight = 0;
+  private whenAnswered: Array<() => void> = [];
 
   constructor(socket: Socket, ctx: ConnectionContext) {
     this.socket = socket;
     this.ctx = ctx;
     this.reader = new RequestReader(this);
+    this.id = descriptorOf(socket);
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
@@ -230,13 +257,16 @@ export class Connection implements ReaderSink {
 
   line(text: string): number {
     const cmd = parseCommand(text);
+    this.lastCommand = this.now;
     switch (cmd.kind) {
       case "get":
         this.get(cmd.keys, cmd.withCas, cmd.touch ? absoluteExptime(cmd.exptime, this.now) : undefined);
         return 0;
       case "store":
+        if (this.ctx.detail.enabled) this.ctx.detail.set(cmd.key);
         return this.beginStore(cmd);
       case "delete":
+        if (this.ctx.detail.enabled) this.ctx.detail.delete(cmd.key);
         this.keyOp(cmd.key, [OP_DELETE, cmd.key], (s) => s.delete(cmd.key, this.now), cmd.noreply, REPLY.NO_MEMORY);
         return 0;
       case "arith": {
@@ -266,6 +296,9 @@ export class Connection implements ReaderSink {
         return 0;
       case "stats":
         this.stats(cmd.args);
+        return 0;
+      case "memlimit":
+        this.memoryLimit(cmd.megabytes, cmd.noreply);
         return 0;
       case "quit":
         this.reader.stop();
@@ -355,6 +388,8 @@ export class Connection implements ReaderSink {
     const { ctx } = this;
     /** held() references, 0 for a miss. */
     const found = new Array<number>(keys.length).fill(0);
+    // Counted as detail was when the command came (a `stats detail off` after it may run before other shards answer).
+    const counting = ctx.detail.enabled;
     let waiting = 0;
     let failed: Error | undefined;
     const finish = (target: Pending | undefined): void => {
@@ -363,6 +398,7 @@ export class Connection implements ReaderSink {
       const last = found.length - 1;
       for (let i = 0; i <= last; i++) {
         const h = found[i]!;
+        if (counting) ctx.detail.get(keys[i]!, h !== 0);
         if (h === 0) continue;
         refs.push(h);
         this.itemAnswer(this.itemOf(h), withCas, i === last, chunks);
@@ -406,8 +442,12 @@ export class Connection implements ReaderSink {
    * it may change, counted in `unanswered` until its answer comes.
    */
   private toOwner(owner: number, args: readonly OpArg[], done: (result: OpResult | Error) => void, changes?: string): void {
+    this.inFlight++;
     if (changes === undefined) {
-      this.ctx.remote.call(owner, args, done);
+      this.ctx.remote.call(owner, args, (result) => {
+        done(result);
+        this.answered();
+      });
       return;
     }
     const unanswered = this.unanswered;
@@ -417,7 +457,16 @@ export class Connection implements ReaderSink {
       if (n === 1) unanswered.delete(changes);
       else unanswered.set(changes, n - 1);
       done(result);
+      this.answered();
     });
+  }
+
+  /** One of this connection's operations on another shard was answered: run what waited for them all. */
+  private answered(): void {
+    if (--this.inFlight !== 0 || this.whenAnswered.length === 0) return;
+    const waiting = this.whenAnswered;
+    this.whenAnswered = [];
+    for (const f of waiting) f();
   }
 
   /** Whether a get of another shard's key may read the owner's map now (no change of this connection's to it, or flush_all, on the way). */
@@ -448,6 +497,11 @@ export class Connection implements ReaderSink {
       c[STAT.get_expired]++;
       if (owner === ctx.shard) ctx.store.expire(key, this.now);
       else this.toOwner(owner, [OP_EXPIRE, key], noop);
+    } else if (owner === ctx.shard) {
+      ctx.store.flushedMiss(key);
+    } else if (ctx.rows[owner]![STAT.flushed_kept] !== 0) {
+      // The owner remembers keys flush_all removed: it counts get_flushed if this was one.
+      this.toOwner(owner, [OP_FLUSHED_MISS, key], noop);
     }
     c[STAT.get_misses]++;
     return 0;
@@ -465,6 +519,7 @@ export class Connection implements ReaderSink {
     const owner = keyOwner(key, ctx.shards);
     if (owner === ctx.shard || (touchTo === undefined && this.readsHere(key))) {
       const ref = touchTo === undefined ? this.lookup(key, owner) : ctx.store.get(key, this.now, touchTo);
+      if (ctx.detail.enabled) ctx.detail.get(key, ref !== 0);
       if (ref === 0) {
         this.answer(END);
         return;
@@ -482,7 +537,9 @@ export class Connection implements ReaderSink {
     }
     // gat changes the item: its owner's work; and a get behind this connection's changes there goes there too.
     const pending = this.later();
+    const counting = ctx.detail.enabled;
     this.toOwner(owner, touchTo === undefined ? [OP_GET, key] : [OP_GAT, key, touchTo], (r) => {
+      if (counting) ctx.detail.get(key, typeof r === "number" && r !== 0);
       if (r instanceof Error) this.settle(pending, [this.failure(r)], []);
       else if (r === 0) this.settle(pending, [END], []);
       else {
@@ -609,15 +666,135 @@ export class Connection implements ReaderSink {
     );
   }
 
+  /**
+   * `stats` and its subcommands, as memcached 1.6 answers them (extra
+   * arguments ignored, as memcached does). A plain `stats` (and settings,
+   * slabs, cachedump...) after operations this connection sent to other
+   * shards waits for their answers, so what it shows counts them.
+   */
   private stats(args: string[]): void {
     const { ctx } = this;
     const sub = args[0];
-    if (sub === undefined) this.answer(formatStats(ctx.config, ctx.heap));
-    else if (sub === "reset" && args.length === 1) this.whenDone(ctx.resetStats(), word(REPLY.RESET), false);
-    else if (sub === "settings" && args.length === 1) this.answer(formatSettings(ctx.config));
-    // Nothing to list: there are no slab classes, and connections are counted, not listed.
-    else if ((sub === "items" || sub === "slabs" || sub === "conns") && args.length === 1) this.answer(END);
-    else this.answer(word(REPLY.ERROR));
+    const config = ctx.config;
+    switch (sub) {
+      case undefined:
+        return this.statsAnswer(() => formatStats(config, ctx.heap));
+      case "reset":
+        return this.whenDone(ctx.resetStats(), word(REPLY.RESET), false);
+      case "settings":
+        return this.statsAnswer(() => formatSettings(config, ctx.detail.enabled));
+      case "slabs":
+        return this.statsAnswer(() => formatSlabs(config, ctx.heap));
+      case "items":
+        return this.statsLater(() => ctx.everyShard<number[]>("classAges").then((ages) => formatItems(config, ages)));
+      case "sizes":
+        // memcached tracks the item size histogram only with -o track_sizes, which this server does not offer.
+        return this.answer("STAT sizes_status disabled\r\nEND\r\n");
+      case "detail":
+        return this.statsDetail(args[1]);
+      case "cachedump":
+        return this.cachedump(args);
+      case "conns": {
+        const asking = ctx.shard * 2 ** 32 + this.id;
+        return this.statsLater(() => ctx.everyShard<ConnEntry[]>("connectionList", asking).then(formatConns));
+      }
+      default:
+        return this.answer(word(REPLY.ERROR));
+    }
+  }
+
+  /** A stats answer made now, or once this connection's operations on other shards are answered. */
+  private statsAnswer(make: () => string): void {
+    if (this.inFlight === 0) {
+      this.answer(make());
+      return;
+    }
+    const pending = this.later();
+    this.whenAnswered.push(() => this.settle(pending, [make()], []));
+  }
+
+  /** A stats answer other shards make, once this connection's operations on other shards are answered. */
+  private statsLater(make: () => Promise<string>): void {
+    const pending = this.later();
+    if (this.inFlight !== 0) {
+      // The answers of this connection's operations elsewhere may still count here (a get's hit): after them.
+      this.whenAnswered.push(() => this.gathered(pending, make));
+      return;
+    }
+    this.gathered(pending, make);
+  }
+
+  private gathered(pending: Pending, make: () => Promise<string>): void {
+    make().then(
+      (text) => this.settle(pending, [text], []),
+      (e: unknown) => this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
+    );
+  }
+
+  private statsDetail(what: string | undefined): void {
+    const { ctx } = this;
+    if (what === "on" || what === "off") {
+      // Here at once, so the commands that follow on this connection are counted (or not); the other shards by message.
+      ctx.detail.enabled = what === "on";
+      this.whenDone(ctx.everyShard("statsDetail", what === "on").then(noop), word(REPLY.OK), false);
+    }
+    else if (what === "dump") this.statsLater(() => ctx.everyShard<PrefixCounts[]>("prefixCounts").then(formatPrefixDump));
+    else this.answer(line(DETAIL_USAGE));
+  }
+
+  /** `stats cachedump <class> <limit>`: the class's items, each shard's most recent first, up to 2 MB as memcached. */
+  private cachedump(args: string[]): void {
+    if (args.length < 3) return this.answer(line("CLIENT_ERROR bad command line"));
+    const id = parseU32(args[1]!);
+    const limit = parseU32(args[2]!);
+    if (id < 0 || limit < 0) return this.answer(word(REPLY.BAD_FORMAT));
+    // memcached's MAX_NUMBER_OF_SLAB_CLASSES (64) bounds the id; its classes past 39 are empty, as here.
+    if (id >= 64) return this.answer(line("CLIENT_ERROR Illegal slab id"));
+    if (id === 0 || id > ITEM_CLASSES) return this.answer(END);
+    this.statsLater(async () => {
+      const perShard = await this.ctx.everyShard<Array<[string, number, number]>>("cacheDump", [id, limit, CACHEDUMP_BYTES]);
+      let out = "";
+      let shown = 0;
+      for (const rows of perShard) {
+        for (const [key, bytes, exptime] of rows) {
+          if (limit !== 0 && shown >= limit) break;
+          const text = `ITEM ${key} [${bytes} b; ${exptime} s]\r\n`;
+          if (out.length + text.length + 5 > CACHEDUMP_BYTES) break;
+          out += text;
+          shown++;
+        }
+      }
+      return out + "END\r\n";
+    });
+  }
+
+  /** cache_memlimit: the cache's size, split over the shards; no more than the heap holds (memcached's answers otherwise). */
+  private memoryLimit(megabytes: number, noreply: boolean): void {
+    const say = (text: string): void => {
+      if (!noreply) this.answer(line(text));
+    };
+    if (megabytes < MIN_MEMLIMIT_MB) return say(MEMLIMIT_TOO_SMALL);
+    if (megabytes > MAX_MEMLIMIT_MB) return say(MEMLIMIT_NOT_BYTES);
+    const { config } = this.ctx;
+    const bytes = megabytes * 1024 * 1024;
+    // Each shard's items live in its region: a limit past the regions would promise memory that is not there.
+    if (bytes > config.shards * config.memoryPerShard) return say(MEMLIMIT_FAILED);
+    this.whenDone(this.ctx.everyShard("setMemoryLimit", bytes).then(noop), word(REPLY.OK), noreply);
+  }
+
+  /** `stats conns`: this connection's lines; `asking`: it is the one that asked. */
+  describe(now: number, asking: boolean): ConnEntry {
+    const s = this.socket;
+    const state = asking ? "conn_parse_cmd" : this.incoming !== undefined ? (this.incoming.ptr === 0 ? "conn_swallow" : "conn_nread") : this.queue.length > 0 || s.writableLength > 0 ? "conn_mwrite" : "conn_waiting";
+    return {
+      id: this.id,
+      lines: [
+        ["addr", addressText(s.remoteAddress, s.remotePort, s.remoteFamily)],
+        ["listen_addr", addressText(s.localAddress, s.localPort, s.localFamily)],
+        ["state", state],
+        ["secs_since_last_cmd", Math.max(0, now - this.lastCommand)],
+      ],
+    };
   }
 
   /** An operation's result as its answer line. */

@@ -10,7 +10,9 @@
  * Node's corked writev, measured 15% more CPU per get under memcaslap.)
  *
  *   offset size  field
- *   0      4     spare       0 (the item's life is its map entry's: below)
+ *   0      4     lastUsed    Unix seconds the item took its place in its owner's
+ *                            LRU order (linked, or passed over by eviction):
+ *                            `stats items` age, evicted_time (store.ts)
  *   4      4     flags       the client's 32-bit flags
  *   8      4     exptime     absolute Unix seconds; 0 = never expires
  *   12     4     length      value bytes, without the trailing \r\n
@@ -50,7 +52,7 @@ export const HEADER_BYTES = 32;
 export const MAX_KEY_LENGTH = 250;
 
 // Word indexes (i32/u32) and byte offsets of the header fields.
-const W_SPARE = 0;
+const W_LAST_USED = 0;
 const W_FLAGS = 1;
 const W_EXPTIME = 2;
 const W_LENGTH = 3;
@@ -81,6 +83,13 @@ export class ItemViews {
     this.bytes = Buffer.from(heap.buffer);
   }
 
+  /** When the item took its place in the LRU order (Unix seconds; written by its owner only). */
+  lastUsed(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_LAST_USED]!;
+  }
+  setLastUsed(ptr: number, seconds: number): void {
+    this.u32[(ptr >>> 2) + W_LAST_USED] = seconds;
+  }
   flags(ptr: number): number {
     return this.u32[(ptr >>> 2) + W_FLAGS]!;
   }
@@ -169,7 +178,7 @@ export class ItemViews {
   writeHead(ptr: number, allocated: number, key: string, flags: number, exptime: number, length: number): void {
     const w = ptr >>> 2;
     const line = `VALUE ${key} ${flags} ${length}\r\n`;
-    this.i32[w + W_SPARE] = 0;
+    this.u32[w + W_LAST_USED] = 0;
     this.u32[w + W_FLAGS] = flags;
     this.u32[w + W_EXPTIME] = exptime;
     this.u32[w + W_LENGTH] = length;

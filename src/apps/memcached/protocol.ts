@@ -65,6 +65,8 @@ export type Command =
   | { kind: "version" }
   | { kind: "verbosity"; noreply: boolean }
   | { kind: "stats"; args: string[] }
+  /** cache_memlimit: the cache's new size in megabytes (a u32). */
+  | { kind: "memlimit"; megabytes: number; noreply: boolean }
   | { kind: "quit" }
   /**
    * A line that gets an error (or nothing, when noreply). `swallow`: data
@@ -191,6 +193,13 @@ export function parseCommand(line: string): Command {
     }
     case "stats":
       return { kind: "stats", args: t.slice(1) };
+    case "cache_memlimit": {
+      if (n !== 2 && n !== 3) return error(REPLY.ERROR);
+      const noreply = isNoreply(t);
+      const megabytes = parseU32(t[1]!);
+      if ((n === 3 && !noreply) || megabytes < 0) return error(REPLY.ERROR, noreply);
+      return { kind: "memlimit", megabytes, noreply };
+    }
     case "quit":
       return { kind: "quit" };
     default:

@@ -54,7 +54,8 @@ export const OP_RESERVE = 8; // key, item bytes -> the reference of a map entry 
 export const OP_STORE_RESERVED = 9; // mode, key, reservation (filled), cas -> result; the owner publishes or gives up the entry
 export const OP_GIVE_UP = 10; // reservation -> 0 (its value will not come)
 export const OP_GET = 11; // key -> a counted reference to the item, or 0 (a get behind this connection's changes to the owner's keys)
-const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 2, 4, 1, 1];
+export const OP_FLUSHED_MISS = 12; // key -> 0 (a get elsewhere found no item: the owner counts get_flushed if flush_all removed it)
+const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 2, 4, 1, 1, 1];
 
 export type OpArg = string | number;
 export type OpResult = string | number;
@@ -107,6 +108,10 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         break;
       case OP_FORGET:
         store.forget(key);
+        results.push(0);
+        break;
+      case OP_FLUSHED_MISS:
+        store.flushedMiss(key);
         results.push(0);
         break;
       default:

@@ -43,6 +43,8 @@ export interface MemcachedOptions {
   maxConnections?: number;
   /** Where a key's prefix ends (memcached's -D; default ":"): stats detail, the `prefix` label. */
   prefixDelimiter?: string;
+  /** Count `stats detail` from the start (default false; memcached's -D turns it on). */
+  statsDetail?: boolean;
   /** memcached's -v count (0-3). */
   verbosity?: number;
   /** Override how the shards share the port (tests). */
@@ -137,6 +139,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       requestsPerEvent,
       maxConnections,
       prefixDelimiter,
+      statsDetail: o.statsDetail ?? false,
       verbosity,
     };
     const handles = await smp.invokeOnAll<number>("configure", config);

@@ -19,7 +19,10 @@ import { acceptSwitch, listenOn, type ListenSpec } from "./listener.js";
 import { absoluteExptime } from "./protocol.js";
 import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
 import { StagingArea } from "./staging.js";
-import { resetCounters, shardCounters } from "./stats.js";
+import { ITEM_CLASSES } from "./item-classes.js";
+import { PrefixStats, type PrefixCounts } from "./prefix-stats.js";
+import { descriptorOf, addressText, type ConnEntry } from "./stats-conns.js";
+import { classCounters, resetCounters, shardCounters, STAT } from "./stats.js";
 import { ItemStore } from "./store.js";
 
 interface ShardState {
@@ -42,7 +45,10 @@ function configured(): ShardState {
 export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
+  const classes = classCounters(config.statsBuffer, shard.id);
+  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
+  counters[STAT.limit_maxbytes] = config.memoryPerShard;
+  const all = [...Array(shard.shards).keys()];
   const remote = new RemoteOps(shard);
   const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
   const ctx: ConnectionContext = {
@@ -57,6 +63,12 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
     heap: shard.heap,
     config,
     counters,
+    rows: all.map((s) => shardCounters(config.statsBuffer, s)),
+    detail: new PrefixStats(config.prefixDelimiter, config.statsDetail),
+    everyShard<T>(task: string, arg?: unknown): Promise<T[]> {
+      remote.flush();
+      return Promise.all(all.map((s) => shard.submitTo<T>(s, task, arg)));
+    },
     async flushAll(delay: number): Promise<void> {
       // Operations this shard queued for the others go first; this shard's own keys flush now.
       remote.flush();
@@ -66,7 +78,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
       await Promise.all(others.map((s) => shard.submitTo(s, "flush", seconds)));
     },
     async resetStats(): Promise<void> {
-      resetCounters(counters);
+      resetStats();
       await Promise.all(others.map((s) => shard.submitTo(s, "resetStats")));
     },
   };
@@ -107,6 +119,7 @@ export async function listen(spec: ListenSpec): Promise<{ port: number; fd: numb
   s.server = server;
   s.balance = balance;
   s.ctx.config.port = bound.port;
+  s.ctx.counters[STAT.accepting_conns] = 1;
   balance?.start(acceptSwitch(server));
   return bound;
 }
@@ -122,7 +135,66 @@ export function flush(seconds: number): void {
 }
 
 export function resetStats(): void {
-  resetCounters(configured().ctx.counters);
+  const { ctx } = configured();
+  resetCounters(ctx.counters, classCounters(ctx.config.statsBuffer, ctx.shard));
+  ctx.detail.reset();
+}
+
+/** `stats detail on|off`, on this shard. */
+export function statsDetail(on: boolean): void {
+  configured().ctx.detail.enabled = on;
+}
+
+/** `stats detail dump`: this shard's per-prefix counts. */
+export function prefixCounts(): PrefixCounts[] {
+  return configured().ctx.detail.list();
+}
+
+/** `stats items`: this shard's age per class id (store.ts classAges). */
+export function classAges(): number[] {
+  return configured().ctx.store.classAges(Math.floor(Date.now() / 1000), ITEM_CLASSES);
+}
+
+/** `stats cachedump`: [class id, limit, answer bytes at most] -> this shard's rows (store.ts dump). */
+export function cacheDump([id, limit, budget]: [number, number, number]): Array<[string, number, number]> {
+  return configured().ctx.store.dump(id, limit, budget);
+}
+
+/**
+ * `stats conns`: this shard's listening socket and connections; `asking`
+ * (shard * 2^32 + descriptor) is the connection that asked.
+ */
+export function connectionList(asking: number): ConnEntry[] {
+  const s = configured();
+  const now = Math.floor(Date.now() / 1000);
+  const out: ConnEntry[] = [];
+  const server = s.server;
+  const bound = server?.address();
+  if (server !== undefined && bound !== null && bound !== undefined && typeof bound !== "string") {
+    out.push({
+      id: descriptorOf(server),
+      lines: [
+        ["addr", addressText(bound.address, bound.port, bound.family)],
+        ["state", "conn_listening"],
+        ["secs_since_last_cmd", now - s.ctx.config.startedAt],
+      ],
+    });
+  }
+  for (const c of s.connections) out.push(c.describe(now, s.shard.id * 2 ** 32 + c.id === asking));
+  return out;
+}
+
+/**
+ * cache_memlimit: the whole cache may take `bytes` (at most every shard's
+ * region: connection.ts checks), split evenly; this shard's store keeps
+ * its share of its budget (store.ts setLimit).
+ */
+export function setMemoryLimit(bytes: number): void {
+  const { ctx } = configured();
+  const { shards, memoryPerShard } = ctx.config;
+  const mine = Math.floor(bytes / shards) + (ctx.shard === 0 ? bytes % shards : 0);
+  ctx.counters[STAT.limit_maxbytes] = mine;
+  ctx.store.setLimit(Math.min(1, mine / memoryPerShard));
 }
 
 /**
@@ -150,6 +222,7 @@ export function stopListening(): boolean {
   const s = configured();
   const server = s.server;
   s.server = undefined;
+  s.ctx.counters[STAT.accepting_conns] = 0;
   s.balance?.stop();
   server?.close();
   return server !== undefined;

@@ -14,8 +14,9 @@
 import type { SharedHeap } from "../../memory/shared-heap.js";
 import { MEMORY_STAT_FIELDS } from "../../memory/stats.js";
 import { VERSION, type ServerConfig } from "./config.js";
+import { CLASS_BLOCK_SLOTS, CLASS_GAUGES, CLASS_STAT_NAMES } from "./item-classes.js";
 
-/** memcached's counters: each one's slot in a shard's row, in the order `stats` prints them. */
+/** memcached's counters: each one's slot in a shard's row. */
 export const STAT = {
   curr_connections: 0,
   total_connections: 1,
@@ -46,29 +47,48 @@ export const STAT = {
   total_items: 26,
   evictions: 27,
   reclaimed: 28,
+  /** Gets that found a key flush_all had just removed (counted by the key's owner: store.ts). */
+  get_flushed: 29,
+  /** Connections refused for -c (maxConnections): counted by whoever refuses them. */
+  rejected_connections: 30,
+  /** Bytes this shard's items may take (cache_memlimit, or -m split over the shards): limit_maxbytes is the sum. */
+  limit_maxbytes: 31,
+  /** 1 while this shard accepts connections. */
+  accepting_conns: 32,
+  /** Keys the last flush_all removed that the store still remembers (store.ts): gets elsewhere ask it about a miss while any are. */
+  flushed_kept: 33,
 } as const;
 export type StatName = keyof typeof STAT;
 export const STAT_NAMES = Object.keys(STAT) as StatName[];
 /** Figures of the present, which `stats reset` leaves alone (as memcached's). */
-const GAUGES: ReadonlySet<StatName> = new Set(["curr_connections", "curr_items", "bytes"]);
+const GAUGES: ReadonlySet<StatName> = new Set(["curr_connections", "curr_items", "bytes", "limit_maxbytes", "accepting_conns", "flushed_kept"]);
 /** Per-shard lines besides MemoryStats: where connections and items are. */
 const PER_SHARD: readonly StatName[] = ["curr_connections", "curr_items", "bytes", "evictions", "get_hits", "get_misses"];
+/** Float64 slots of a shard's row: the counters, then its class block (item-classes.ts). */
+const ROW_SLOTS = STAT_NAMES.length + CLASS_BLOCK_SLOTS;
 
 /** The statistics block for `shards` shards. */
 export function createStatsBuffer(shards: number): SharedArrayBuffer {
-  return new SharedArrayBuffer(shards * STAT_NAMES.length * 8);
+  return new SharedArrayBuffer(shards * ROW_SLOTS * 8);
 }
 
 /** One shard's row of counters (written by that shard only). */
 export function shardCounters(buffer: SharedArrayBuffer, shard: number): Float64Array {
-  return new Float64Array(buffer, shard * STAT_NAMES.length * 8, STAT_NAMES.length);
+  return new Float64Array(buffer, shard * ROW_SLOTS * 8, STAT_NAMES.length);
 }
 
-/** `stats reset`: zero a shard's counters, gauges kept. */
-export function resetCounters(row: Float64Array): void {
+/** One shard's per-class counters (item-classes.ts classSlot), written by that shard only. */
+export function classCounters(buffer: SharedArrayBuffer, shard: number): Float64Array {
+  return new Float64Array(buffer, (shard * ROW_SLOTS + STAT_NAMES.length) * 8, CLASS_BLOCK_SLOTS);
+}
+
+/** `stats reset`: zero a shard's counters and class counters, gauges kept. */
+export function resetCounters(row: Float64Array, classes: Float64Array): void {
   STAT_NAMES.forEach((name, i) => {
     if (!GAUGES.has(name)) row[i] = 0;
   });
+  const fields = CLASS_STAT_NAMES.length;
+  for (let i = 0; i < classes.length; i++) if (!CLASS_GAUGES.has(CLASS_STAT_NAMES[i % fields]!)) classes[i] = 0;
 }
 
 /** Every shard's counters summed, by name. */
@@ -81,44 +101,135 @@ export function totals(config: ServerConfig): Record<StatName, number> {
   return Object.fromEntries(STAT_NAMES.map((n, i) => [n, sum[i]!])) as Record<StatName, number>;
 }
 
+/**
+ * memcached 1.6's `stats` fields that mean something here, in its order,
+ * each from its counter or its source. Left out, as they have no meaning
+ * here: libevent, connection_structures, response_obj_*, read_buf_*,
+ * reserved_fds, auth_* (no SASL), hash_* (SharedMap's table is not
+ * memcached's hash table), slab_reassign_* and slabs_moved (no slab
+ * pages to move: a free span serves any class), lru_crawler_*,
+ * lru_maintainer_juggles, log_*, moves_* (one CLOCK order, no segmented
+ * LRU), crawler_*, direct_reclaims, slab_global_page_pool,
+ * expired_unfetched, evicted_unfetched, evicted_active (no fetched flag),
+ * unexpected_napi_ids, round_robin_fallback.
+ */
+type Field = StatName | [string, (t: Record<StatName, number>, config: ServerConfig, heap: SharedHeap) => string | number];
+const now = (): number => Math.floor(Date.now() / 1000);
+const FIELDS: readonly Field[] = [
+  ["pid", () => process.pid],
+  ["uptime", (_t, c) => now() - c.startedAt],
+  ["time", () => now()],
+  ["version", () => VERSION],
+  ["pointer_size", () => 64],
+  ["rusage_user", () => seconds(process.cpuUsage().user)],
+  ["rusage_system", () => seconds(process.cpuUsage().system)],
+  ["max_connections", (_t, c) => c.maxConnections],
+  "curr_connections",
+  "total_connections",
+  "rejected_connections",
+  "cmd_get",
+  "cmd_set",
+  "cmd_flush",
+  "cmd_touch",
+  "get_hits",
+  "get_misses",
+  "get_expired",
+  "get_flushed",
+  "delete_misses",
+  "delete_hits",
+  "incr_misses",
+  "incr_hits",
+  "decr_misses",
+  "decr_hits",
+  "cas_misses",
+  "cas_hits",
+  "cas_badval",
+  "touch_hits",
+  "touch_misses",
+  "store_too_large",
+  "store_no_memory",
+  "bytes_read",
+  "bytes_written",
+  "limit_maxbytes",
+  // memcached's is 1 or 0 for the whole server: 1 while any shard accepts.
+  ["accepting_conns", (t) => (t.accepting_conns > 0 ? 1 : 0)],
+  // Listening is never turned off here (memcached does on EMFILE; this server keeps listening: shard.ts).
+  ["listen_disabled_num", () => 0],
+  ["time_in_listen_disabled_us", () => 0],
+  ["threads", (_t, c) => c.shards],
+  // Allocations the heap refused (each shard's failedAllocations; the store evicts before most would fail).
+  ["malloc_fails", (_t, c, heap) => sumOver(c.shards, (s) => heap.stats(s).failedAllocations)],
+  "bytes",
+  "curr_items",
+  "total_items",
+  "evictions",
+  "reclaimed",
+  // Eviction never skips an item a reader holds (the map frees it once the reader lets go): never counted.
+  ["lrutail_reflocked", () => 0],
+];
+
 /** `stats`: memcached's general-purpose lines, then each shard's, then END. */
 export function formatStats(config: ServerConfig, heap: SharedHeap): string {
-  const now = Math.floor(Date.now() / 1000);
   const t = totals(config);
-  const cpu = process.cpuUsage();
-  const lines: Array<[string, string | number]> = [
-    ["pid", process.pid],
-    ["uptime", now - config.startedAt],
-    ["time", now],
-    ["version", VERSION],
-    ["pointer_size", 64],
-    ["rusage_user", seconds(cpu.user)],
-    ["rusage_system", seconds(cpu.system)],
-  ];
-  for (const name of STAT_NAMES) lines.push([name, t[name]]);
-  lines.push(["limit_maxbytes", config.shards * config.memoryPerShard], ["threads", config.shards]);
+  const lines: Array<[string, string | number]> = FIELDS.map((f) => (typeof f === "string" ? [f, t[f]] : [f[0], f[1](t, config, heap)]));
   for (let s = 0; s < config.shards; s++) {
     const row = shardCounters(config.statsBuffer, s);
     for (const name of PER_SHARD) lines.push([`shard${s}:${name}`, row[STAT[name]]!]);
     const memory = heap.stats(s);
     for (const f of MEMORY_STAT_FIELDS) lines.push([`shard${s}:${f.name}`, memory[f.name]]);
   }
+  return statLines(lines);
+}
+
+/** STAT lines and END. */
+export function statLines(lines: ReadonlyArray<readonly [string, string | number]>): string {
   return lines.map(([k, v]) => `STAT ${k} ${v}\r\n`).join("") + "END\r\n";
 }
 
-/** `stats settings`: the settings that apply here, as memcached names them. */
-export function formatSettings(config: ServerConfig): string {
+function sumOver(shards: number, f: (shard: number) => number): number {
+  let sum = 0;
+  for (let s = 0; s < shards; s++) sum += f(s);
+  return sum;
+}
+
+/**
+ * `stats settings`: memcached 1.6's settings that apply here, in its
+ * order, with its names. Left out: the slab, LRU-crawler and -maintainer,
+ * logger, extstore and TLS tunables (none of those mechanisms exists
+ * here), umask, hashpower_init, hash_algorithm (the key owner's hash is
+ * FNV-1a: key-owner.ts). `detailEnabled`: stats detail is on (shared
+ * across shards: prefix-stats.ts).
+ */
+export function formatSettings(config: ServerConfig, detailEnabled: boolean): string {
+  const t = totals(config);
   const lines: Array<[string, string | number]> = [
-    ["maxbytes", config.shards * config.memoryPerShard],
+    ["maxbytes", t.limit_maxbytes],
+    ["maxconns", config.maxConnections],
     ["tcpport", config.port],
+    ["udpport", 0],
     ["inter", config.host],
-    ["evictions", "on"],
+    ["verbosity", config.verbosity],
+    ["evictions", config.evict ? "on" : "off"],
+    ["domain_socket", "NULL"],
+    ["shutdown_command", "no"],
     ["num_threads", config.shards],
+    ["stat_key_prefix", config.prefixDelimiter],
+    ["detail_enabled", detailEnabled ? "yes" : "no"],
+    ["reqs_per_event", config.requestsPerEvent],
     ["cas_enabled", "yes"],
-    ["item_size_max", config.maxItemSize],
     ["binding_protocol", "ascii"],
+    ["auth_enabled_sasl", "no"],
+    ["auth_enabled_ascii", "no"],
+    ["item_size_max", config.maxItemSize],
+    ["maxconns_fast", "yes"],
+    ["flush_enabled", config.flushAllowed ? "yes" : "no"],
+    ["dump_enabled", "yes"],
+    ["idle_timeout", config.idleTimeout],
+    ["track_sizes", "no"],
+    ["inline_ascii_response", "no"],
+    ["ssl_enabled", "no"],
   ];
-  return lines.map(([k, v]) => `STAT ${k} ${v}\r\n`).join("") + "END\r\n";
+  return statLines(lines);
 }
 
 /** memcached prints rusage as seconds.microseconds. */

@@ -51,6 +51,7 @@ import { keyArea } from "../../memory/shared-map-layout.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { itemSize, type ItemViews } from "./item.js";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, expired, type StoreMode } from "./protocol.js";
+import { classSlot, itemClass } from "./item-classes.js";
 import { STAT } from "./stats.js";
 
 /** Outcomes of the store's operations, as numbers (they travel between shards). */
@@ -77,6 +78,8 @@ export interface StoreOptions {
   views: ItemViews;
   /** This shard's row of counters (stats.ts). */
   counters: Float64Array;
+  /** This shard's per-class counters (stats.ts classCounters, item-classes.ts). */
+  classes: Float64Array;
   shard: number;
   shards: number;
   /** Largest item, bytes (an append past it is not stored). */
@@ -97,6 +100,15 @@ const INDEX_BYTES_PER_ENTRY = 2048;
 const RECLAIM_AFTER_MS = 10;
 /** Items evicted at a time when the index's table cannot grow for want of memory. */
 const TABLE_EVICTION_BATCH = 64;
+/**
+ * Keys flush_all removed that the store remembers, to count get_flushed
+ * as memcached does (a get of an item flush_all invalidated): memcached
+ * finds such items lazily, here flush_all frees them at once (the memory
+ * comes back), so their keys are kept, the strings the order held, up
+ * to this many, until a request for the key or the next flush. A get on
+ * another shard asks only while some are kept (STAT.flushed_kept).
+ */
+const MAX_FLUSHED_KEYS = 1 << 16;
 
 export class ItemStore {
   /** This shard's index: key -> item, read by every shard, changed only here. */
@@ -104,11 +116,16 @@ export class ItemStore {
   private readonly memory: ShardAllocator;
   private readonly v: ItemViews;
   private readonly c: Float64Array;
+  private readonly classes: Float64Array;
+  /** Keys the last flush_all removed, not asked for since (get_flushed). */
+  private flushed = new Set<string>();
   /** key -> the map's reference to the key's entry; insertion order is the LRU order, least recent first. */
   private readonly items = new Map<string, number>();
   /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's). */
   private allocatedBytes = 0;
-  private readonly startBudget: number;
+  /** What the items may take at most: BUDGET of the shard, scaled by cache_memlimit (setLimit). */
+  private startBudget: number;
+  private readonly fullBudget: number;
   /** What the items may take now: startBudget, or less where the heap was found to hold less. */
   private budget: number;
   /** cas values: this shard's id, then every `shards`-th number after (unique across shards). */
@@ -127,8 +144,10 @@ export class ItemStore {
     this.memory = o.memory;
     this.v = o.views;
     this.c = o.counters;
+    this.classes = o.classes;
     this.map = SharedMap.create(o.heap, { shard: o.shard, capacity: Math.max(64, Math.floor(o.memory.stats().totalMemory / INDEX_BYTES_PER_ENTRY)) });
-    this.startBudget = Math.floor(o.memory.stats().totalMemory * BUDGET);
+    this.fullBudget = Math.floor(o.memory.stats().totalMemory * BUDGET);
+    this.startBudget = this.fullBudget;
     this.budget = this.startBudget;
     this.nextCas = o.shard + 1;
     this.casStep = o.shards;
@@ -137,6 +156,26 @@ export class ItemStore {
 
   get size(): number {
     return this.items.size;
+  }
+
+  /**
+   * cache_memlimit: the items may take `share` (0..1] of what they could
+   * (the shard's budget). A lower limit evicts as new items come, as
+   * memcached's does.
+   */
+  setLimit(share: number): void {
+    this.startBudget = Math.floor(this.fullBudget * share);
+    this.budget = Math.min(this.budget, this.startBudget);
+  }
+
+  /**
+   * A get found no item for `key`: whether flush_all removed it (counted
+   * in get_flushed, once, as memcached counts the flushed item it finds).
+   */
+  flushedMiss(key: string): void {
+    if (this.flushed.size === 0 || !this.flushed.delete(key)) return;
+    this.c[STAT.get_flushed]++;
+    this.c[STAT.flushed_kept] = this.flushed.size;
   }
 
   /**
@@ -181,7 +220,10 @@ export class ItemStore {
       this.map.reclaim();
     }
     const got = this.tryObtain(size, key);
-    return got !== 0 ? got : this.makeRoom(size, key);
+    if (got !== 0) return got;
+    const made = this.makeRoom(size, key);
+    if (made === 0) this.classes[classSlot(itemClass(size), "outofmemory")]++;
+    return made;
   }
 
   /** What the budget counts: the linked items' bytes and the index's own (its tables and descriptors, which grow with the items). */
@@ -263,6 +305,7 @@ export class ItemStore {
     if (touchTo !== undefined) c[STAT.cmd_touch]++;
     const ref = this.items.get(key);
     if (ref === undefined || this.expiredNow(key, ref, now, true)) {
+      if (ref === undefined) this.flushedMiss(key);
       c[STAT.get_misses]++;
       if (touchTo !== undefined) c[STAT.touch_misses]++;
       return 0;
@@ -483,7 +526,13 @@ export class ItemStore {
 
   /** Unlink everything (the shard's stop, flush_all). */
   flushNow(): void {
-    for (const [key, ref] of this.items) this.unlink(key, ref);
+    const flushed = new Set<string>();
+    for (const [key, ref] of this.items) {
+      if (flushed.size < MAX_FLUSHED_KEYS) flushed.add(key);
+      this.unlink(key, ref);
+    }
+    this.flushed = flushed;
+    this.c[STAT.flushed_kept] = flushed.size;
     this.budget = this.startBudget;
     this.map.reclaim();
   }
@@ -491,6 +540,7 @@ export class ItemStore {
   /** The live entry for `key` (expired ones unlinked on the way): its reference, or 0. */
   private find(key: string, now: number): number {
     const ref = this.items.get(key);
+    if (ref === undefined && this.flushed.size !== 0 && this.flushed.delete(key)) this.c[STAT.flushed_kept] = this.flushed.size;
     return ref === undefined || this.expiredNow(key, ref, now, false) ? 0 : ref;
   }
 
@@ -499,6 +549,7 @@ export class ItemStore {
     if (!expired(this.v.exptime(this.map.valuePointer(ref)), now)) return false;
     if (byGet) this.c[STAT.get_expired]++;
     this.c[STAT.reclaimed]++;
+    this.classes[classSlot(itemClass(this.v.allocated(this.map.valuePointer(ref))), "reclaimed")]++;
     this.unlink(key, ref);
     return true;
   }
@@ -551,13 +602,22 @@ export class ItemStore {
         this.allocatedBytes -= oldAllocated;
         c[STAT.curr_items]--;
         c[STAT.bytes] -= oldBytes;
+        this.classes[classSlot(itemClass(oldAllocated), "number")]--;
+        this.classes[classSlot(itemClass(oldAllocated), "mem_requested")] -= oldBytes;
         this.scheduleReclaim();
       }
       this.items.set(key, ref);
-      this.allocatedBytes += v.allocated(ptr);
+      if (this.flushed.size !== 0 && this.flushed.delete(key)) c[STAT.flushed_kept] = this.flushed.size;
+      const allocated = v.allocated(ptr);
+      const bytes = v.itemBytes(ptr);
+      this.allocatedBytes += allocated;
       c[STAT.curr_items]++;
       c[STAT.total_items]++;
-      c[STAT.bytes] += v.itemBytes(ptr);
+      c[STAT.bytes] += bytes;
+      const cls = itemClass(allocated);
+      this.classes[classSlot(cls, "number")]++;
+      this.classes[classSlot(cls, "mem_requested")] += bytes;
+      v.setLastUsed(ptr, Math.floor(Date.now() / 1000));
       return true;
     }
   }
@@ -565,10 +625,15 @@ export class ItemStore {
   private unlink(key: string, ref: number): void {
     const ptr = this.map.valuePointer(ref);
     this.items.delete(key);
-    this.allocatedBytes -= this.v.allocated(ptr);
+    const allocated = this.v.allocated(ptr);
+    const bytes = this.v.itemBytes(ptr);
+    this.allocatedBytes -= allocated;
     const c = this.c;
     c[STAT.curr_items]--;
-    c[STAT.bytes] -= this.v.itemBytes(ptr);
+    c[STAT.bytes] -= bytes;
+    const cls = itemClass(allocated);
+    this.classes[classSlot(cls, "number")]--;
+    this.classes[classSlot(cls, "mem_requested")] -= bytes;
     this.map.unlink(ref);
     this.scheduleReclaim();
   }
@@ -599,15 +664,74 @@ export class ItemStore {
       const gone = expired(v.exptime(ptr), now);
       if (v.referenced(ptr) && !gone) {
         v.setReferenced(ptr, false);
+        v.setLastUsed(ptr, now);
         this.items.delete(key);
         this.items.set(key, ref);
         continue;
       }
-      if (gone) this.c[STAT.reclaimed]++;
-      else this.c[STAT.evictions]++;
+      const cls = itemClass(v.allocated(ptr));
+      if (gone) {
+        this.c[STAT.reclaimed]++;
+        this.classes[classSlot(cls, "reclaimed")]++;
+      } else {
+        this.c[STAT.evictions]++;
+        const classes = this.classes;
+        classes[classSlot(cls, "evicted")]++;
+        if (v.exptime(ptr) !== 0) classes[classSlot(cls, "evicted_nonzero")]++;
+        classes[classSlot(cls, "evicted_time")] = now - v.lastUsed(ptr);
+      }
       this.unlink(key, ref);
       return;
     }
+  }
+
+  /**
+   * `stats items` age: per class id, seconds since the least recently used
+   * item of that class took its place in the order (0 for a class without
+   * items). One pass from the front of the order, stopping once every
+   * class with items has been seen: the whole order at worst (a class
+   * whose only items are the newest), as `stats items` is asked for
+   * rarely, by people and monitors.
+   */
+  classAges(now: number, classCount: number): number[] {
+    const ages = new Array<number>(classCount + 1).fill(0);
+    let missing = 0;
+    for (let id = 1; id <= classCount; id++) if (this.classes[classSlot(id, "number")]! > 0) missing++;
+    const seen = new Uint8Array(classCount + 1);
+    const v = this.v;
+    for (const ref of this.items.values()) {
+      if (missing === 0) break;
+      const ptr = this.map.valuePointer(ref);
+      const id = itemClass(v.allocated(ptr));
+      if (seen[id] !== 0) continue;
+      seen[id] = 1;
+      missing--;
+      ages[id] = Math.max(0, now - v.lastUsed(ptr));
+    }
+    return ages;
+  }
+
+  /**
+   * `stats cachedump`: up to `limit` (0: all) items of class `id`, the
+   * most recently placed first (memcached lists its LRU from the head),
+   * as [key, value bytes, absolute exptime (0: never)]; at most `budget`
+   * bytes of answer lines.
+   */
+  dump(id: number, limit: number, budget: number): Array<[string, number, number]> {
+    const v = this.v;
+    const refs: number[] = [];
+    for (const ref of this.items.values()) if (itemClass(v.allocated(this.map.valuePointer(ref))) === id) refs.push(ref);
+    const out: Array<[string, number, number]> = [];
+    let bytes = 0;
+    for (let i = refs.length - 1; i >= 0 && (limit === 0 || out.length < limit); i--) {
+      const ptr = this.map.valuePointer(refs[i]!);
+      const row: [string, number, number] = [v.key(ptr), v.length(ptr), v.exptime(ptr)];
+      // "ITEM <key> [<bytes> b; <exptime> s]\r\n"
+      bytes += 16 + row[0].length + String(row[1]).length + String(row[2]).length;
+      if (bytes > budget) break;
+      out.push(row);
+    }
+    return out;
   }
 
   private takeCas(): number {
