@@ -39,12 +39,13 @@ import type { SharedHeap } from "../../memory/shared-heap.js";
 import type { SharedMap } from "../../memory/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, type ServerConfig } from "./config.js";
-import { itemSize, type ItemViews } from "./item.js";
+import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
-import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, type Command } from "./protocol.js";
+import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand } from "./protocol.js";
+import { MetaCommands, type MetaStoreCommand } from "./meta-commands.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
 import type { StagingArea } from "./staging.js";
-import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
+import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, metaStore, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
 import { formatSettings, formatStats, STAT } from "./stats.js";
 import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "./store.js";
 
@@ -84,7 +85,7 @@ interface Pending {
 
 /** A storage command whose data is arriving. */
 interface Incoming {
-  cmd: Extract<Command, { kind: "store" }>;
+  cmd: MetaStoreCommand;
   /** The item being filled (0: the data is being skipped; its answer was given). */
   ptr: number;
   /**
@@ -182,11 +183,27 @@ export class Connection implements ReaderSink {
   private flushing = 0;
   /** The client half-closed while the reader was suspended: end once what it sent is done. */
   private endWhenResumed = false;
+  /** mg, ms, md, ma, mn, me (meta-commands.ts). */
+  private readonly meta: MetaCommands;
 
   constructor(socket: Socket, ctx: ConnectionContext) {
     this.socket = socket;
     this.ctx = ctx;
     this.reader = new RequestReader(this);
+    this.meta = new MetaCommands({
+      ctx,
+      now: () => this.now,
+      answer: (chunks, refs) => this.deliver(undefined, chunks, refs),
+      later: () => {
+        const p = this.later();
+        return (chunks, refs) => this.settle(p, chunks, refs);
+      },
+      toOwner: (owner, args, done, changes) => this.toOwner(owner, args, done, changes),
+      readsHere: (key) => this.readsHere(key),
+      hold: held,
+      failure: (e) => this.failure(e),
+      beginStore: (cmd) => this.beginStore(cmd),
+    });
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
@@ -271,6 +288,8 @@ export class Connection implements ReaderSink {
         this.reader.stop();
         this.endAfter();
         return 0;
+      case "meta":
+        return this.meta.run(cmd.tokens);
       case "error":
         if (!cmd.noreply) this.answer(word(cmd.reply));
         if (cmd.close) {
@@ -299,20 +318,25 @@ export class Connection implements ReaderSink {
       if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
       return;
     }
+    const meta = cmd.meta;
     if (inc.ref !== 0 && inc.owner === ctx.shard) {
-      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now);
-      if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
+      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, meta && metaStore(meta.casIn, meta.bits));
+      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.metaResult(result));
+      else if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
     const pending = cmd.noreply ? undefined : this.later();
+    const casIn = meta ? meta.casIn : -1;
+    const bits = meta ? meta.bits : 0;
     if (inc.ref !== 0) {
       // The owner publishes the entry or gives it up. If its shard died, the entry went with its map
       // (the dead shard's objects: Smp's orphans).
       this.toOwner(
         inc.owner,
-        [OP_STORE_RESERVED, cmd.mode, cmd.key, inc.ref, cmd.cas],
+        [OP_STORE_RESERVED, cmd.mode, cmd.key, inc.ref, cmd.cas, casIn, bits],
         (result) => {
-          if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+          if (meta) this.metaStoreAnswer(pending, cmd, result);
+          else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
         },
         cmd.key,
       );
@@ -321,13 +345,22 @@ export class Connection implements ReaderSink {
     const bytes = inc.size;
     this.staging += bytes;
     if (this.staging > MAX_STAGING_BYTES) this.pause();
-    this.toOwner(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
+    this.toOwner(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas, casIn, bits], (result) => {
       // The owner has copied the staging item (or refused it): it is ours to free.
       this.discard(ptr);
       this.staging -= bytes;
-      if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+      if (meta) this.metaStoreAnswer(pending, cmd, result);
+      else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
       else this.maybeResume();
     }, cmd.key);
+  }
+
+  /** An ms's answer (meta-commands.ts), now (`pending` undefined) or in its place. */
+  private metaStoreAnswer(pending: Pending | undefined, cmd: MetaStoreCommand, result: OpResult | Error): void {
+    const chunk = this.meta.storeAnswer(cmd.meta!, cmd.bytes, result);
+    const chunks = chunk === undefined ? [] : [chunk];
+    if (pending) this.settle(pending, chunks, []);
+    else if (chunk !== undefined) this.answer(chunk);
   }
 
   binary(request: Buffer): void {
@@ -500,7 +533,7 @@ export class Connection implements ReaderSink {
     else into.push(v.getView(ptr, last));
   }
 
-  private beginStore(cmd: Extract<Command, { kind: "store" }>): number {
+  private beginStore(cmd: MetaStoreCommand): number {
     const { ctx } = this;
     const owner = keyOwner(cmd.key, ctx.shards);
     const size = itemSize(cmd.key.length, cmd.flags, cmd.bytes);
@@ -528,7 +561,7 @@ export class Connection implements ReaderSink {
    * Costs one round trip per big set, against a copy of the value and its
    * room on this shard.
    */
-  private reserveOn(owner: number, cmd: Extract<Command, { kind: "store" }>, size: number): void {
+  private reserveOn(owner: number, cmd: MetaStoreCommand, size: number): void {
     const { ctx } = this;
     this.reader.suspend();
     this.pause();
@@ -561,16 +594,16 @@ export class Connection implements ReaderSink {
    * with 0, nowhere (refused: for want of memory, answered here, unless
    * `answered` says the refusal was answered already).
    */
-  private beginData(cmd: Extract<Command, { kind: "store" }>, ref: number, size: number, owner: number, answered = false): void {
+  private beginData(cmd: MetaStoreCommand, ref: number, size: number, owner: number, answered = false): void {
     this.beginInto(cmd, ref === 0 ? 0 : this.ctx.maps[owner]!.valuePointer(ref), ref, size, owner, answered);
   }
 
   /** beginData for a staging copy of this shard's at `ptr` (0: refused for want of memory). */
-  private beginStaged(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number): void {
+  private beginStaged(cmd: MetaStoreCommand, ptr: number, size: number, owner: number): void {
     this.beginInto(cmd, ptr, 0, size, owner, false);
   }
 
-  private beginInto(cmd: Extract<Command, { kind: "store" }>, ptr: number, ref: number, size: number, owner: number, answered: boolean): void {
+  private beginInto(cmd: MetaStoreCommand, ptr: number, ref: number, size: number, owner: number, answered: boolean): void {
     const { ctx } = this;
     if (ptr === 0) {
       if (!answered) {
@@ -585,6 +618,7 @@ export class Connection implements ReaderSink {
     } else {
       // The allocated size is the store's to write when it links the item (store.ts link).
       ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
+      if (cmd.meta?.flags.binary) ctx.views.setMarks(ptr, MARK_KEY_BINARY);
     }
     this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, size };
   }
