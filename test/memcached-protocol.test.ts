@@ -153,6 +153,32 @@ const CASES: Case[] = [
   { name: "an HTTP request is hung up on", send: "GET / HTTP/1.1\r\nHost: x\r\n\r\n", answer: "", closes: true },
 ];
 
+/**
+ * Meta commands as memcached counts them in stats: an mg is a get (a hit
+ * with T a touch), md a delete, ma an incr or decr, ms a set (its C a cas).
+ */
+const META_COUNTED = {
+  script: "mg {k}a v\r\nms {k}b 1\r\nx\r\nmg {k}b v\r\nmg {k}b s\r\nmg {k}b T30\r\nmg {k}c T30\r\nmd {k}b\r\nmd {k}b\r\nma {k}d\r\nms {k}d 1\r\n5\r\nma {k}d\r\nma {k}d MD\r\nma {k}e MD\r\nms {k}f 1 C5\r\nx\r\nms {k}d 1 C5\r\nx\r\nmg {k}g N30\r\nmg {k}g N30\r\nma {k}h N0\r\nms {k}i 1 T-1\r\nx\r\nmg {k}i v\r\nme {k}g\r\nmn\r\n",
+  counts: { cmd_get: 7, get_hits: 4, get_misses: 3, get_expired: 1, cmd_touch: 1, touch_hits: 1, touch_misses: 0, cmd_set: 5, delete_hits: 1, delete_misses: 1, incr_hits: 1, incr_misses: 1, decr_hits: 1, decr_misses: 1, cas_hits: 0, cas_misses: 1, cas_badval: 1, curr_items: 3 },
+};
+
+/** How much each of `fields` of stats grew while `script` ran (ending in mn), on a connection of its own. */
+async function counted(port: number, script: string, fields: readonly string[]): Promise<Record<string, number>> {
+  const client = await RawClient.open(port);
+  try {
+    const read = async (): Promise<Map<string, number>> => {
+      const text = await client.request("stats\r\n", "END\r\n");
+      return new Map(text.split("\r\n").filter((l) => l.startsWith("STAT ")).map((l) => [l.split(" ")[1]!, Number(l.split(" ")[2])]));
+    };
+    const before = await read();
+    await client.request(script, "MN\r\n");
+    const after = await read();
+    return Object.fromEntries(fields.map((f) => [f, after.get(f)! - before.get(f)!]));
+  } finally {
+    client.close();
+  }
+}
+
 /** The same answer whatever the cas values and version. */
 function normal(text: string): string {
   return text
@@ -308,6 +334,10 @@ describe("shardheap memcached: the ASCII protocol", () => {
     }
   });
 
+  it("counts meta commands in stats as memcached does", async () => {
+    expect(await counted(server.port, META_COUNTED.script.replaceAll("{k}", "counted"), Object.keys(META_COUNTED.counts))).toEqual(META_COUNTED.counts);
+  });
+
   it("stats: memcached's fields, then each shard's MemoryStats", async () => {
     const client = await RawClient.open(server.port);
     try {
@@ -351,5 +381,9 @@ describe.runIf(haveMemcached)("memcached 1.6 itself (the reference the table fol
   it.each(CASES.map((c, i) => [c.name, c, i] as const).filter(([, c]) => c.suiteOnly === undefined))("%s", async (_name, c, i) => {
     const key = `p${i}k`;
     expect(await run(reference.port, c, key)).toBe(expected(c, key));
+  });
+
+  it("counts meta commands in stats so", async () => {
+    expect(await counted(reference.port, META_COUNTED.script.replaceAll("{k}", "counted"), Object.keys(META_COUNTED.counts))).toEqual(META_COUNTED.counts);
   });
 });

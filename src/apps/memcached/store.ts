@@ -531,8 +531,8 @@ export class ItemStore {
    * expiring then, and win it), R (`recacheBefore`: win when the item
    * expires before then), a stale item's first fetch (a win), u
    * (`noBump`: no hit marked). The win's token is marked on the item, so
-   * the next fetch gets Z instead. Counted as memcached counts mg: a touch
-   * when T came, else a get. Returns "<reference> <MG_* bits> <seconds
+   * the next fetch gets Z instead. Counted as memcached counts mg: a hit
+   * with T as a touch, anything else as a get. Returns "<reference> <MG_* bits> <seconds
    * since the last access> <exptime>": a counted reference to the item
    * (the caller releases it) or 0, what h and l report, as they were
    * before, and the exptime after (the caller must not read it from the
@@ -541,8 +541,6 @@ export class ItemStore {
   metaGet(key: string, now: number, touchTo: number, vivifyTo: number, recacheBefore: number, casIn: number, noBump: boolean, binary: boolean): string {
     const c = this.c;
     const v = this.v;
-    const touch = touchTo >= 0;
-    c[touch ? STAT.cmd_touch : STAT.cmd_get]++;
     let ref = this.items.get(key) ?? 0;
     if (ref !== 0 && this.expiredNow(key, ref, now, true)) ref = 0;
     let created = false;
@@ -550,8 +548,11 @@ export class ItemStore {
       ref = this.linkText(key, 0, vivifyTo, "", binary ? MARK_KEY_BINARY : 0, now, casIn);
       created = ref !== 0;
     }
+    // memcached counts a hit with T as a touch, any miss as a get.
+    const touch = touchTo >= 0 && ref !== 0;
+    c[touch ? STAT.cmd_touch : STAT.cmd_get]++;
     if (ref === 0) {
-      c[touch ? STAT.touch_misses : STAT.get_misses]++;
+      c[STAT.get_misses]++;
       return "0 0 0 0";
     }
     c[touch ? STAT.touch_hits : STAT.get_hits]++;
