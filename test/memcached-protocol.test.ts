@@ -162,6 +162,18 @@ const META_COUNTED = {
   counts: { cmd_get: 7, get_hits: 4, get_misses: 3, get_expired: 1, cmd_touch: 1, touch_hits: 1, touch_misses: 0, cmd_set: 5, delete_hits: 1, delete_misses: 1, incr_hits: 1, incr_misses: 1, decr_hits: 1, decr_misses: 1, cas_hits: 0, cas_misses: 1, cas_badval: 1, curr_items: 3 },
 };
 
+/** me's answer for an item just set, fetched once (its figures vary: la, cas, cls and size are checked by form). */
+async function debugLine(port: number, key: string): Promise<string> {
+  const client = await RawClient.open(port);
+  try {
+    await client.request(`ms ${key} 3 T100\r\nabc\r\nmg ${key} v\r\n`, "abc\r\n");
+    return await client.request(`me ${key}\r\n`, "\r\n");
+  } finally {
+    client.close();
+  }
+}
+const DEBUG_LINE = /^ME (\S+) exp=(99|100) la=[01] cas=\d+ fetch=yes cls=\d+ size=\d+\r\n$/;
+
 /** How much each of `fields` of stats grew while `script` ran (ending in mn), on a connection of its own. */
 async function counted(port: number, script: string, fields: readonly string[]): Promise<Record<string, number>> {
   const client = await RawClient.open(port);
@@ -334,6 +346,10 @@ describe("shardheap memcached: the ASCII protocol", () => {
     }
   });
 
+  it("me: an item's metadata in memcached's form", async () => {
+    expect(await debugLine(server.port, "debugged")).toMatch(DEBUG_LINE);
+  });
+
   it("counts meta commands in stats as memcached does", async () => {
     expect(await counted(server.port, META_COUNTED.script.replaceAll("{k}", "counted"), Object.keys(META_COUNTED.counts))).toEqual(META_COUNTED.counts);
   });
@@ -381,6 +397,11 @@ describe.runIf(haveMemcached)("memcached 1.6 itself (the reference the table fol
   it.each(CASES.map((c, i) => [c.name, c, i] as const).filter(([, c]) => c.suiteOnly === undefined))("%s", async (_name, c, i) => {
     const key = `p${i}k`;
     expect(await run(reference.port, c, key)).toBe(expected(c, key));
+  });
+
+  it("me: an item's metadata in this form", async () => {
+    // 1.6.18 prints the TTL negated (exp=-100); the suite's revision, and shardheap, exp=100.
+    expect((await debugLine(reference.port, "debugged")).replace(" exp=-", " exp=")).toMatch(DEBUG_LINE);
   });
 
   it("counts meta commands in stats so", async () => {
