@@ -475,6 +475,8 @@ export class Connection implements ReaderSink {
       if (!expired(ctx.views.exptime(ptr), this.now)) {
         c[STAT.get_hits]++;
         ctx.views.setReferenced(ptr, true);
+        // The meta protocol's l and me's la: the last hit, in the header line the referenced byte is in.
+        ctx.views.setAccessed(ptr, this.now);
         return ref;
       }
       map.release(ref);

@@ -302,6 +302,7 @@ export class ItemStore {
       this.v.setExptime(ptr, touchTo);
     }
     this.bump(ptr);
+    this.v.setAccessed(ptr, now);
     return this.map.retain(ref);
   }
 
