@@ -106,11 +106,11 @@ describe("the store's meta operations", () => {
   it("ma: N J seeds a miss, C compares, E sets the cas, T the TTL", () => {
     const s = setup();
     expect(s.store.metaArith("n", NOW, true, "1", "", -1, -1, "0", -1)).toBe(R_NOT_FOUND);
-    expect(s.store.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} 5`);
+    expect(s.store.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} ${NOW + 60} 5`);
     expect(s.store.metaArith("n", NOW, true, "1", "4320", -1, -1, "0", -1)).toBe(R_EXISTS);
     const [, cas] = String(s.store.metaArith("n", NOW, true, "1", "4321", -1, -1, "0", NOW + 300)).split(" ");
     expect(Number(cas)).not.toBe(4321);
-    expect(s.store.metaArith("n", NOW, false, "100", "", 8765, -1, "0", -1)).toBe(`${R_STORED} 8765 ${NOW + 300} 0`);
+    expect(s.store.metaArith("n", NOW, false, "100", "", 8765, -1, "0", NOW + 400)).toBe(`${R_STORED} 8765 ${NOW + 400} ${NOW + 300} 0`);
     clean(s);
   });
 

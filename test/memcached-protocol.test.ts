@@ -49,6 +49,7 @@ const META_CASES: Case[] = [
   { name: "mg N vivifies a miss and wins it", send: "mg {k} N30 s v\r\nmg {k} N30 s v\r\n", answer: "VA 0 s0 W\r\n\r\nVA 0 s0 Z\r\n\r\n" },
   { name: "mg R wins when the TTL is below it", send: "ms {k} 1 T10\r\nx\r\nmg {k} R30 v\r\nmg {k} R30 v\r\nmg {k}y R30 v\r\n", answer: "HD\r\nVA 1 W\r\nx\r\nVA 1 Z\r\nx\r\nEN\r\n" },
   { name: "mg T sets the TTL", send: "ms {k} 1 T100\r\nx\r\nmg {k} T0 t\r\nmg {k} t\r\nmg {k} T-1\r\nmg {k}\r\n", answer: "HD\r\nHD t-1\r\nHD t-1\r\nHD\r\nEN\r\n" },
+  { name: "t before T reports the TTL before it", send: "ms {k} 1 T0\r\nx\r\nmg {k} t T-1\r\nmg {k}\r\nma {k}n N0 t T-1\r\nma {k}n\r\n", answer: "HD\r\nHD t-1\r\nEN\r\nHD t-1\r\nNF\r\n" },
   { name: "ma: incr, D, MD, q", send: "ma {k}\r\nset {k} 0 0 1\r\n5\r\nma {k}\r\nma {k} v D10\r\nma {k} MD v D100\r\nma {k} q\r\nmn\r\n", answer: "NF\r\nSTORED\r\nHD\r\nVA 2\r\n16\r\nVA 1\r\n0\r\nMN\r\n" },
   { name: "ma N J vivifies with a seed", send: "ma {k} N0 J13 v\r\nma {k} N0 J13 v t\r\n", answer: "VA 2\r\n13\r\nVA 2 t-1\r\n14\r\n" },
   { name: "ma of a value that is not a number, ma C", send: "ms {k} 1\r\nq\r\nma {k}\r\nma {k} C1\r\n", answer: "HD\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\nEX\r\n" },
@@ -85,7 +86,7 @@ const META_CASES: Case[] = [
   { name: "ms I with a lower CAS stores a stale value", send: "ms {k} 2 T100 E50\r\nab\r\nms {k} 2 I C40\r\ncd\r\nmg {k} v c\r\nmg {k} v\r\n", answer: "HD\r\nHD\r\nVA 2 cCAS X W\r\ncd\r\nVA 2 Z X\r\ncd\r\n", suiteOnly: "no E flag" },
   { name: "md x leaves an empty value", send: "ms {k} 2 F5 T100\r\nab\r\nmd {k} x\r\nmg {k} v f t\r\n", answer: "HD\r\nHD\r\nVA 0 f0 t-1\r\n\r\n", suiteOnly: "no x flag: CLIENT_ERROR invalid or duplicate flag" },
   { name: "ms append N vivifies, s gives the new size", send: "ms {k} 2 MA N30 s\r\nhi\r\nms {k} 2 MA s\r\nho\r\n", answer: "HD s2\r\nHD s4\r\n", suiteOnly: "no append vivify, no s: NS, HD" },
-  { name: "ma E, C, T and t", send: "ma {k} N0 E40 c v\r\nma {k} C39 v\r\nma {k} C40 c v E45\r\nma {k} c t T100 v\r\n", answer: "VA 1 cCAS\r\n0\r\nEX\r\nVA 1 cCAS\r\n1\r\nVA 1 cCAS t100\r\n2\r\n", suiteOnly: "no E flag" },
+  { name: "ma E, C, T and t", send: "ma {k} N0 E40 c v\r\nma {k} C39 v\r\nma {k} C40 c v E45\r\nma {k} c T100 t v\r\n", answer: "VA 1 cCAS\r\n0\r\nEX\r\nVA 1 cCAS\r\n1\r\nVA 1 cCAS t100\r\n2\r\n", suiteOnly: "no E flag" },
   { name: "an ms whose key is too long swallows its data", send: `ms ${big(251)} 2\r\nmn\r\nmn\r\n`, answer: "CLIENT_ERROR bad command line format\r\nMN\r\n", suiteOnly: "runs the data: a second MN" },
   { name: "mg without a key, md's flag errors", send: "mg\r\nmd {k} !\r\n", answer: "CLIENT_ERROR bad command line format\r\nCLIENT_ERROR invalid flag\r\n", suiteOnly: "ERROR, CLIENT_ERROR invalid or duplicate flag" },
 ];

@@ -17,15 +17,14 @@
  * Answers: the return code (HD, VA, EN, NF, NS, EX, MN, ME), then the
  * flags that ask for something, in the order they came, then Z, X and W;
  * q drops the nominal answers only (mg: EN; md and ms: HD; ma: its
- * success), errors are always sent. The TTL flag t reports the TTL after
- * the command's own T (memcached reports it in flag order: t before T
- * gives the old one there).
+ * success), errors are always sent. The TTL flag t reports the TTL in
+ * flag order, as memcached does: t before T gives the old one.
  */
 import type { SharedMap } from "../../memory/shared-map.js";
 import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
-import { answerFlags, encodeKey, parseMeta, type MetaFlags } from "./meta-protocol.js";
+import { answerFlags, encodeKey, parseMeta, ttlBeforeTouch, type MetaFlags } from "./meta-protocol.js";
 import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "./protocol.js";
 import { OP_EXPIRE, OP_META_ARITH, OP_META_DELETE, OP_META_GET, type OpArg, type OpResult } from "./remote.js";
 import { STAT } from "./stats.js";
@@ -219,11 +218,11 @@ export class MetaCommands {
     return true;
   }
 
-  /** metaGet's "<reference> <bits> <idle> <exptime>" -> the answer. */
+  /** metaGet's "<reference> <bits> <idle> <exptime> <exptime before>" -> the answer. */
   private getAnswer(f: MetaFlags, owner: number, result: string, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
-    const [ref, bits, idle, exptime] = result.split(" ").map(Number) as [number, number, number, number];
+    const [ref, bits, idle, after, before] = result.split(" ").map(Number) as [number, number, number, number, number];
     if (ref === 0) this.missAnswer(f, done);
-    else this.hitAnswer(f, owner, ref, bits, idle, exptime, done);
+    else this.hitAnswer(f, owner, ref, bits, idle, ttlBeforeTouch(f) ? before : after, done);
   }
 
   private missAnswer(f: MetaFlags, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
@@ -300,8 +299,9 @@ export class MetaCommands {
         return `${CODE[r]}${answerFlags(f)}\r\n`;
       }
       if (f.quiet) return undefined;
-      const [, cas, exptime, value] = r.split(" ") as [string, string, string, string];
-      const line = (f.value ? `VA ${value.length}` : "HD") + answerFlags(f, { c: cas, t: ttlOf(Number(exptime), now) });
+      const [, cas, after, before, value] = r.split(" ") as [string, string, string, string, string];
+      const exptime = Number(ttlBeforeTouch(f) ? before : after);
+      const line = (f.value ? `VA ${value.length}` : "HD") + answerFlags(f, { c: cas, t: ttlOf(exptime, now) });
       return f.value ? `${line}\r\n${value}\r\n` : `${line}\r\n`;
     };
     const cas = f.compareCas ?? "";

@@ -335,6 +335,12 @@ export function answerFlags(f: MetaFlags, values: FlagValues = {}, binary = f.bi
   return out;
 }
 
+/** Whether t comes before T: memcached's t then reports the TTL the item had before the command's own T. */
+export function ttlBeforeTouch(f: MetaFlags): boolean {
+  const t = f.tokens.findIndex((token) => token[0] === "t");
+  return t >= 0 && f.tokens.findIndex((token) => token[0] === "T") > t;
+}
+
 /** The k flag of an answer. */
 export function keyFlag(key: string, binary: boolean): string {
   return binary ? ` k${encodeKey(key, true)} b` : ` k${key}`;

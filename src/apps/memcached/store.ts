@@ -534,10 +534,12 @@ export class ItemStore {
    * (`noBump`: no hit marked). The win's token is marked on the item, so
    * the next fetch gets Z instead. Counted as memcached counts mg: a hit
    * with T as a touch, anything else as a get. Returns "<reference> <MG_* bits> <seconds
-   * since the last access> <exptime>": a counted reference to the item
-   * (the caller releases it) or 0, what h and l report, as they were
-   * before, and the exptime after (the caller must not read it from the
-   * item: later operations of the same batch may have changed it since).
+   * since the last access> <exptime> <exptime before>": a counted
+   * reference to the item (the caller releases it) or 0, what h and l
+   * report, as they were before, and the exptime after T and before it
+   * (memcached's t reports the one of its place in the flags; the caller
+   * must not read it from the item: later operations of the same batch
+   * may have changed it since).
    */
   metaGet(key: string, now: number, touchTo: number, vivifyTo: number, recacheBefore: number, casIn: number, noBump: boolean, binary: boolean): string {
     const c = this.c;
@@ -554,13 +556,14 @@ export class ItemStore {
     c[touch ? STAT.cmd_touch : STAT.cmd_get]++;
     if (ref === 0) {
       c[STAT.get_misses]++;
-      return "0 0 0 0";
+      return "0 0 0 0 0";
     }
     c[touch ? STAT.touch_hits : STAT.get_hits]++;
     const ptr = this.map.valuePointer(ref);
     const marks = v.marks(ptr);
     let bits = (v.fetched(ptr) ? MG_FETCHED : 0) | (marks & MARK_TOKEN_SENT ? MG_TOKEN_SENT : 0) | (marks & MARK_STALE ? MG_STALE : 0);
     const idle = now - v.accessed(ptr);
+    const before = v.exptime(ptr);
     if (touch) v.setExptime(ptr, touchTo);
     const exptime = v.exptime(ptr);
     const sent = (marks & MARK_TOKEN_SENT) !== 0;
@@ -572,7 +575,7 @@ export class ItemStore {
       this.bump(ptr);
       v.setAccessed(ptr, now);
     }
-    return `${this.map.retain(ref)} ${bits} ${Math.max(0, idle)} ${exptime}`;
+    return `${this.map.retain(ref)} ${bits} ${Math.max(0, idle)} ${exptime} ${before}`;
   }
 
   /**
@@ -624,8 +627,8 @@ export class ItemStore {
    * ma on the owner: incr / decr (arith) with what meta adds: a compared
    * `cas` (R_EXISTS when it differs), `casIn` (E), `vivifyTo` (N: on a
    * miss, link `initial` expiring then), `touchTo` (T: the new exptime on
-   * success). Returns "<R_*> <cas> <exptime> <value>" (R_STORED: done), or
-   * a bare R_* number.
+   * success). Returns "<R_*> <cas> <exptime> <exptime before T> <value>"
+   * (R_STORED: done), or a bare R_* number.
    */
   metaArith(key: string, now: number, incr: boolean, delta: string, cas: string, casIn: number, vivifyTo: number, initial: string, touchTo: number): string | number {
     const v = this.v;
@@ -645,8 +648,9 @@ export class ItemStore {
       text = r;
     }
     const ptr = this.map.valuePointer(this.items.get(key)!);
+    const before = v.exptime(ptr);
     if (touchTo >= 0) v.setExptime(ptr, touchTo);
-    return `${R_STORED} ${v.cas(ptr)} ${v.exptime(ptr)} ${text}`;
+    return `${R_STORED} ${v.cas(ptr)} ${v.exptime(ptr)} ${before} ${text}`;
   }
 
   /** Link a new item of `text` under `key` (mg N, ma N): its reference, or 0 when there is no room. */
