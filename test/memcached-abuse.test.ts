@@ -133,6 +133,44 @@ describe("shardheap memcached under bad input", () => {
     await healthy();
   });
 
+  it("meta commands, valid and not, pipelined on both shards' keys and cut off anywhere: no reference or item left behind", async () => {
+    // A deterministic mix: every flag, tokens good and bad, keys plain and base64, ms lengths true and false.
+    const flags = ["v", "k", "s", "t", "c", "f", "h", "l", "u", "q", "O1", "T30", "T-1", "N30", "R60", "E9", "C1", "I", "x", "MA", "MP", "ME", "MR", "MD", "J5", "D3", "Fx", "T", "!", "b"];
+    let seed = 7;
+    const next = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+    const line = (lies: boolean): string => {
+      const key = next(4) === 0 ? Buffer.from(`mk${next(8)}`).toString("base64") : `mk${next(8)}`;
+      const picked = Array.from({ length: next(6) }, () => flags[next(flags.length)]!);
+      const cmd = ["mg", "mg", "mg", "ms", "ms", "ms", "md", "ma", "me", "mn"][next(10)]!;
+      if (cmd === "mg") return `mg ${key} v ${picked.join(" ")}\r\n`;
+      if (cmd !== "ms") return `${cmd} ${key} ${picked.join(" ")}\r\n`;
+      const length = next(5) * 40;
+      // Now and then a length that lies (longer than the data sent: the next lines are taken as data), in the rounds cut off.
+      return `ms ${key} ${lies && next(8) === 0 ? length + 7 : length} ${picked.join(" ")}\r\n${"m".repeat(length)}\r\n`;
+    };
+    // The keys exist at first, so the reads hit (and hold references to items while their answers go out).
+    const seeds = Array.from({ length: 8 }, (_, i) => `ms mk${i} 3 T0\r\nabc\r\nms ${Buffer.from(`mk${i}`).toString("base64")} 3 b\r\nabc\r\n`).join("");
+    let hits = 0;
+    for (let round = 0; round < 12; round++) {
+      const whole = round % 3 === 0;
+      const script = seeds + Array.from({ length: 300 }, () => line(!whole)).join("");
+      const c = await RawClient.open(server.port);
+      const cut = whole ? script.length : seeds.length + next(script.length - seeds.length);
+      c.send(script.slice(0, cut));
+      if (whole) {
+        // All of it, then the end marker: answered in order, whatever was refused.
+        const answers = await c.request("mn\r\nversion\r\n", /VERSION [^\r\n]*\r\n$/, 20_000);
+        expect(answers).toMatch(/MN\r\nVERSION /);
+        hits += answers.split("\r\nVA ").length - 1;
+      } else {
+        await new Promise((r) => setTimeout(r, 5 * (round % 4)));
+      }
+      c.close();
+    }
+    expect(hits).toBeGreaterThan(10);
+    await healthy();
+  });
+
   it("a client that asks and never reads: the server stops reading it, and lets go of everything when it leaves", async () => {
     const writer = await RawClient.open(server.port);
     const value = "v".repeat(100_000);

@@ -39,14 +39,15 @@ import type { SharedHeap } from "../../memory/shared-heap.js";
 import type { SharedMap } from "../../memory/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, type ServerConfig } from "./config.js";
-import { itemSize, type ItemViews } from "./item.js";
+import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
-import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32, type Command } from "./protocol.js";
+import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "./protocol.js";
+import { MetaCommands, type MetaStoreCommand } from "./meta-commands.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
 import type { StagingArea } from "./staging.js";
 import type { PrefixCounts, PrefixStats } from "./prefix-stats.js";
 import { formatPrefixDump } from "./prefix-stats.js";
-import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FLUSHED_MISS, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
+import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FLUSHED_MISS, OP_FORGET, OP_GAT, OP_GET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, metaStore, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
 import { ITEM_CLASSES } from "./item-classes.js";
 import { formatItems, formatSlabs } from "./stats-classes.js";
 import { addressText, descriptorOf, formatConns, type ConnEntry } from "./stats-conns.js";
@@ -95,7 +96,7 @@ interface Pending {
 
 /** A storage command whose data is arriving. */
 interface Incoming {
-  cmd: Extract<Command, { kind: "store" }>;
+  cmd: MetaStoreCommand;
   /** The item being filled (0: the data is being skipped; its answer was given). */
   ptr: number;
   /**
@@ -208,12 +209,28 @@ export class Connection implements ReaderSink {
   /** Operations sent to other shards not answered yet, and what waits for them all (a `stats` after them sees them counted). */
   private inFlight = 0;
   private whenAnswered: Array<() => void> = [];
+  /** mg, ms, md, ma, mn, me (meta-commands.ts). */
+  private readonly meta: MetaCommands;
 
   constructor(socket: Socket, ctx: ConnectionContext) {
     this.socket = socket;
     this.ctx = ctx;
     this.reader = new RequestReader(this);
     this.id = descriptorOf(socket);
+    this.meta = new MetaCommands({
+      ctx,
+      now: () => this.now,
+      answer: (chunks, refs) => this.deliver(undefined, chunks, refs),
+      later: () => {
+        const p = this.later();
+        return (chunks, refs) => this.settle(p, chunks, refs);
+      },
+      toOwner: (owner, args, done, changes) => this.toOwner(owner, args, done, changes),
+      readsHere: (key) => this.readsHere(key),
+      hold: held,
+      failure: (e) => this.failure(e),
+      beginStore: (cmd) => this.beginStore(cmd),
+    });
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
@@ -304,6 +321,8 @@ export class Connection implements ReaderSink {
         this.reader.stop();
         this.endAfter();
         return 0;
+      case "meta":
+        return this.meta.run(cmd.tokens);
       case "error":
         if (!cmd.noreply) this.answer(word(cmd.reply));
         if (cmd.close) {
@@ -332,20 +351,25 @@ export class Connection implements ReaderSink {
       if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
       return;
     }
+    const meta = cmd.meta;
     if (inc.ref !== 0 && inc.owner === ctx.shard) {
-      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now);
-      if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
+      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, meta && metaStore(meta.casIn, meta.bits));
+      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.metaResult(result));
+      else if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
     const pending = cmd.noreply ? undefined : this.later();
+    const casIn = meta ? meta.casIn : -1;
+    const bits = meta ? meta.bits : 0;
     if (inc.ref !== 0) {
       // The owner publishes the entry or gives it up. If its shard died, the entry went with its map
       // (the dead shard's objects: Smp's orphans).
       this.toOwner(
         inc.owner,
-        [OP_STORE_RESERVED, cmd.mode, cmd.key, inc.ref, cmd.cas],
+        [OP_STORE_RESERVED, cmd.mode, cmd.key, inc.ref, cmd.cas, casIn, bits],
         (result) => {
-          if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+          if (meta) this.metaStoreAnswer(pending, cmd, result);
+          else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
         },
         cmd.key,
       );
@@ -354,13 +378,22 @@ export class Connection implements ReaderSink {
     const bytes = inc.size;
     this.staging += bytes;
     if (this.staging > MAX_STAGING_BYTES) this.pause();
-    this.toOwner(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas], (result) => {
+    this.toOwner(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas, casIn, bits], (result) => {
       // The owner has copied the staging item (or refused it): it is ours to free.
       this.discard(ptr);
       this.staging -= bytes;
-      if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
+      if (meta) this.metaStoreAnswer(pending, cmd, result);
+      else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
       else this.maybeResume();
     }, cmd.key);
+  }
+
+  /** An ms's answer (meta-commands.ts), now (`pending` undefined) or in its place. */
+  private metaStoreAnswer(pending: Pending | undefined, cmd: MetaStoreCommand, result: OpResult | Error): void {
+    const chunk = this.meta.storeAnswer(cmd.meta!, cmd.bytes, result);
+    const chunks = chunk === undefined ? [] : [chunk];
+    if (pending) this.settle(pending, chunks, []);
+    else if (chunk !== undefined) this.answer(chunk);
   }
 
   binary(request: Buffer): void {
@@ -491,6 +524,8 @@ export class Connection implements ReaderSink {
       if (!expired(ctx.views.exptime(ptr), this.now)) {
         c[STAT.get_hits]++;
         ctx.views.setReferenced(ptr, true);
+        // The meta protocol's l and me's la: the last hit, in the header line the referenced byte is in.
+        ctx.views.setAccessed(ptr, this.now);
         return ref;
       }
       map.release(ref);
@@ -557,7 +592,7 @@ export class Connection implements ReaderSink {
     else into.push(v.getView(ptr, last));
   }
 
-  private beginStore(cmd: Extract<Command, { kind: "store" }>): number {
+  private beginStore(cmd: MetaStoreCommand): number {
     const { ctx } = this;
     const owner = keyOwner(cmd.key, ctx.shards);
     const size = itemSize(cmd.key.length, cmd.flags, cmd.bytes);
@@ -585,8 +620,7 @@ export class Connection implements ReaderSink {
    * Costs one round trip per big set, against a copy of the value and its
    * room on this shard.
    */
-  private reserveOn(owner: number, cmd: Extract<Command, { kind: "store" }>, size: number): void {
-    const { ctx } = this;
+  private reserveOn(owner: number, cmd: MetaStoreCommand, size: number): void {
     this.reader.suspend();
     this.pause();
     // Until the owner answers, no data arrives (the reader holds it): skip nothing, fill nothing.
@@ -618,16 +652,16 @@ export class Connection implements ReaderSink {
    * with 0, nowhere (refused: for want of memory, answered here, unless
    * `answered` says the refusal was answered already).
    */
-  private beginData(cmd: Extract<Command, { kind: "store" }>, ref: number, size: number, owner: number, answered = false): void {
+  private beginData(cmd: MetaStoreCommand, ref: number, size: number, owner: number, answered = false): void {
     this.beginInto(cmd, ref === 0 ? 0 : this.ctx.maps[owner]!.valuePointer(ref), ref, size, owner, answered);
   }
 
   /** beginData for a staging copy of this shard's at `ptr` (0: refused for want of memory). */
-  private beginStaged(cmd: Extract<Command, { kind: "store" }>, ptr: number, size: number, owner: number): void {
+  private beginStaged(cmd: MetaStoreCommand, ptr: number, size: number, owner: number): void {
     this.beginInto(cmd, ptr, 0, size, owner, false);
   }
 
-  private beginInto(cmd: Extract<Command, { kind: "store" }>, ptr: number, ref: number, size: number, owner: number, answered: boolean): void {
+  private beginInto(cmd: MetaStoreCommand, ptr: number, ref: number, size: number, owner: number, answered: boolean): void {
     const { ctx } = this;
     if (ptr === 0) {
       if (!answered) {
@@ -642,6 +676,7 @@ export class Connection implements ReaderSink {
     } else {
       // The allocated size is the store's to write when it links the item (store.ts link).
       ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
+      if (cmd.meta?.flags.binary) ctx.views.setMarks(ptr, MARK_KEY_BINARY);
     }
     this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, size };
   }

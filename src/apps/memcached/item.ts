@@ -10,17 +10,24 @@
  * Node's corked writev, measured 15% more CPU per get under memcaslap.)
  *
  *   offset size  field
- *   0      4     lastUsed    Unix seconds the item took its place in its owner's
- *                            LRU order (linked, or passed over by eviction):
- *                            `stats items` age, evicted_time (store.ts)
+ *   0      4     accessed    Unix second of the last hit, set when the owner
+ *                            links the item and by hits on any shard: meta get's
+ *                            l flag, `stats items` age and evicted_time (memcached's
+ *                            it->time, the same one field)
  *   4      4     flags       the client's 32-bit flags
  *   8      4     exptime     absolute Unix seconds; 0 = never expires
  *   12     4     length      value bytes, without the trailing \r\n
  *   16     8     cas         two u32 words, low then high (a number < 2^53)
- *   24     2     lineLength  bytes of the VALUE line, its \r\n included
+ *   24     2     lineLength  bits 0-10: bytes of the VALUE line, its \r\n included
+ *                            (at most 280); bits 11-15: the meta protocol's
+ *                            marks, written by the owner only: stale (md I),
+ *                            win token sent (mg N/R, a stale item's first
+ *                            mg), binary key (b)
  *   26     1     keyLength   1..250
- *   27     1     referenced  set by a hit on any shard, cleared when eviction
- *                            passes it over (store.ts: LRU by second chance)
+ *   27     1     referenced  bit 0: set by a hit on any shard, cleared when
+ *                            eviction passes it over (store.ts: LRU by second
+ *                            chance); bit 1: fetched (mg's h flag), set by
+ *                            the same hits, never cleared
  *   28     4     allocated   heap bytes of the map entry (SharedMap.entryBytes),
  *                            what the store's memory budget counts
  *   32     line  "VALUE <key> <flags> <length>\r\n"
@@ -32,10 +39,14 @@
  * (the END from writeHead, the \r\n from the client's data). Once the
  * entry is published, flags, length, cas, the line and the value never
  * change (a new value, incr's too, is a new entry): readers on other
- * shards read them in place. Two words do change in a published item, by
+ * shards read them in place. Some words do change in a published item, by
  * plain stores that readers read as plain loads, which aligned typed-array
  * accesses make tear-free (ECMAScript's memory model): exptime (touch and
- * gat, on the owner) and the referenced byte (a hit, anywhere).
+ * gat, on the owner), the referenced byte and the accessed word (a hit,
+ * anywhere) and the meta marks in lineLength's top bits (the owner; a
+ * reader reads the halfword whole and the length bits never change).
+ * Writers on different threads never share a byte: the owner's marks and
+ * the hits' byte are apart.
  *
  * Who frees: the SharedMap. A reader holds a reference to the entry
  * (SharedMap.acquire on its own thread) from the lookup until the socket
@@ -52,7 +63,7 @@ export const HEADER_BYTES = 32;
 export const MAX_KEY_LENGTH = 250;
 
 // Word indexes (i32/u32) and byte offsets of the header fields.
-const W_LAST_USED = 0;
+const W_ACCESSED = 0;
 const W_FLAGS = 1;
 const W_EXPTIME = 2;
 const W_LENGTH = 3;
@@ -62,6 +73,14 @@ const H_LINE_LENGTH = 24; // u16
 const B_KEY_LENGTH = 26;
 const B_REFERENCED = 27;
 const W_ALLOCATED = 7;
+const LINE_LENGTH_MASK = 0x7ff;
+/** The meta marks in lineLength's top bits. */
+export const MARK_STALE = 1 << 11;
+export const MARK_TOKEN_SENT = 1 << 12;
+export const MARK_KEY_BINARY = 1 << 13;
+/** The referenced byte's bits. */
+const REFERENCED = 1;
+const FETCHED = 2;
 /** "VALUE " */
 const LINE_PREFIX = 6;
 /** The value's "\r\n" and the answer's "END\r\n" after it. */
@@ -83,13 +102,6 @@ export class ItemViews {
     this.bytes = Buffer.from(heap.buffer);
   }
 
-  /** When the item took its place in the LRU order (Unix seconds; written by its owner only). */
-  lastUsed(ptr: number): number {
-    return this.u32[(ptr >>> 2) + W_LAST_USED]!;
-  }
-  setLastUsed(ptr: number, seconds: number): void {
-    this.u32[(ptr >>> 2) + W_LAST_USED] = seconds;
-  }
   flags(ptr: number): number {
     return this.u32[(ptr >>> 2) + W_FLAGS]!;
   }
@@ -112,17 +124,37 @@ export class ItemViews {
     this.u32[w + W_CAS_HI] = Math.floor(cas / 2 ** 32);
   }
   lineLength(ptr: number): number {
-    return this.u16[(ptr + H_LINE_LENGTH) >>> 1]!;
+    return this.u16[(ptr + H_LINE_LENGTH) >>> 1]! & LINE_LENGTH_MASK;
+  }
+  /** The meta marks (MARK_*) set on the item. */
+  marks(ptr: number): number {
+    return this.u16[(ptr + H_LINE_LENGTH) >>> 1]! & ~LINE_LENGTH_MASK;
+  }
+  /** Set the meta marks (the owner's, or before the item is published). */
+  setMarks(ptr: number, marks: number): void {
+    const at = (ptr + H_LINE_LENGTH) >>> 1;
+    this.u16[at] = (this.u16[at]! & LINE_LENGTH_MASK) | (marks & ~LINE_LENGTH_MASK);
+  }
+  accessed(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_ACCESSED]!;
+  }
+  setAccessed(ptr: number, now: number): void {
+    this.u32[(ptr >>> 2) + W_ACCESSED] = now;
+  }
+  /** Whether a hit has fetched the item since it was stored. */
+  fetched(ptr: number): boolean {
+    return (this.bytes[ptr + B_REFERENCED]! & FETCHED) !== 0;
   }
   keyLength(ptr: number): number {
     return this.bytes[ptr + B_KEY_LENGTH]!;
   }
   /** Whether a hit has used the item since eviction last passed it over (read by the owner, written by hits on every shard). */
   referenced(ptr: number): boolean {
-    return this.bytes[ptr + B_REFERENCED] !== 0;
+    return (this.bytes[ptr + B_REFERENCED]! & REFERENCED) !== 0;
   }
+  /** A hit (`used`: marks it referenced and fetched), or eviction passing it over (clears referenced, keeps fetched). */
   setReferenced(ptr: number, used: boolean): void {
-    this.bytes[ptr + B_REFERENCED] = used ? 1 : 0;
+    this.bytes[ptr + B_REFERENCED] = used ? REFERENCED | FETCHED : this.bytes[ptr + B_REFERENCED]! & FETCHED;
   }
   allocated(ptr: number): number {
     return this.u32[(ptr >>> 2) + W_ALLOCATED]!;
@@ -178,7 +210,7 @@ export class ItemViews {
   writeHead(ptr: number, allocated: number, key: string, flags: number, exptime: number, length: number): void {
     const w = ptr >>> 2;
     const line = `VALUE ${key} ${flags} ${length}\r\n`;
-    this.u32[w + W_LAST_USED] = 0;
+    this.u32[w + W_ACCESSED] = 0;
     this.u32[w + W_FLAGS] = flags;
     this.u32[w + W_EXPTIME] = exptime;
     this.u32[w + W_LENGTH] = length;

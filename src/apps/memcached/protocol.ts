@@ -68,6 +68,8 @@ export type Command =
   /** cache_memlimit: the cache's new size in megabytes (a u32). */
   | { kind: "memlimit"; megabytes: number; noreply: boolean }
   | { kind: "quit" }
+  /** mg, ms, md, ma, mn, me: the meta protocol's, its tokens for meta-protocol.ts to read. */
+  | { kind: "meta"; tokens: string[] }
   /**
    * A line that gets an error (or nothing, when noreply). `swallow`: data
    * bytes (and \r\n) the client sends after the line, to be skipped
@@ -202,6 +204,13 @@ export function parseCommand(line: string): Command {
     }
     case "quit":
       return { kind: "quit" };
+    case "mg":
+    case "ms":
+    case "md":
+    case "ma":
+    case "mn":
+    case "me":
+      return { kind: "meta", tokens: t };
     default:
       // memcached hangs up on what looks like an HTTP request line.
       return t[n - 1]!.startsWith("HTTP/") ? error(REPLY.ERROR, true, 0, true) : error(REPLY.ERROR);

@@ -39,23 +39,26 @@
  */
 import type { ShardContext } from "../../smp/current-shard.js";
 import type { StoreMode } from "./protocol.js";
-import type { ItemStore } from "./store.js";
+import { META_INVALIDATE, META_RESULT, META_VIVIFY, type ItemStore, type MetaStore } from "./store.js";
 
 /** Operation codes, and the number of arguments after each. */
 export const OP_EXPIRE = 0; // key -> 0 (a get elsewhere found the item expired: unlink it if it still is)
 export const OP_GAT = 1; // key, absolute exptime -> a counted reference to the item (the caller releases it) or 0
-export const OP_STORE = 2; // mode, key, staging pointer, cas -> result (store.ts R_*)
+export const OP_STORE = 2; // mode, key, staging pointer, cas, casIn, meta bits -> result (store.ts R_*; with META_RESULT, metaResult's string)
 export const OP_DELETE = 3; // key -> result
 export const OP_INCR = 4; // key, delta -> decimal string or result
 export const OP_DECR = 5; // key, delta -> decimal string or result
 export const OP_TOUCH = 6; // key, absolute exptime -> result
 export const OP_FORGET = 7; // key -> 0 (a set that failed leaves no old value)
 export const OP_RESERVE = 8; // key, item bytes -> the reference of a map entry the owner reserved (the asker fills it at valuePointer), or 0: no room
-export const OP_STORE_RESERVED = 9; // mode, key, reservation (filled), cas -> result; the owner publishes or gives up the entry
+export const OP_STORE_RESERVED = 9; // mode, key, reservation (filled), cas, casIn, meta bits -> result as OP_STORE's; the owner publishes or gives up the entry
 export const OP_GIVE_UP = 10; // reservation -> 0 (its value will not come)
 export const OP_GET = 11; // key -> a counted reference to the item, or 0 (a get behind this connection's changes to the owner's keys)
 export const OP_FLUSHED_MISS = 12; // key -> 0 (a get elsewhere found no item: the owner counts get_flushed if flush_all removed it)
-const ARITY = [1, 2, 4, 1, 2, 2, 2, 1, 2, 4, 1, 1, 1];
+export const OP_META_GET = 13; // key, touchTo, vivifyTo, recacheBefore, casIn, bits (1 no bump, 2 binary key) -> store.metaGet's string
+export const OP_META_DELETE = 14; // key, cas, casIn, touchTo, bits (1 invalidate, 2 remove value), client flags -> result
+export const OP_META_ARITH = 15; // key, incr (1/0), delta, cas, casIn, vivifyTo, initial, touchTo -> store.metaArith's result
+const ARITY = [1, 2, 6, 1, 2, 2, 2, 1, 2, 6, 1, 1, 1, 6, 6, 8];
 
 export type OpArg = string | number;
 export type OpResult = string | number;
@@ -83,11 +86,28 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         results.push(store.get(key, now, ops[i + 2] as number));
         break;
       case OP_STORE:
-        // ops: OP_STORE, mode, key, staging item, cas
-        results.push(store.store(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now));
+      case OP_STORE_RESERVED: {
+        // ops: OP_STORE, mode, key, staging item (or reservation), cas, casIn, meta bits
+        const bits = ops[i + 6] as number;
+        const meta = metaStore(ops[i + 5] as number, bits);
+        const mode = ops[i + 1] as StoreMode;
+        const args = [mode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now, meta] as const;
+        const r = op === OP_STORE ? store.store(...args) : store.storeReserved(...args);
+        results.push(bits & META_RESULT ? store.metaResult(r) : r);
         break;
-      case OP_STORE_RESERVED:
-        results.push(store.storeReserved(ops[i + 1] as StoreMode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now));
+      }
+      case OP_META_GET: {
+        const bits = ops[i + 6] as number;
+        results.push(store.metaGet(key, now, ops[i + 2] as number, ops[i + 3] as number, ops[i + 4] as number, ops[i + 5] as number, (bits & 1) !== 0, (bits & 2) !== 0));
+        break;
+      }
+      case OP_META_DELETE: {
+        const bits = ops[i + 5] as number;
+        results.push(store.metaDelete(key, now, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as number, (bits & 1) !== 0, (bits & 2) !== 0, ops[i + 6] as number));
+        break;
+      }
+      case OP_META_ARITH:
+        results.push(store.metaArith(key, now, ops[i + 2] === 1, ops[i + 3] as string, ops[i + 4] as string, ops[i + 5] as number, ops[i + 6] as number, ops[i + 7] as string, ops[i + 8] as number));
         break;
       case OP_RESERVE:
         results.push(store.reserve(key, ops[i + 2] as number));
@@ -120,6 +140,12 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
     i += 1 + ARITY[op]!;
   }
   return results;
+}
+
+/** OP_STORE's casIn and meta bits -> the store's MetaStore (undefined for the classic commands: casIn -1, no bits). */
+export function metaStore(casIn: number, bits: number): MetaStore | undefined {
+  if (casIn < 0 && (bits & (META_INVALIDATE | META_VIVIFY)) === 0) return undefined;
+  return { casIn, invalidate: (bits & META_INVALIDATE) !== 0, vivify: (bits & META_VIVIFY) !== 0 };
 }
 
 interface Outgoing {

@@ -49,7 +49,7 @@ import type { SharedHeap } from "../../memory/shared-heap.js";
 import { SharedMap } from "../../memory/shared-map.js";
 import { keyArea } from "../../memory/shared-map-layout.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
-import { itemSize, type ItemViews } from "./item.js";
+import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, itemSize, type ItemViews } from "./item.js";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, expired, type StoreMode } from "./protocol.js";
 import { classSlot, itemClass } from "./item-classes.js";
 import { STAT } from "./stats.js";
@@ -63,6 +63,31 @@ export const R_DELETED = 4;
 export const R_TOUCHED = 5;
 export const R_NO_MEMORY = 6;
 export const R_NON_NUMERIC = 7;
+
+/**
+ * What the meta protocol's ms adds to a store (meta-commands.ts): the CAS
+ * value to give the item (E; -1: a new one), whether a lower compared CAS
+ * may store the value as stale (I), and whether append / prepend store a
+ * new item on a miss (N). Over the wire (remote.ts) as two numbers: casIn
+ * and META_* bits.
+ */
+export interface MetaStore {
+  casIn: number;
+  invalidate: boolean;
+  vivify: boolean;
+}
+export const META_INVALIDATE = 1;
+export const META_VIVIFY = 2;
+/** The store's result wanted as metaResult's string (an ms). */
+export const META_RESULT = 4;
+/** mg's answer bits (metaGet): won the recache (W), a win was sent before (Z), stale (X), fetched before (h). */
+export const MG_WON = 1;
+export const MG_TOKEN_SENT = 2;
+export const MG_STALE = 4;
+export const MG_FETCHED = 8;
+/** precondition's verdicts beyond R_*: store the value as stale (ms I with a lower CAS); store it as new (append with N, on a miss). */
+const STORE_STALE = 100;
+const STORE_NEW = 101;
 
 /** Share of the region's object pages the items may take. */
 const BUDGET = 0.9;
@@ -132,6 +157,9 @@ export class ItemStore {
   private nextCas: number;
   private readonly casStep: number;
   private readonly maxItemSize: number;
+  /** The cas value and value length of the item the last store() / storeReserved() linked (0, 0: it linked none), for ms's c and s flags. */
+  private lastCas = 0;
+  private lastLength = 0;
   private flushTimer: NodeJS.Timeout | undefined;
   private reclaimTimer: NodeJS.Timeout | undefined;
   private readonly reclaimLater = (): void => {
@@ -317,6 +345,7 @@ export class ItemStore {
       this.v.setExptime(ptr, touchTo);
     }
     this.bump(ptr);
+    this.v.setAccessed(ptr, now);
     return this.map.retain(ref);
   }
 
@@ -331,65 +360,94 @@ export class ItemStore {
    * when the command stores. `cas`: the client's value for the cas command
    * (a decimal string).
    */
-  store(mode: StoreMode, key: string, src: number, cas: string, now: number): number {
+  store(mode: StoreMode, key: string, src: number, cas: string, now: number, meta?: MetaStore): number {
     this.c[STAT.cmd_set]++;
+    this.lastCas = this.lastLength = 0;
     // Conditions first, so a store that will not happen allocates nothing.
-    const verdict = this.precondition(mode, key, cas, now);
-    if (verdict !== R_STORED) return verdict;
-    if (mode === MODE_APPEND || mode === MODE_PREPEND) return this.concatenate(mode, key, src);
+    const verdict = this.precondition(mode, key, cas, now, meta);
+    if (verdict !== R_STORED && verdict !== STORE_STALE && verdict !== STORE_NEW) return verdict;
+    const casIn = meta?.casIn ?? -1;
+    if (verdict === R_STORED && (mode === MODE_APPEND || mode === MODE_PREPEND)) return this.concatenate(mode, key, src, now, casIn);
     const ref = this.copyIn(key, src);
     if (ref === 0) return R_NO_MEMORY;
-    return this.linkChecked(mode, key, ref);
+    if (verdict === STORE_STALE) this.markStale(key, ref);
+    return this.linkChecked(mode, key, ref, now, casIn);
   }
 
   /** A storage command whose item was filled in the entry `ref` reserved (reserve, here or for another shard's connection: a reservation's reference is a counted one, valid on any thread): published or given up here. */
-  storeReserved(mode: StoreMode, key: string, ref: number, cas: string, now: number): number {
+  storeReserved(mode: StoreMode, key: string, ref: number, cas: string, now: number, meta?: MetaStore): number {
     this.c[STAT.cmd_set]++;
-    const verdict = this.precondition(mode, key, cas, now);
-    if (verdict !== R_STORED) {
+    this.lastCas = this.lastLength = 0;
+    const verdict = this.precondition(mode, key, cas, now, meta);
+    if (verdict !== R_STORED && verdict !== STORE_STALE && verdict !== STORE_NEW) {
       this.giveUp(ref);
       return verdict;
     }
-    if (mode === MODE_APPEND || mode === MODE_PREPEND) {
-      const result = this.concatenate(mode, key, this.map.valuePointer(ref));
+    const casIn = meta?.casIn ?? -1;
+    if (verdict === R_STORED && (mode === MODE_APPEND || mode === MODE_PREPEND)) {
+      const result = this.concatenate(mode, key, this.map.valuePointer(ref), now, casIn);
       this.giveUp(ref);
       return result;
     }
-    return this.linkChecked(mode, key, ref);
+    if (verdict === STORE_STALE) this.markStale(key, ref);
+    return this.linkChecked(mode, key, ref, now, casIn);
+  }
+
+  /** The last store's result for an ms: "<R_*> <cas> <value length>". */
+  metaResult(result: number): string {
+    return `${result} ${this.lastCas} ${this.lastLength}`;
   }
 
   /** Link a filled reservation, unless the old item a replace or cas needs went while it was being made (eviction). */
-  private linkChecked(mode: StoreMode, key: string, ref: number): number {
+  private linkChecked(mode: StoreMode, key: string, ref: number, now: number, casIn: number): number {
     if (!this.items.has(key) && (mode === MODE_REPLACE || mode === MODE_CAS)) {
       this.giveUp(ref);
       return mode === MODE_CAS ? R_NOT_FOUND : R_NOT_STORED;
     }
-    return this.link(key, ref) ? R_STORED : R_NO_MEMORY;
+    return this.link(key, ref, now, casIn) ? R_STORED : R_NO_MEMORY;
   }
 
-  /** The store's verdict before any allocation: R_STORED (go on), or why not. */
-  private precondition(mode: StoreMode, key: string, cas: string, now: number): number {
+  /** An ms I whose CAS was lower: the new value keeps the old item's TTL and win token, and is stale (memcached's CAS_STALE). */
+  private markStale(key: string, ref: number): void {
+    const v = this.v;
+    const old = this.map.valuePointer(this.items.get(key)!);
+    const ptr = this.map.valuePointer(ref);
+    v.setExptime(ptr, v.exptime(old));
+    v.setMarks(ptr, v.marks(ptr) | MARK_STALE | (v.marks(old) & MARK_TOKEN_SENT));
+  }
+
+  /** The store's verdict before any allocation: R_STORED (go on), STORE_STALE / STORE_NEW (go on so), or why not. */
+  private precondition(mode: StoreMode, key: string, cas: string, now: number, meta: MetaStore | undefined): number {
     const old = this.find(key, now);
     switch (mode) {
       case MODE_ADD:
         if (old === 0) return R_STORED;
         this.bump(this.map.valuePointer(old)); // memcached: a failed add refreshes the item
         return R_NOT_STORED;
-      case MODE_REPLACE:
       case MODE_APPEND:
       case MODE_PREPEND:
+        // ms: N stores a new item on a miss; a compared CAS must match.
+        if (old === 0) return meta?.vivify ? STORE_NEW : R_NOT_STORED;
+        return cas !== "" && String(this.v.cas(this.map.valuePointer(old))) !== cas ? R_EXISTS : R_STORED;
+      case MODE_REPLACE:
         return old === 0 ? R_NOT_STORED : R_STORED;
-      case MODE_CAS:
+      case MODE_CAS: {
         if (old === 0) {
           this.c[STAT.cas_misses]++;
           return R_NOT_FOUND;
         }
-        if (String(this.v.cas(this.map.valuePointer(old))) !== cas) {
-          this.c[STAT.cas_badval]++;
-          return R_EXISTS;
+        const current = this.v.cas(this.map.valuePointer(old));
+        if (String(current) === cas) {
+          this.c[STAT.cas_hits]++;
+          return R_STORED;
         }
-        this.c[STAT.cas_hits]++;
-        return R_STORED;
+        if (meta?.invalidate && BigInt(cas) < BigInt(current)) {
+          this.c[STAT.cas_hits]++;
+          return STORE_STALE;
+        }
+        this.c[STAT.cas_badval]++;
+        return R_EXISTS;
+      }
       default:
         return R_STORED;
     }
@@ -406,7 +464,7 @@ export class ItemStore {
   }
 
   /** append / prepend: a new item of the old value and the new one (at `src`), with the old flags and exptime. */
-  private concatenate(mode: StoreMode, key: string, src: number): number {
+  private concatenate(mode: StoreMode, key: string, src: number, now: number, casIn: number): number {
     const v = this.v;
     const oldRef = this.items.get(key)!;
     // Hold the old item while reserving (eviction could unlink it).
@@ -424,6 +482,7 @@ export class ItemStore {
     }
     const ptr = this.map.valuePointer(ref);
     v.writeHead(ptr, 0, key, flags, v.exptime(old), length);
+    v.setMarks(ptr, v.marks(old) & MARK_KEY_BINARY);
     const at = v.dataStart(ptr);
     const [first, second] = mode === MODE_APPEND ? [old, src] : [src, old];
     const firstLength = v.length(first);
@@ -431,7 +490,7 @@ export class ItemStore {
     v.bytes.copyWithin(at + firstLength, v.dataStart(second), v.dataStart(second) + v.length(second));
     v.terminate(ptr);
     this.map.release(hold);
-    return this.link(key, ref) ? R_STORED : R_NOT_STORED;
+    return this.link(key, ref, now, casIn) ? R_STORED : R_NOT_STORED;
   }
 
   delete(key: string, now: number): number {
@@ -473,7 +532,7 @@ export class ItemStore {
    * with spaces (memcached writes it in place so; here it is a new entry,
    * as readers on other shards may be reading the old one's bytes).
    */
-  arith(key: string, incr: boolean, delta: string, now: number): string | number {
+  arith(key: string, incr: boolean, delta: string, now: number, casIn = -1): string | number {
     const v = this.v;
     const oldRef = this.find(key, now);
     if (oldRef === 0) {
@@ -506,7 +565,165 @@ export class ItemStore {
     v.bytes.write(text, at, "latin1");
     v.bytes.fill(0x20, at + text.length, at + newLength);
     v.terminate(ptr);
-    return this.link(key, ref) ? text : R_NO_MEMORY;
+    v.setMarks(ptr, v.marks(old) & MARK_KEY_BINARY);
+    return this.link(key, ref, now, casIn) ? text : R_NO_MEMORY;
+  }
+
+  /**
+   * mg that changes the item, on the owner: T (`touchTo`, an absolute
+   * exptime, -1: none), N (`vivifyTo`: on a miss, link an empty item
+   * expiring then, and win it), R (`recacheBefore`: win when the item
+   * expires before then), a stale item's first fetch (a win), u
+   * (`noBump`: no hit marked). The win's token is marked on the item, so
+   * the next fetch gets Z instead. Counted as memcached counts mg: a hit
+   * with T as a touch, anything else as a get. Returns "<reference> <MG_* bits> <seconds
+   * since the last access> <exptime> <exptime before>": a counted
+   * reference to the item (the caller releases it) or 0, what h and l
+   * report, as they were before, and the exptime after T and before it
+   * (memcached's t reports the one of its place in the flags; the caller
+   * must not read it from the item: later operations of the same batch
+   * may have changed it since).
+   */
+  metaGet(key: string, now: number, touchTo: number, vivifyTo: number, recacheBefore: number, casIn: number, noBump: boolean, binary: boolean): string {
+    const c = this.c;
+    const v = this.v;
+    let ref = this.items.get(key) ?? 0;
+    if (ref !== 0 && this.expiredNow(key, ref, now, true)) ref = 0;
+    let created = false;
+    if (ref === 0 && vivifyTo >= 0) {
+      ref = this.linkText(key, 0, vivifyTo, "", binary ? MARK_KEY_BINARY : 0, now, casIn);
+      created = ref !== 0;
+    }
+    // memcached counts a hit with T as a touch, any miss as a get.
+    const touch = touchTo >= 0 && ref !== 0;
+    c[touch ? STAT.cmd_touch : STAT.cmd_get]++;
+    if (ref === 0) {
+      c[STAT.get_misses]++;
+      return "0 0 0 0 0";
+    }
+    c[touch ? STAT.touch_hits : STAT.get_hits]++;
+    const ptr = this.map.valuePointer(ref);
+    const marks = v.marks(ptr);
+    let bits = (v.fetched(ptr) ? MG_FETCHED : 0) | (marks & MARK_TOKEN_SENT ? MG_TOKEN_SENT : 0) | (marks & MARK_STALE ? MG_STALE : 0);
+    const idle = now - v.accessed(ptr);
+    const before = v.exptime(ptr);
+    if (touch) v.setExptime(ptr, touchTo);
+    const exptime = v.exptime(ptr);
+    const sent = (marks & MARK_TOKEN_SENT) !== 0;
+    if (created || (!sent && ((recacheBefore >= 0 && exptime !== 0 && exptime < recacheBefore) || (marks & MARK_STALE) !== 0))) {
+      bits |= MG_WON;
+      v.setMarks(ptr, marks | MARK_TOKEN_SENT);
+    }
+    if (!noBump) {
+      this.bump(ptr);
+      v.setAccessed(ptr, now);
+    }
+    return `${this.map.retain(ref)} ${bits} ${Math.max(0, idle)} ${exptime} ${before}`;
+  }
+
+  /**
+   * md on the owner: R_DELETED (HD), R_NOT_FOUND, R_EXISTS (the compared
+   * `cas` differs; "" compares none) or R_NO_MEMORY. `invalidate` (I)
+   * keeps the item, stale, with a new CAS (`casIn`, or the next) and, with
+   * `touchTo` >= 0, a new exptime; `removeValue` (x) leaves an empty value
+   * under the key (flags `clientFlags`, exptime `touchTo` or none), as
+   * memcached does. A marked item is a new entry, as every change of
+   * what readers elsewhere read in place (item.ts).
+   */
+  metaDelete(key: string, now: number, cas: string, casIn: number, touchTo: number, invalidate: boolean, removeValue: boolean, clientFlags: number): number {
+    const v = this.v;
+    const ref = this.find(key, now);
+    if (ref === 0 || (cas !== "" && String(v.cas(this.map.valuePointer(ref))) !== cas)) {
+      this.c[STAT.delete_misses]++;
+      return ref === 0 ? R_NOT_FOUND : R_EXISTS;
+    }
+    if (!invalidate && !removeValue) {
+      this.c[STAT.delete_hits]++;
+      this.unlink(key, ref);
+      return R_DELETED;
+    }
+    const old = this.map.valuePointer(ref);
+    const hold = this.map.retain(ref);
+    let flags = v.flags(old);
+    let exptime = v.exptime(old);
+    let marks = v.marks(old) & MARK_KEY_BINARY;
+    let newCas = removeValue && casIn >= 0 ? casIn : v.cas(old);
+    let text: string | undefined;
+    if (removeValue) {
+      flags = clientFlags;
+      exptime = touchTo >= 0 ? touchTo : 0;
+      text = "";
+    }
+    if (invalidate) {
+      if (touchTo >= 0) exptime = touchTo;
+      marks |= MARK_STALE; // and no token sent: the next fetch wins
+      newCas = casIn >= 0 ? casIn : this.takeCas();
+    } else {
+      this.c[STAT.delete_hits]++;
+    }
+    const made = this.linkCopy(key, hold, text, flags, exptime, marks, now, newCas);
+    this.map.release(hold);
+    return made ? R_DELETED : R_NO_MEMORY;
+  }
+
+  /**
+   * ma on the owner: incr / decr (arith) with what meta adds: a compared
+   * `cas` (R_EXISTS when it differs), `casIn` (E), `vivifyTo` (N: on a
+   * miss, link `initial` expiring then), `touchTo` (T: the new exptime on
+   * success). Returns "<R_*> <cas> <exptime> <exptime before T> <value>"
+   * (R_STORED: done), or a bare R_* number.
+   */
+  metaArith(key: string, now: number, incr: boolean, delta: string, cas: string, casIn: number, vivifyTo: number, initial: string, touchTo: number): string | number {
+    const v = this.v;
+    const oldRef = this.find(key, now);
+    let text: string;
+    if (oldRef === 0) {
+      if (vivifyTo < 0) {
+        this.c[incr ? STAT.incr_misses : STAT.decr_misses]++;
+        return R_NOT_FOUND;
+      }
+      if (this.linkText(key, 0, vivifyTo, initial, 0, now, casIn) === 0) return R_NO_MEMORY;
+      text = initial;
+    } else {
+      if (cas !== "" && String(v.cas(this.map.valuePointer(oldRef))) !== cas) return R_EXISTS;
+      const r = this.arith(key, incr, delta, now, casIn);
+      if (typeof r === "number") return r;
+      text = r;
+    }
+    const ptr = this.map.valuePointer(this.items.get(key)!);
+    const before = v.exptime(ptr);
+    if (touchTo >= 0) v.setExptime(ptr, touchTo);
+    return `${R_STORED} ${v.cas(ptr)} ${v.exptime(ptr)} ${before} ${text}`;
+  }
+
+  /** Link a new item of `text` under `key` (mg N, ma N): its reference, or 0 when there is no room. */
+  private linkText(key: string, flags: number, exptime: number, text: string, marks: number, now: number, casIn: number): number {
+    const v = this.v;
+    const ref = this.reserve(key, itemSize(key.length, flags, text.length));
+    if (ref === 0) return 0;
+    const ptr = this.map.valuePointer(ref);
+    v.writeHead(ptr, 0, key, flags, exptime, text.length);
+    v.bytes.write(text, v.dataStart(ptr), "latin1");
+    v.terminate(ptr);
+    v.setMarks(ptr, marks);
+    return this.link(key, ref, now, casIn) ? this.items.get(key)! : 0;
+  }
+
+  /** Link a copy of the item `oldRef` holds (its value, or `text` in its place) with this header: md I and md x. */
+  private linkCopy(key: string, oldRef: number, text: string | undefined, flags: number, exptime: number, marks: number, now: number, cas: number): boolean {
+    const v = this.v;
+    const old = this.map.valuePointer(oldRef);
+    const length = text === undefined ? v.length(old) : text.length;
+    const ref = this.reserve(key, itemSize(key.length, flags, length));
+    if (ref === 0) return false;
+    const ptr = this.map.valuePointer(ref);
+    v.writeHead(ptr, 0, key, flags, exptime, length);
+    const at = v.dataStart(ptr);
+    if (text === undefined) v.bytes.copyWithin(at, v.dataStart(old), v.dataStart(old) + length);
+    else v.bytes.write(text, at, "latin1");
+    v.terminate(ptr);
+    v.setMarks(ptr, marks);
+    return this.link(key, ref, now, cas);
   }
 
   /** flush_all: unlink every item now, or in `delay` seconds (a later flush_all replaces an earlier one). */
@@ -571,11 +788,13 @@ export class ItemStore {
    * given up) when the table must grow and even an empty shard has no room
    * for it.
    */
-  private link(key: string, ref: number): boolean {
+  private link(key: string, ref: number, now: number, casIn = -1): boolean {
     const v = this.v;
     const map = this.map;
     const ptr = map.valuePointer(ref);
-    v.setCas(ptr, this.takeCas());
+    const cas = casIn >= 0 ? casIn : this.takeCas();
+    v.setCas(ptr, cas);
+    v.setAccessed(ptr, now);
     v.setAllocated(ptr, map.entryBytes(ref));
     for (;;) {
       // The old entry's figures, read while its reference still holds it (publish drops it).
@@ -617,7 +836,8 @@ export class ItemStore {
       const cls = itemClass(allocated);
       this.classes[classSlot(cls, "number")]++;
       this.classes[classSlot(cls, "mem_requested")] += bytes;
-      v.setLastUsed(ptr, Math.floor(Date.now() / 1000));
+      this.lastCas = cas;
+      this.lastLength = v.length(ptr);
       return true;
     }
   }
@@ -664,7 +884,6 @@ export class ItemStore {
       const gone = expired(v.exptime(ptr), now);
       if (v.referenced(ptr) && !gone) {
         v.setReferenced(ptr, false);
-        v.setLastUsed(ptr, now);
         this.items.delete(key);
         this.items.set(key, ref);
         continue;
@@ -678,7 +897,7 @@ export class ItemStore {
         const classes = this.classes;
         classes[classSlot(cls, "evicted")]++;
         if (v.exptime(ptr) !== 0) classes[classSlot(cls, "evicted_nonzero")]++;
-        classes[classSlot(cls, "evicted_time")] = now - v.lastUsed(ptr);
+        classes[classSlot(cls, "evicted_time")] = now - v.accessed(ptr);
       }
       this.unlink(key, ref);
       return;
@@ -706,7 +925,7 @@ export class ItemStore {
       if (seen[id] !== 0) continue;
       seen[id] = 1;
       missing--;
-      ages[id] = Math.max(0, now - v.lastUsed(ptr));
+      ages[id] = Math.max(0, now - v.accessed(ptr));
     }
     return ages;
   }

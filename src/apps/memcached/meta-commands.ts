@@ -1,0 +1,350 @@
+/**
+ * The meta protocol's commands on a connection (connection.ts hands them
+ * over; meta-protocol.ts reads their lines): each run where the classic
+ * commands run theirs, and answered as memcached 1.6 answers them.
+ *
+ * Where: an mg that only reads (no T, N or R) reads the owner's SharedMap
+ * in place, as get does (connection.ts lookup), and marks the hit there
+ * (the referenced byte and the access time, item.ts), unless u; the
+ * owner's map is read by this shard's thread, so h and l report what the
+ * item held before this hit. An mg that changes the item (T, N, R, or the
+ * first fetch of a stale item, which wins its recache) runs on the owner
+ * (store.metaGet), and so do md, ma and ms, through remote.ts when the
+ * owner is another shard, exactly as the classic commands go; ms is a
+ * storage command of the connection's (its data block read, staged or
+ * reserved the same way), with the meta options added.
+ *
+ * Answers: the return code (HD, VA, EN, NF, NS, EX, MN, ME), then the
+ * flags that ask for something, in the order they came, then Z, X and W;
+ * q drops the nominal answers only (mg: EN; md and ms: HD; ma: its
+ * success), errors are always sent. The TTL flag t reports the TTL in
+ * flag order, as memcached does: t before T gives the old one.
+ */
+import type { SharedMap } from "../../memory/shared-map.js";
+import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
+import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, type ItemViews } from "./item.js";
+import { keyOwner } from "./key-owner.js";
+import { answerFlags, encodeKey, parseMeta, ttlBeforeTouch, type MetaFlags } from "./meta-protocol.js";
+import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "./protocol.js";
+import { OP_EXPIRE, OP_META_ARITH, OP_META_DELETE, OP_META_GET, type OpArg, type OpResult } from "./remote.js";
+import { STAT } from "./stats.js";
+import { MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, META_INVALIDATE, META_RESULT, META_VIVIFY, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore } from "./store.js";
+
+export type Chunk = Buffer | string;
+
+/** An ms: a storage command with the meta protocol's part. */
+export type MetaStoreCommand = Extract<Command, { kind: "store" }> & { meta?: MetaStoreRequest };
+
+export interface MetaStoreRequest {
+  flags: MetaFlags;
+  /** E, or -1. */
+  casIn: number;
+  /** store.ts META_* bits. */
+  bits: number;
+}
+
+/** What the meta commands need of their shard (connection.ts ConnectionContext has it). */
+export interface MetaContext {
+  readonly shard: number;
+  readonly shards: number;
+  readonly views: ItemViews;
+  readonly store: ItemStore;
+  readonly maps: SharedMap[];
+  readonly counters: Float64Array;
+}
+
+/** What the meta commands need of their connection (connection.ts). */
+export interface MetaHost {
+  readonly ctx: MetaContext;
+  /** Unix seconds of the current socket read. */
+  now(): number;
+  /** An answer ready now (behind any still waiting); `refs`: the held references its chunks are views of. */
+  answer(chunks: Chunk[], refs: number[]): void;
+  /** A place in line for an answer that comes later: call the function with it. */
+  later(): (chunks: Chunk[], refs: number[]) => void;
+  /** An operation for another shard's store (connection.ts toOwner). */
+  toOwner(owner: number, args: readonly OpArg[], done: (result: OpResult | Error) => void, changes?: string): void;
+  /** Whether a get of another shard's key may read the owner's map now. */
+  readsHere(key: string): boolean;
+  /** A reference of `owner`'s map as the connection holds it. */
+  hold(owner: number, ref: number): number;
+  /** Another shard could not answer. */
+  failure(e: Error): Buffer;
+  /** Begin a storage command: the bytes of data (and \r\n) to read after its line. */
+  beginStore(cmd: MetaStoreCommand): number;
+}
+
+const noop = (): void => {};
+const MN = Buffer.from("MN\r\n", "latin1");
+const EN = Buffer.from("EN\r\n", "latin1");
+const CODE: Record<number, string> = {
+  [R_STORED]: "HD",
+  [R_DELETED]: "HD",
+  [R_NOT_STORED]: "NS",
+  [R_EXISTS]: "EX",
+  [R_NOT_FOUND]: "NF",
+};
+
+const errorLine = (reply: string): string => `${reply}\r\n`;
+const ttlOf = (exptime: number, now: number): number => (exptime === 0 ? -1 : exptime - now);
+/** An absolute exptime for a flag's TTL, or -1 for none (remote.ts and store.ts read -1 so). */
+const until = (ttl: number | undefined, now: number): number => (ttl === undefined ? -1 : absoluteExptime(ttl, now));
+
+export class MetaCommands {
+  private readonly host: MetaHost;
+
+  constructor(host: MetaHost) {
+    this.host = host;
+  }
+
+  /** A meta command line's tokens: run it; the bytes of data that follow it (ms, also on its errors), or 0. */
+  run(tokens: string[]): number {
+    const cmd = parseMeta(tokens);
+    const host = this.host;
+    switch (cmd.kind) {
+      case "mn":
+        host.answer([MN], []);
+        return 0;
+      case "me":
+        this.debug(cmd.key);
+        return 0;
+      case "mg":
+        this.get(cmd.flags);
+        return 0;
+      case "md":
+        this.delete(cmd.flags);
+        return 0;
+      case "ma":
+        this.arith(cmd.flags, cmd.incr);
+        return 0;
+      case "ms": {
+        const f = cmd.flags;
+        const appending = cmd.mode === MODE_APPEND || cmd.mode === MODE_PREPEND;
+        const vivify = appending && f.vivify !== undefined;
+        const bits = META_RESULT | (f.invalidate && cmd.mode === MODE_CAS ? META_INVALIDATE : 0) | (vivify ? META_VIVIFY : 0);
+        return host.beginStore({
+          kind: "store",
+          mode: cmd.mode,
+          key: f.key,
+          flags: f.clientFlags,
+          // Append and prepend ignore T; with N a miss stores the value with N's TTL (memcached).
+          exptime: vivify ? f.vivify! : (f.ttl ?? 0),
+          bytes: cmd.bytes,
+          cas: cmd.mode === MODE_CAS || appending ? (f.compareCas ?? "") : "",
+          noreply: false,
+          meta: { flags: f, casIn: f.casIn ?? -1, bits },
+        });
+      }
+      case "meta-error":
+        host.answer([errorLine(cmd.reply)], []);
+        return cmd.swallow;
+    }
+  }
+
+  /** ms's answer, from the store's metaResult string ("<R_*> <cas> <length>") or the owner's failure; undefined: nothing (q). */
+  storeAnswer(req: MetaStoreRequest, bytes: number, result: OpResult | Error): Chunk | undefined {
+    if (result instanceof Error) return this.host.failure(result);
+    const [code, cas, length] = String(result).split(" ").map(Number) as [number, number, number];
+    if (code === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY_STORING);
+    if (code === R_STORED && req.flags.quiet) return undefined;
+    const stored = code === R_STORED;
+    return `${CODE[code] ?? "SERVER_ERROR Unhandled storage type."}${answerFlags(req.flags, { c: stored ? cas : 0, s: stored ? length : bytes })}\r\n`;
+  }
+
+  // ---- mg ----
+
+  private get(f: MetaFlags): void {
+    const host = this.host;
+    const { ctx } = host;
+    const owner = keyOwner(f.key, ctx.shards);
+    const changes = f.ttl !== undefined || f.vivify !== undefined || f.recache !== undefined;
+    if (owner !== ctx.shard && !changes && host.readsHere(f.key) && this.getInPlace(f, owner)) return;
+    const now = host.now();
+    const touchTo = until(f.ttl, now);
+    const vivifyTo = until(f.vivify, now);
+    const recacheBefore = until(f.recache, now);
+    const casIn = f.casIn ?? -1;
+    const bits = (f.noBump ? 1 : 0) | (f.binary ? 2 : 0);
+    if (owner === ctx.shard) {
+      this.getAnswer(f, owner, ctx.store.metaGet(f.key, now, touchTo, vivifyTo, recacheBefore, casIn, f.noBump, f.binary), undefined);
+      return;
+    }
+    const done = host.later();
+    host.toOwner(owner, [OP_META_GET, f.key, touchTo, vivifyTo, recacheBefore, casIn, bits], (r) => {
+      if (r instanceof Error) done([host.failure(r)], []);
+      else this.getAnswer(f, owner, String(r), done);
+    }, f.key);
+  }
+
+  /**
+   * An mg of another shard's key that only reads: served from the owner's
+   * map here, counted here. False when the owner must run it after all
+   * (a stale item whose win nobody has had: the win is a change).
+   */
+  private getInPlace(f: MetaFlags, owner: number): boolean {
+    const { ctx } = this.host;
+    const now = this.host.now();
+    const v = ctx.views;
+    const c = ctx.counters;
+    const map = ctx.maps[owner]!;
+    const ref = map.acquire(f.key);
+    if (ref !== 0) {
+      const ptr = map.valuePointer(ref);
+      if (expired(v.exptime(ptr), now)) {
+        map.release(ref);
+        c[STAT.get_expired]++;
+        this.host.toOwner(owner, [OP_EXPIRE, f.key], noop);
+      } else {
+        const marks = v.marks(ptr);
+        if ((marks & MARK_STALE) !== 0 && (marks & MARK_TOKEN_SENT) === 0) {
+          map.release(ref);
+          return false;
+        }
+        c[STAT.cmd_get]++;
+        c[STAT.get_hits]++;
+        const bits = (v.fetched(ptr) ? MG_FETCHED : 0) | (marks & MARK_TOKEN_SENT ? MG_TOKEN_SENT : 0) | (marks & MARK_STALE ? MG_STALE : 0);
+        const idle = Math.max(0, now - v.accessed(ptr));
+        if (!f.noBump) {
+          v.setReferenced(ptr, true);
+          v.setAccessed(ptr, now);
+        }
+        this.hitAnswer(f, owner, ref, bits, idle, v.exptime(ptr), undefined);
+        return true;
+      }
+    }
+    c[STAT.cmd_get]++;
+    c[STAT.get_misses]++;
+    this.missAnswer(f, undefined);
+    return true;
+  }
+
+  /** metaGet's "<reference> <bits> <idle> <exptime> <exptime before>" -> the answer. */
+  private getAnswer(f: MetaFlags, owner: number, result: string, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
+    const [ref, bits, idle, after, before] = result.split(" ").map(Number) as [number, number, number, number, number];
+    if (ref === 0) this.missAnswer(f, done);
+    else this.hitAnswer(f, owner, ref, bits, idle, ttlBeforeTouch(f) ? before : after, done);
+  }
+
+  private missAnswer(f: MetaFlags, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
+    const chunks: Chunk[] = f.quiet ? [] : f.tokens.length === 0 ? [EN] : [`EN${answerFlags(f)}\r\n`];
+    if (done) done(chunks, []);
+    else if (chunks.length > 0) this.host.answer(chunks, []);
+  }
+
+  /**
+   * A hit's answer: HD or VA and its flags, then the value (a view of the
+   * item, held by `ref` until written). What may change in a published
+   * item (its exptime, its marks) comes from the lookup, not the item.
+   */
+  private hitAnswer(f: MetaFlags, owner: number, ref: number, bits: number, idle: number, exptime: number, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
+    const host = this.host;
+    const v = host.ctx.views;
+    const now = host.now();
+    const ptr = host.ctx.maps[owner]!.valuePointer(ref);
+    const length = v.length(ptr);
+    const cas = v.cas(ptr);
+    // C: the value only if the item changed since.
+    const value = f.value && !(f.compareCas !== undefined && f.compareCas === String(cas));
+    const values = { s: length, t: ttlOf(exptime, now), c: cas, f: v.flags(ptr), l: idle, h: bits & MG_FETCHED ? 1 : 0 };
+    let line = (value ? `VA ${length}` : "HD") + answerFlags(f, values, (v.marks(ptr) & MARK_KEY_BINARY) !== 0);
+    if (bits & MG_TOKEN_SENT) line += " Z";
+    if (bits & MG_STALE) line += " X";
+    if (bits & MG_WON) line += " W";
+    const chunks: Chunk[] = [`${line}\r\n`];
+    const refs = [host.hold(owner, ref)];
+    if (value) chunks.push(v.getsValueView(ptr, false));
+    if (done) done(chunks, refs);
+    else host.answer(chunks, refs);
+  }
+
+  // ---- md, ma ----
+
+  private delete(f: MetaFlags): void {
+    const host = this.host;
+    const { ctx } = host;
+    const now = host.now();
+    const cas = f.compareCas ?? "";
+    const casIn = f.casIn ?? -1;
+    // md's T applies only with I (and x, which makes a new item).
+    const touchTo = until(f.ttl, now);
+    const answer = (r: OpResult | Error): Chunk | undefined => {
+      if (r instanceof Error) return host.failure(r);
+      if (r === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY);
+      if (r === R_DELETED && f.quiet) return undefined;
+      return `${CODE[r as number]}${answerFlags(f)}\r\n`;
+    };
+    const owner = keyOwner(f.key, ctx.shards);
+    if (owner === ctx.shard) {
+      const chunk = answer(ctx.store.metaDelete(f.key, now, cas, casIn, touchTo, f.invalidate, f.removeValue, f.clientFlags));
+      if (chunk !== undefined) host.answer([chunk], []);
+      return;
+    }
+    const done = host.later();
+    const bits = (f.invalidate ? 1 : 0) | (f.removeValue ? 2 : 0);
+    host.toOwner(owner, [OP_META_DELETE, f.key, cas, casIn, touchTo, bits, f.clientFlags], (r) => {
+      const chunk = answer(r);
+      done(chunk === undefined ? [] : [chunk], []);
+    }, f.key);
+  }
+
+  private arith(f: MetaFlags, incr: boolean): void {
+    const host = this.host;
+    const { ctx } = host;
+    const now = host.now();
+    const answer = (r: OpResult | Error): Chunk | undefined => {
+      if (r instanceof Error) return host.failure(r);
+      if (typeof r === "number") {
+        if (r === R_NON_NUMERIC) return errorLine(REPLY.NON_NUMERIC);
+        if (r === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY);
+        return `${CODE[r]}${answerFlags(f)}\r\n`;
+      }
+      if (f.quiet) return undefined;
+      const [, cas, after, before, value] = r.split(" ") as [string, string, string, string, string];
+      const exptime = Number(ttlBeforeTouch(f) ? before : after);
+      const line = (f.value ? `VA ${value.length}` : "HD") + answerFlags(f, { c: cas, t: ttlOf(exptime, now) });
+      return f.value ? `${line}\r\n${value}\r\n` : `${line}\r\n`;
+    };
+    const cas = f.compareCas ?? "";
+    const casIn = f.casIn ?? -1;
+    const vivifyTo = until(f.vivify, now);
+    const touchTo = until(f.ttl, now);
+    const owner = keyOwner(f.key, ctx.shards);
+    if (owner === ctx.shard) {
+      const chunk = answer(ctx.store.metaArith(f.key, now, incr, f.delta, cas, casIn, vivifyTo, f.initial, touchTo));
+      if (chunk !== undefined) host.answer([chunk], []);
+      return;
+    }
+    const done = host.later();
+    host.toOwner(owner, [OP_META_ARITH, f.key, incr ? 1 : 0, f.delta, cas, casIn, vivifyTo, f.initial, touchTo], (r) => {
+      const chunk = answer(r);
+      done(chunk === undefined ? [] : [chunk], []);
+    }, f.key);
+  }
+
+  // ---- me ----
+
+  /** me: the item's metadata, read in place (nothing changes). */
+  private debug(key: string): void {
+    const host = this.host;
+    const { ctx } = host;
+    const now = host.now();
+    const owner = keyOwner(key, ctx.shards);
+    const map = ctx.maps[owner]!;
+    const v = ctx.views;
+    const ref = map.acquire(key);
+    if (ref === 0 || expired(v.exptime(map.valuePointer(ref)), now)) {
+      if (ref !== 0) map.release(ref);
+      host.answer([EN], []);
+      return;
+    }
+    const ptr = map.valuePointer(ref);
+    const binary = (v.marks(ptr) & MARK_KEY_BINARY) !== 0;
+    const allocated = v.allocated(ptr);
+    // The size class the item's entry came from, numbered from 1 as memcached's slab classes (beyond the last: a page span).
+    let cls = 0;
+    while (cls < CLASS_COUNT && classSize[cls]! < allocated) cls++;
+    const line = `ME ${encodeKey(key, binary)} exp=${ttlOf(v.exptime(ptr), now)} la=${Math.max(0, now - v.accessed(ptr))} cas=${v.cas(ptr)} fetch=${v.fetched(ptr) ? "yes" : "no"} cls=${cls + 1} size=${v.itemBytes(ptr)}\r\n`;
+    map.release(ref);
+    host.answer([line], []);
+  }
+}

@@ -1,0 +1,347 @@
+/**
+ * The memcached meta protocol's command lines (mg, ms, md, ma, mn, me):
+ * one line, already split into tokens by protocol.ts, -> a MetaCommand,
+ * or the error memcached answers. The rules follow memcached 1.6's
+ * doc/protocol.txt and the suite's revision (proto_parser.c,
+ * _meta_flag_preparse), checked against it by t/metaget.t and against
+ * Debian's 1.6.18 by test/memcached-protocol.test.ts:
+ *   - `<cm> <key> [<datalen>] <flag>*`: a flag is one character, its
+ *     token (if any) the rest of the word ("T30", "Oabc");
+ *   - a flag twice: "CLIENT_ERROR duplicate flag"; a flag it does not
+ *     know: "CLIENT_ERROR invalid flag" (ma words both as "invalid or
+ *     duplicate flag"); a bad token: "CLIENT_ERROR bad token in command
+ *     line format"; more than 20 tokens in the line: "CLIENT_ERROR options
+ *     flags are too long";
+ *   - a line ms cannot even read its length from (fewer than 3 tokens, a
+ *     length that is not a number): "CLIENT_ERROR bad command line
+ *     format", nothing swallowed (there is no length to swallow); any
+ *     other ms error swallows the announced bytes and their \r\n, so a
+ *     value is never run as a command;
+ *   - errors are always answered: q silences only the nominal answers
+ *     (the connection's: meta-commands.ts).
+ * Answers are built by meta-commands.ts, in the order the flags came.
+ */
+import { MAX_KEY_LENGTH } from "./item.js";
+import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, REPLY, parseI32, parseU32, parseU64, type StoreMode } from "./protocol.js";
+
+/** memcached's MFLAG_MAX_OPT_LENGTH: tokens a meta line may have, command and key included. */
+export const MAX_META_TOKENS = 20;
+/** memcached's MFLAG_MAX_OPAQUE_LENGTH: an O token's bytes, the O included. */
+export const MAX_OPAQUE_LENGTH = 32;
+/**
+ * The largest CAS value a client may set (E): cas values are kept as
+ * doubles (item.ts), exact below 2^53; memcached takes any 64-bit value.
+ */
+export const MAX_CAS_IN = Number.MAX_SAFE_INTEGER;
+
+export const META_REPLY = {
+  BAD_TOKEN: "CLIENT_ERROR bad token in command line format",
+  INVALID_FLAG: "CLIENT_ERROR invalid flag",
+  DUPLICATE_FLAG: "CLIENT_ERROR duplicate flag",
+  ARITH_FLAG: "CLIENT_ERROR invalid or duplicate flag",
+  TOO_MANY_TOKENS: "CLIENT_ERROR options flags are too long",
+  BAD_KEY: "CLIENT_ERROR error decoding key",
+  OPAQUE_TOO_LONG: "CLIENT_ERROR opaque token too long",
+  MS_MODE: "CLIENT_ERROR invalid mode for ms M token",
+  MA_MODE: "CLIENT_ERROR invalid mode for ma M token",
+  BAD_INITIAL: "CLIENT_ERROR invalid numeric initial value",
+  BAD_DELTA: "CLIENT_ERROR invalid numeric delta value",
+  NOOP: "MN",
+  MISS: "EN",
+} as const;
+
+/** A meta command's flags, as parsed (tokens kept as the client wrote them where they are echoed). */
+export interface MetaFlags {
+  /** The key as the store keys it (base64-decoded with b: latin1, one char a byte). */
+  key: string;
+  /** b: the key came base64-encoded (and is answered so). */
+  binary: boolean;
+  /** The flag tokens after the key (ms: after the length), in order: the answer echoes them in this order. */
+  tokens: string[];
+  quiet: boolean; // q
+  value: boolean; // v
+  noBump: boolean; // u
+  invalidate: boolean; // I
+  removeValue: boolean; // x
+  /** T: a new TTL (a client exptime, relative or absolute as memcached reads it), or undefined. */
+  ttl: number | undefined;
+  /** N: vivify on a miss with this TTL, or undefined. */
+  vivify: number | undefined;
+  /** R: win the recache when the remaining TTL is below this, or undefined. */
+  recache: number | undefined;
+  /** C: the CAS value to compare with (a decimal below 2^64), or undefined. */
+  compareCas: string | undefined;
+  /** E: the CAS value the change gives the item, or undefined. */
+  casIn: number | undefined;
+  /** F: client flags (ms, md x). */
+  clientFlags: number;
+  /** M: the mode character, or "". */
+  mode: string;
+  /** ma: J, the initial value (decimal) and D, the delta (decimal). */
+  initial: string;
+  delta: string;
+}
+
+export type MetaCommand =
+  | { kind: "mn" }
+  | { kind: "me"; key: string; binary: boolean }
+  | { kind: "mg"; flags: MetaFlags }
+  | { kind: "md"; flags: MetaFlags }
+  | { kind: "ma"; flags: MetaFlags; incr: boolean }
+  /** ms: `bytes` of data and \r\n follow the line; `mode` as the store numbers it (cas when a C flag came with set or replace). */
+  | { kind: "ms"; flags: MetaFlags; bytes: number; mode: StoreMode }
+  /** An error; `swallow`: the bytes (data and its \r\n) to skip after the line. */
+  | { kind: "meta-error"; reply: string; swallow: number };
+
+const metaError = (reply: string, swallow = 0): MetaCommand => ({ kind: "meta-error", reply, swallow });
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** A base64 key -> its bytes as a latin1 string, or undefined when it is not base64 or decodes to nothing. */
+export function decodeKey(token: string): string | undefined {
+  if (token.length % 4 !== 0 || !BASE64.test(token)) return undefined;
+  const bytes = Buffer.from(token, "base64");
+  return bytes.length === 0 ? undefined : bytes.toString("latin1");
+}
+
+/** A key as the answer's k flag writes it: base64 again for a binary key. */
+export function encodeKey(key: string, binary: boolean): string {
+  return binary ? Buffer.from(key, "latin1").toString("base64") : key;
+}
+
+/**
+ * A meta command line, its tokens `t` (t[0]: mg, ms, md, ma, mn or me),
+ * -> a MetaCommand.
+ */
+export function parseMeta(t: readonly string[]): MetaCommand {
+  const name = t[0]!;
+  if (name === "mn") return { kind: "mn" };
+  if (t.length < 2) return metaError(REPLY.BAD_FORMAT);
+  switch (name) {
+    case "me": {
+      // me <key> [b]: the key's bytes, or its base64 with b.
+      if (t[1]!.length > MAX_KEY_LENGTH) return metaError(REPLY.BAD_FORMAT);
+      if (t.length >= 3 && t[2] === "b") {
+        const key = decodeKey(t[1]!);
+        return key === undefined ? metaError(REPLY.BAD_FORMAT) : { kind: "me", key, binary: true };
+      }
+      return { kind: "me", key: t[1]!, binary: false };
+    }
+    case "mg":
+    case "md": {
+      const f = parseFlags(t, 2);
+      if (typeof f === "string") return metaError(f);
+      return name === "mg" ? { kind: "mg", flags: f } : { kind: "md", flags: f };
+    }
+    case "ma": {
+      const f = parseFlags(t, 2);
+      // memcached words every flag error of ma so (a key too long too).
+      if (typeof f === "string") return metaError(f === META_REPLY.OPAQUE_TOO_LONG ? f : META_REPLY.ARITH_FLAG);
+      switch (f.mode) {
+        case "":
+        case "I":
+        case "+":
+          return { kind: "ma", flags: f, incr: true };
+        case "D":
+        case "-":
+          return { kind: "ma", flags: f, incr: false };
+        default:
+          return metaError(META_REPLY.MA_MODE);
+      }
+    }
+    case "ms":
+      return parseMetaSet(t);
+    default:
+      return metaError(REPLY.ERROR);
+  }
+}
+
+function parseMetaSet(t: readonly string[]): MetaCommand {
+  if (t.length < 3) return metaError(REPLY.BAD_FORMAT);
+  const bytes = parseI32(t[2]!);
+  // memcached: vlen < 0 || vlen > INT_MAX - 2; nothing to swallow, as the length is unknown.
+  if (bytes === undefined || bytes < 0 || bytes > 0x7fffffff - 2) return metaError(REPLY.BAD_FORMAT);
+  const swallow = bytes + 2;
+  const f = parseFlags(t, 3);
+  if (typeof f === "string") return metaError(f, swallow);
+  let mode: StoreMode;
+  switch (f.mode) {
+    case "":
+    case "S":
+      mode = MODE_SET;
+      break;
+    case "E":
+      mode = MODE_ADD;
+      break;
+    case "A":
+      mode = MODE_APPEND;
+      break;
+    case "P":
+      mode = MODE_PREPEND;
+      break;
+    case "R":
+      mode = MODE_REPLACE;
+      break;
+    default:
+      return metaError(META_REPLY.MS_MODE, swallow);
+  }
+  // A compared CAS makes set and replace the cas command (memcached: NREAD_CAS); append and prepend compare it themselves.
+  if (f.compareCas !== undefined && (mode === MODE_SET || mode === MODE_REPLACE)) mode = MODE_CAS;
+  return { kind: "ms", flags: f, bytes, mode };
+}
+
+/** A flag's token as an exptime (a signed 32-bit number), or undefined. */
+const ttlToken = (token: string): number | undefined => parseI32(token.slice(1));
+
+/**
+ * The flags from t[first] on -> MetaFlags, or the error's answer. As
+ * memcached: a duplicate or unknown flag ends the parse at once; a bad
+ * token is noted and the parse goes on (the last one noted is answered).
+ */
+export function parseFlags(t: readonly string[], first: number): MetaFlags | string {
+  const raw = t[1]!;
+  if (raw.length > MAX_KEY_LENGTH) return REPLY.BAD_FORMAT;
+  if (t.length > MAX_META_TOKENS) return META_REPLY.TOO_MANY_TOKENS;
+  const f: MetaFlags = {
+    key: raw,
+    binary: false,
+    tokens: t.slice(first),
+    quiet: false,
+    value: false,
+    noBump: false,
+    invalidate: false,
+    removeValue: false,
+    ttl: undefined,
+    vivify: undefined,
+    recache: undefined,
+    compareCas: undefined,
+    casIn: undefined,
+    clientFlags: 0,
+    mode: "",
+    initial: "0",
+    delta: "1",
+  };
+  let failed: string | undefined;
+  let seen = "";
+  for (const token of f.tokens) {
+    const o = token[0]!;
+    if (seen.includes(o)) return META_REPLY.DUPLICATE_FLAG;
+    seen += o;
+    switch (o) {
+      case "b": {
+        const key = decodeKey(raw);
+        if (key === undefined) failed = META_REPLY.BAD_KEY;
+        else f.key = key;
+        f.binary = true;
+        break;
+      }
+      case "N":
+        f.vivify = ttlToken(token);
+        if (f.vivify === undefined) failed = META_REPLY.BAD_TOKEN;
+        break;
+      case "T":
+        f.ttl = ttlToken(token);
+        if (f.ttl === undefined) failed = META_REPLY.BAD_TOKEN;
+        break;
+      case "R":
+        f.recache = ttlToken(token);
+        if (f.recache === undefined) failed = META_REPLY.BAD_TOKEN;
+        break;
+      case "O":
+        // memcached checks this as it writes the answer; here before anything is done.
+        if (token.length > MAX_OPAQUE_LENGTH) return META_REPLY.OPAQUE_TOO_LONG;
+        break;
+      case "P":
+      case "L":
+      case "k":
+      case "s":
+      case "t":
+      case "c":
+      case "f":
+      case "l":
+      case "h":
+        break;
+      case "v":
+        f.value = true;
+        break;
+      case "u":
+        f.noBump = true;
+        break;
+      case "q":
+        f.quiet = true;
+        break;
+      case "x":
+        f.removeValue = true;
+        break;
+      case "I":
+        f.invalidate = true;
+        break;
+      case "F": {
+        const flags = parseU32(token.slice(1));
+        if (flags < 0) failed ??= REPLY.BAD_FORMAT;
+        else f.clientFlags = flags;
+        break;
+      }
+      case "C": {
+        const cas = parseU64(token.slice(1));
+        if (cas === undefined) failed = META_REPLY.BAD_TOKEN;
+        else f.compareCas = cas.toString();
+        break;
+      }
+      case "E": {
+        const cas = parseU64(token.slice(1));
+        if (cas === undefined || cas > BigInt(MAX_CAS_IN)) failed = META_REPLY.BAD_TOKEN;
+        else f.casIn = Number(cas);
+        break;
+      }
+      case "M":
+        f.mode = token.length > 1 ? token[1]! : "";
+        break;
+      case "J": {
+        const n = parseU64(token.slice(1));
+        if (n === undefined) failed = META_REPLY.BAD_INITIAL;
+        else f.initial = n.toString();
+        break;
+      }
+      case "D": {
+        const n = parseU64(token.slice(1));
+        if (n === undefined) failed = META_REPLY.BAD_DELTA;
+        else f.delta = n.toString();
+        break;
+      }
+      default:
+        return META_REPLY.INVALID_FLAG;
+    }
+  }
+  return failed ?? f;
+}
+
+/** What an answer's flags report (s, t, c, f, l, h: each flag's value, where the command reports it). */
+export type FlagValues = Partial<Record<"s" | "t" | "c" | "f" | "l" | "h", number | string>>;
+
+/**
+ * The flags of an answer, in the order they came: O echoed, k the key
+ * (`binary`: answered in base64, with " b"), each of `values` that was
+ * asked for; the other flags answer nothing.
+ */
+export function answerFlags(f: MetaFlags, values: FlagValues = {}, binary = f.binary): string {
+  let out = "";
+  for (const token of f.tokens) {
+    const o = token[0]!;
+    if (o === "O") out += ` ${token}`;
+    else if (o === "k") out += keyFlag(f.key, binary);
+    else if (o in values) out += ` ${o}${values[o as keyof FlagValues]!}`;
+  }
+  return out;
+}
+
+/** Whether t comes before T: memcached's t then reports the TTL the item had before the command's own T. */
+export function ttlBeforeTouch(f: MetaFlags): boolean {
+  const t = f.tokens.findIndex((token) => token[0] === "t");
+  return t >= 0 && f.tokens.findIndex((token) => token[0] === "T") > t;
+}
+
+/** The k flag of an answer. */
+export function keyFlag(key: string, binary: boolean): string {
+  return binary ? ` k${encodeKey(key, true)} b` : ` k${key}`;
+}

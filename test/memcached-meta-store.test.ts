@@ -1,0 +1,131 @@
+/**
+ * The store's meta operations on their own (store.ts metaGet, metaDelete,
+ * metaArith, store with E / I / N), on one shard's heap with a clock the
+ * test sets: what h, l, t, W, X and Z report, what a win marks, which
+ * cas values the items get, and that nothing is left behind. Over the
+ * wire: test/memcached-protocol.test.ts.
+ */
+import { describe, expect, it } from "vitest";
+import { SharedHeap } from "../dist/index.js";
+import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
+import { MODE_APPEND, MODE_CAS, MODE_SET } from "../dist/apps/memcached/protocol.js";
+import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
+import { ItemStore, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED } from "../dist/apps/memcached/store.js";
+
+const NOW = 1_800_000_000;
+
+function setup(): { store: ItemStore; views: ItemViews; heap: SharedHeap; counters: Float64Array; set(key: string, value: string, exptime?: number, now?: number, meta?: Parameters<ItemStore["store"]>[5], mode?: number, cas?: string): number } {
+  const heap = SharedHeap.create({ shards: 1, shardBytes: "4MiB" });
+  const views = new ItemViews(heap);
+  const stats = createStatsBuffer(1);
+  const counters = shardCounters(stats, 0);
+  const store = new ItemStore({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, shards: 1, maxItemSize: 1 << 20 });
+  // A set as a connection of another shard makes it: a staging copy the store copies in.
+  const set = (key: string, value: string, exptime = 0, now = NOW, meta?: Parameters<ItemStore["store"]>[5], mode = MODE_SET, cas = ""): number => {
+    const src = store.allocate(itemSize(key.length, 0, value.length));
+    views.writeHead(src, 0, key, 0, exptime, value.length);
+    views.bytes.write(value, views.dataStart(src), "latin1");
+    views.terminate(src);
+    const r = store.store(mode as 0, key, src, cas, now, meta);
+    store.discardUnlinked(src);
+    return r;
+  };
+  return { store, views, heap, counters, set };
+}
+
+/** metaGet's answer, the reference released. */
+function mg(s: ReturnType<typeof setup>, key: string, now: number, o: { touchTo?: number; vivifyTo?: number; recacheBefore?: number; casIn?: number; noBump?: boolean } = {}): { hit: boolean; bits: number; idle: number; exptime: number; cas: number; value: string } {
+  const [ref, bits, idle, exptime] = s.store.metaGet(key, now, o.touchTo ?? -1, o.vivifyTo ?? -1, o.recacheBefore ?? -1, o.casIn ?? -1, o.noBump ?? false, false).split(" ").map(Number) as [number, number, number, number];
+  if (ref === 0) return { hit: false, bits, idle, exptime, cas: 0, value: "" };
+  const ptr = s.store.map.valuePointer(ref);
+  const out = { hit: true, bits, idle, exptime, cas: s.views.cas(ptr), value: s.views.value(ptr).toString("latin1") };
+  s.store.map.release(ref);
+  return out;
+}
+
+function clean(s: ReturnType<typeof setup>): void {
+  s.store.flushNow();
+  s.store.map.reclaim();
+  expect(s.store.map.check()).toEqual([]);
+  expect(s.heap.check()).toEqual([]);
+}
+
+describe("the store's meta operations", () => {
+  it("mg reports h and l as they were before it, and u leaves them", () => {
+    const s = setup();
+    s.set("k", "v", 0, NOW);
+    expect(mg(s, "k", NOW + 5, { noBump: true })).toMatchObject({ hit: true, bits: 0, idle: 5 });
+    expect(mg(s, "k", NOW + 7)).toMatchObject({ bits: 0, idle: 7 });
+    expect(mg(s, "k", NOW + 10)).toMatchObject({ bits: MG_FETCHED, idle: 3 });
+    expect(mg(s, "missing", NOW)).toMatchObject({ hit: false });
+    expect([s.counters[STAT.cmd_get], s.counters[STAT.get_hits], s.counters[STAT.get_misses]]).toEqual([4, 3, 1]);
+    clean(s);
+  });
+
+  it("mg N vivifies a miss with the E cas and wins it once; R wins once when the TTL is below it", () => {
+    const s = setup();
+    expect(mg(s, "v", NOW, { vivifyTo: NOW + 30, casIn: 9876 })).toMatchObject({ hit: true, bits: MG_WON, exptime: NOW + 30, cas: 9876, value: "" });
+    expect(mg(s, "v", NOW, { vivifyTo: NOW + 30 })).toMatchObject({ bits: MG_TOKEN_SENT | MG_FETCHED });
+    s.set("r", "x", NOW + 10);
+    expect(mg(s, "r", NOW, { recacheBefore: NOW + 5 }).bits & MG_WON).toBe(0);
+    expect(mg(s, "r", NOW, { recacheBefore: NOW + 30 }).bits & MG_WON).toBe(MG_WON);
+    expect(mg(s, "r", NOW, { recacheBefore: NOW + 30 }).bits & (MG_WON | MG_TOKEN_SENT)).toBe(MG_TOKEN_SENT);
+    // T on a hit is a touch; on a miss, memcached counts a get miss.
+    expect(mg(s, "r", NOW, { touchTo: NOW + 300 })).toMatchObject({ exptime: NOW + 300 });
+    expect(mg(s, "gone", NOW, { touchTo: NOW + 300 })).toMatchObject({ hit: false });
+    expect([s.counters[STAT.cmd_touch], s.counters[STAT.touch_hits], s.counters[STAT.touch_misses]]).toEqual([1, 1, 0]);
+    clean(s);
+  });
+
+  it("md I marks the item stale with a new cas (a new entry, the old one left to its readers); its next mg wins, the one after sees Z", () => {
+    const s = setup();
+    s.set("k", "moo", NOW + 100, NOW, { casIn: 1234, invalidate: false, vivify: false });
+    const held = s.store.map.acquire("k");
+    const before = s.store.map.valuePointer(held);
+    expect(s.store.metaDelete("k", NOW, "1233", -1, -1, true, false, 0)).toBe(R_EXISTS);
+    expect(s.store.metaDelete("k", NOW, "1234", 5678, NOW + 30, true, false, 0)).toBe(R_DELETED);
+    // What a reader held is untouched: cas, exptime and marks change in the new entry only.
+    expect([s.views.cas(before), s.views.exptime(before), s.views.marks(before)]).toEqual([1234, NOW + 100, 0]);
+    s.store.map.release(held);
+    expect(mg(s, "k", NOW)).toMatchObject({ bits: MG_STALE | MG_WON, cas: 5678, exptime: NOW + 30, value: "moo" });
+    expect(mg(s, "k", NOW)).toMatchObject({ bits: MG_STALE | MG_TOKEN_SENT | MG_FETCHED });
+    // ms I with a lower cas stores the value, still stale, the TTL and the sent token kept.
+    expect(s.set("k", "f", NOW + 90, NOW, { casIn: -1, invalidate: true, vivify: false }, MODE_CAS, "1")).toBe(R_STORED);
+    expect(mg(s, "k", NOW)).toMatchObject({ bits: MG_STALE | MG_TOKEN_SENT, exptime: NOW + 30, value: "f" });
+    // A higher one that does not match is refused; the right one stores a fresh item.
+    expect(s.set("k", "g", 0, NOW, { casIn: -1, invalidate: true, vivify: false }, MODE_CAS, String(2 ** 40))).toBe(R_EXISTS);
+    const cas = mg(s, "k", NOW).cas;
+    expect(s.set("k", "g", NOW + 90, NOW, { casIn: -1, invalidate: true, vivify: false }, MODE_CAS, String(cas))).toBe(R_STORED);
+    expect(mg(s, "k", NOW)).toMatchObject({ bits: 0, value: "g", exptime: NOW + 90 });
+    // md x: an empty value in its place, flags and TTL from the command.
+    expect(s.store.metaDelete("k", NOW, "", -1, -1, false, true, 7)).toBe(R_DELETED);
+    expect(mg(s, "k", NOW)).toMatchObject({ value: "", exptime: 0 });
+    expect(s.store.metaDelete("nothing", NOW, "", -1, -1, true, false, 0)).toBe(R_NOT_FOUND);
+    clean(s);
+  });
+
+  it("ma: N J seeds a miss, C compares, E sets the cas, T the TTL", () => {
+    const s = setup();
+    expect(s.store.metaArith("n", NOW, true, "1", "", -1, -1, "0", -1)).toBe(R_NOT_FOUND);
+    expect(s.store.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} ${NOW + 60} 5`);
+    expect(s.store.metaArith("n", NOW, true, "1", "4320", -1, -1, "0", -1)).toBe(R_EXISTS);
+    const [, cas] = String(s.store.metaArith("n", NOW, true, "1", "4321", -1, -1, "0", NOW + 300)).split(" ");
+    expect(Number(cas)).not.toBe(4321);
+    expect(s.store.metaArith("n", NOW, false, "100", "", 8765, -1, "0", NOW + 400)).toBe(`${R_STORED} 8765 ${NOW + 400} ${NOW + 300} 0`);
+    clean(s);
+  });
+
+  it("ms append: a compared cas must match; N stores the value on a miss with N's TTL", () => {
+    const s = setup();
+    const viv = { casIn: -1, invalidate: false, vivify: true };
+    expect(s.set("a", "hi", NOW + 30, NOW, undefined, MODE_APPEND)).toBe(R_NOT_STORED);
+    expect(s.set("a", "mo", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
+    expect(s.store.metaResult(R_STORED)).toMatch(/^0 \d+ 2$/);
+    expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND, "999")).toBe(R_EXISTS);
+    expect(s.store.metaResult(R_EXISTS)).toBe(`${R_EXISTS} 0 0`);
+    expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
+    expect(s.store.metaResult(R_STORED)).toMatch(/^0 \d+ 4$/);
+    expect(mg(s, "a", NOW)).toMatchObject({ value: "moko", exptime: NOW + 30 });
+    clean(s);
+  });
+});
