@@ -42,7 +42,7 @@ function configured(): ShardState {
 export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
+  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict });
   const remote = new RemoteOps(shard);
   const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
   const ctx: ConnectionContext = {
