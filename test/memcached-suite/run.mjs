@@ -43,6 +43,7 @@ const EXCEPTIONS = {
   slabs: "slab classes and their mover (shardheap's size classes are fixed)",
   lru: "memcached's LRU threads (segmented LRU, crawler, maintainer)",
   admin: "the shutdown command (-A), daemon mode",
+  big: "a cache over 4 GiB (-m 4098: the heap is one SharedArrayBuffer of at most 4 GiB)",
 };
 const EXCEPTED = {
   "binary.t": "binary", "binary-get.t": "binary", "binary-sasl.t": "sasl", "binary-extstore.t": "extstore",
@@ -54,7 +55,7 @@ const EXCEPTED = {
   "slabhang.t": "slabs", "slabs-cas.t": "slabs", "slabs-reassign-chunked.t": "slabs", "slabs-reassign2.t": "slabs",
   "slabs_reassign.t": "slabs", "chunked-items.t": "slabs", "dyn-maxbytes.t": "slabs", "refhang.t": "slabs",
   "lru-crawler.t": "lru", "lru-maintainer.t": "lru", "lru.t": "lru",
-  "shutdown.t": "admin", "daemonize.t": "admin",
+  "shutdown.t": "admin", "daemonize.t": "admin", "64bit.t": "big",
 };
 for (const f of ["chunked-extstore.t", "error-extstore.t", "extstore-buckets.t", "extstore-cas.t", "extstore-jbod.t", "extstore-overdel.t",
   "extstore-start.t", "extstore-tiered.t", "extstore-tiered2.t", "extstore.t"]) EXCEPTED[f] = "extstore";
@@ -77,11 +78,15 @@ function makeBuildDir(checkout) {
   const dir = mkdtempSync(join(tmpdir(), "shardheap-memcached-suite-"));
   if (checkout !== undefined) {
     cpSync(join(checkout, "t"), join(dir, "t"), { recursive: true });
+    // line-lengths.t reads doc/protocol.txt.
+    if (existsSync(join(checkout, "doc"))) cpSync(join(checkout, "doc"), join(dir, "doc"), { recursive: true });
   } else {
     if (!existsSync(MIRROR)) throw new Error(`no checkout given and no mirror at ${MIRROR}: --checkout DIR`);
-    execFileSync("sh", ["-c", `git -C '${MIRROR}' archive HEAD t | tar -x -C '${dir}'`]);
+    execFileSync("sh", ["-c", `git -C '${MIRROR}' archive HEAD t doc | tar -x -C '${dir}'`]);
   }
   for (const name of ["memcached-debug", "timedrun"]) symlinkSync(join(HERE, name), join(dir, name));
+  // The help, once (the wrapper prints this copy: the harness asks for it per connection).
+  writeFileSync(join(dir, "help.txt"), execFileSync("node", [join(REPO, "dist/cli.js"), "memcached", "-h"]));
   return dir;
 }
 
@@ -94,7 +99,7 @@ function runFile(dir, file, a) {
   return new Promise((done) => {
     const child = spawn("perl", ["-I", "t/lib", `t/${file}`], {
       cwd: dir,
-      env: { ...process.env, SHARDHEAP_SMP: a.smp, SHARDHEAP_SUITE_LOG: log, SHARDHEAP_SUITE_PIDS: pids, T_MEMD_USE_DAEMON: "" },
+      env: { ...process.env, SHARDHEAP_SMP: a.smp, SHARDHEAP_SUITE_LOG: log, SHARDHEAP_SUITE_PIDS: pids, SHARDHEAP_SUITE_HELP: join(dir, "help.txt"), T_MEMD_USE_DAEMON: "" },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });

@@ -182,6 +182,19 @@ export class Connection implements ReaderSink {
   private flushing = 0;
   /** The client half-closed while the reader was suspended: end once what it sent is done. */
   private endWhenResumed = false;
+  /** Requests run since the last socket read or yield (-R). */
+  private requestsThisEvent = 0;
+  /** The reader is suspended for a yield (-R). */
+  private yielded = false;
+  /** The reader is suspended until an owner reserves a big value's item (reserveOn). */
+  private reserving = false;
+  /** Unix second of the last bytes from the client (-o idle_timeout). */
+  private lastRead = Math.floor(Date.now() / 1000);
+  private readonly endYield = (): void => {
+    this.yielded = false;
+    this.requestsThisEvent = 0;
+    if (!this.closed && !this.reserving) this.resumeReading();
+  };
 
   constructor(socket: Socket, ctx: ConnectionContext) {
     this.socket = socket;
@@ -207,6 +220,8 @@ export class Connection implements ReaderSink {
 
   private received(chunk: Buffer): void {
     if (this.closed) return;
+    this.lastRead = this.now = Math.floor(Date.now() / 1000);
+    if (!this.yielded) this.requestsThisEvent = 0;
     this.ctx.counters[STAT.bytes_read] += chunk.length;
     this.feed(chunk);
   }
@@ -229,6 +244,8 @@ export class Connection implements ReaderSink {
   // ---- ReaderSink ----
 
   line(text: string): number {
+    // -R: after that many requests in one read, the others on this shard get a turn (memcached's conn_yields).
+    if (++this.requestsThisEvent >= this.ctx.config.requestsPerEvent) this.yieldAfterThis();
     const cmd = parseCommand(text);
     switch (cmd.kind) {
       case "get":
@@ -544,7 +561,9 @@ export class Connection implements ReaderSink {
     this.pause();
     // Until the owner answers, no data arrives (the reader holds it): skip nothing, fill nothing.
     this.incoming = undefined;
+    this.reserving = true;
     this.toOwner(owner, [OP_RESERVE, cmd.key, size], (r) => {
+      this.reserving = false;
       const ref = typeof r === "number" ? r : 0;
       if (this.closed) {
         if (ref !== 0) this.toOwner(owner, [OP_GIVE_UP, ref], noop);
@@ -556,14 +575,48 @@ export class Connection implements ReaderSink {
       } else {
         this.beginData(cmd, ref, size, owner);
       }
-      this.feed(undefined);
-      if (this.endWhenResumed && !this.reader.suspended) {
-        this.endWhenResumed = false;
-        this.endAfter();
-        this.flushOut();
-      }
-      this.maybeResume();
+      if (!this.yielded) this.resumeReading();
     });
+  }
+
+  /** Go on reading what the suspended reader holds, then end if the client half-closed meanwhile. */
+  private resumeReading(): void {
+    this.feed(undefined);
+    if (this.endWhenResumed && !this.reader.suspended) {
+      this.endWhenResumed = false;
+      this.endAfter();
+      this.flushOut();
+    }
+    this.maybeResume();
+  }
+
+  /**
+   * Stop reading once this line is done, until the loop's next turn
+   * (setImmediate: after the I/O of other connections). When this line
+   * also waits for an owner (a big value for another shard: reserveOn),
+   * whichever of the two ends last resumes.
+   */
+  private yieldAfterThis(): void {
+    if (this.yielded) return;
+    this.yielded = true;
+    this.ctx.counters[STAT.conn_yields]++;
+    // The reader holds what follows this line (reader.ts suspend).
+    this.reader.suspend();
+    this.pause();
+    setImmediate(this.endYield);
+  }
+
+  /** Seconds since the client last sent anything; 0 while this connection waits on its own work (answers to come, a half-read value). */
+  idleSince(now: number): number {
+    if (this.queue.length > 0 || this.reader.suspended || this.reader.inData) return 0;
+    return now - this.lastRead;
+  }
+
+  /** Close an idle connection (-o idle_timeout), counted as memcached's idle_kicks. */
+  kickIdle(): void {
+    if (this.closed) return;
+    this.ctx.counters[STAT.idle_kicks]++;
+    this.socket.destroy();
   }
 
   /**

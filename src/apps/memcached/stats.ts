@@ -46,6 +46,14 @@ export const STAT = {
   total_items: 26,
   evictions: 27,
   reclaimed: 28,
+  /** Connections refused for -c (memcached: "ERROR Too many open connections"). */
+  rejected_connections: 29,
+  /** Times a connection stopped after -R requests to let others run. */
+  conn_yields: 30,
+  /** Connections closed for -o idle_timeout. */
+  idle_kicks: 31,
+  /** memcached counts the times it stopped accepting at -c; shardheap refuses each connection instead: 0. */
+  listen_disabled_num: 32,
 } as const;
 export type StatName = keyof typeof STAT;
 export const STAT_NAMES = Object.keys(STAT) as StatName[];
