@@ -146,6 +146,10 @@ describe("memcached's settings in a running server", () => {
     for (let i = 0; i < stored; i++) expect(await c.request(`get dash${i}\r\n`, "END\r\n")).toBe(`VALUE dash${i} 0 ${value.length}\r\n${value}\r\nEND\r\n`);
     expect(await stat(c, "evictions")).toBe(0);
     expect(await stat(c, "store_no_memory")).toBeGreaterThanOrEqual(1);
+    // Room an item of the same shard gives back is used again (each shard has its own memory).
+    const sameShard = Array.from({ length: stored }, (_, i) => i).find((i) => keyOwner(`dash${i}`, 2) === keyOwner(`dash${stored}`, 2))!;
+    expect(await c.request(`delete dash${sameShard}\r\n`)).toBe("DELETED\r\n");
+    expect(await c.request(`set dash${stored} 0 0 ${value.length}\r\n${value}\r\n`)).toBe("STORED\r\n");
     expect(server.smp.heap.check()).toEqual([]);
   });
 
