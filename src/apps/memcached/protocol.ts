@@ -16,7 +16,9 @@
  * proto_parser.c) where 1.6.18 differs: a malformed one is "CLIENT_ERROR
  * bad command line format" and its data block is swallowed once its length
  * is read (storeCommand); flags and exptimes keep their low 32 bits as
- * memcached's strtoul / strtol do (flags 2^32 stored as 0).
+ * memcached's strtoul / strtol do (flags 2^32 stored as 0). Every other
+ * number is read as its tokenizer (mcmc_tokto*) reads them: digits, a '-'
+ * where signed, no '+' (incr by "+1" or "-0", gat 2147483648: refused).
  */
 import { MAX_KEY_LENGTH } from "./item.js";
 
@@ -79,34 +81,9 @@ export type Command =
 
 /** Seconds in 30 days: a larger exptime is a Unix time, not an offset (memcached's REALTIME_MAXDELTA). */
 export const MAX_RELATIVE_EXPTIME = 60 * 60 * 24 * 30;
-const U32 = /^\+?\d{1,10}$/;
-const I32 = /^[+-]?\d{1,10}$/;
-const U64 = /^\+?\d{1,20}$/;
-const MAX_U64 = 2n ** 64n - 1n;
 
 function error(reply: string, noreply = false, swallow = 0, close = false): Command {
   return { kind: "error", reply, noreply, swallow, close };
-}
-
-/** A token as an unsigned 32-bit number, or -1. */
-export function parseU32(token: string): number {
-  if (!U32.test(token)) return -1;
-  const n = Number(token);
-  return n <= 0xffffffff ? n : -1;
-}
-
-/** A token as a signed 32-bit number, or undefined. */
-export function parseI32(token: string): number | undefined {
-  if (!I32.test(token)) return undefined;
-  const n = Number(token);
-  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
-}
-
-/** A token as an unsigned 64-bit number, or undefined. */
-export function parseU64(token: string): bigint | undefined {
-  if (!U64.test(token)) return undefined;
-  const n = BigInt(token);
-  return n <= MAX_U64 ? n : undefined;
 }
 
 /** memcached's tokenizer: split on spaces, empty tokens dropped. */
@@ -145,7 +122,7 @@ export function parseCommand(line: string): Command {
     case "gat":
     case "gats": {
       if (n < 2) return error(REPLY.ERROR);
-      const exptime = parseI32(t[1]!);
+      const exptime = parseStrictI32(t[1]!);
       if (exptime === undefined) return error(REPLY.BAD_EXPTIME);
       return getCommand(t, 2, name === "gats", true, exptime);
     }
@@ -170,7 +147,7 @@ export function parseCommand(line: string): Command {
       if (n !== 3 && n !== 4) return error(REPLY.ERROR);
       const noreply = isNoreply(t);
       if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
-      const exptime = parseI32(t[2]!);
+      const exptime = parseStrictI32(t[2]!);
       if (exptime === undefined) return error(REPLY.BAD_EXPTIME, noreply);
       return { kind: "touch", key: t[1]!, exptime, noreply };
     }
@@ -178,7 +155,7 @@ export function parseCommand(line: string): Command {
       // Current memcached reads the delay only (no more tokens counted); -F's refusal comes first (the connection's).
       const noreply = isNoreply(t);
       let delay: number | undefined = 0;
-      if (n !== (noreply ? 2 : 1)) delay = parseI32(t[1]!);
+      if (n !== (noreply ? 2 : 1)) delay = parseStrictI32(t[1]!);
       return { kind: "flush", delay, noreply };
     }
     case "version":
@@ -186,7 +163,7 @@ export function parseCommand(line: string): Command {
     case "verbosity": {
       if (n !== 2 && n !== 3) return error(REPLY.ERROR);
       const noreply = isNoreply(t);
-      return parseU32(t[1]!) < 0 ? error(REPLY.BAD_FORMAT, noreply) : { kind: "verbosity", noreply };
+      return parseStrictU32(t[1]!) === undefined ? error(REPLY.BAD_FORMAT, noreply) : { kind: "verbosity", noreply };
     }
     case "stats":
       return { kind: "stats", args: t.slice(1) };
@@ -279,6 +256,13 @@ export function parseStrictI32(token: string): number | undefined {
   return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
 }
 
+/** mcmc_toktou32: digits only, no more than 11 characters, below 2^32. */
+export function parseStrictU32(token: string): number | undefined {
+  if (token.length > 11 || !/^\d+$/.test(token)) return undefined;
+  const n = Number(token);
+  return n <= 0xffffffff ? n : undefined;
+}
+
 /** mcmc_toktou64: digits only, no more than 22 characters, below 2^64. */
 export function parseStrictU64(token: string): bigint | undefined {
   if (token.length > 22 || !/^\d+$/.test(token)) return undefined;
@@ -302,7 +286,8 @@ function deleteCommand(t: string[]): Command {
 function arithCommand(t: string[], incr: boolean): Command {
   const noreply = isNoreply(t);
   if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
-  const delta = parseU64(t[2]!);
+  // Current memcached (mcmc_toktou64): digits only; 1.6.18's strtoull also took "-0" and "+1".
+  const delta = parseStrictU64(t[2]!);
   if (delta === undefined) return error(REPLY.BAD_DELTA, noreply);
   return { kind: "arith", key: t[1]!, incr, delta: delta.toString(), noreply };
 }
