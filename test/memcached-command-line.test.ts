@@ -62,6 +62,7 @@ describe("memcached's flags", () => {
       [["-o", "idle_timeout"], /idle_timeout needs a value/],
       [["-o", "idle_timeout=x"], /idle_timeout must be a whole number/],
       [["-t", "2", "--smp", "2"], /--smp and -t say the same thing/],
+      [["-m", "1", "-t", "16"], /-m 1: 64K for each of 16 shards, below the 128K a shard needs/],
       [["-m", "64", "--memory", "64MiB"], /--memory and -m say the same thing/],
     ];
     for (const [argv, message] of refused) {

@@ -12,6 +12,7 @@ import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
+import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
@@ -46,6 +47,8 @@ export interface MemcachedArgs extends MemcachedOptions {
   /** -V: print the version, serve nothing. */
   version?: boolean;
 }
+
+const MIB = 1024 * 1024;
 
 /** Both spellings of one setting given (shardheap's and memcached's): which one was meant is not for us to guess. */
 function oneOf(ours: string, given: unknown, theirs: string, alsoGiven: unknown): void {
@@ -104,10 +107,14 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   let memoryFlag = "--memory";
   if (m.memoryTotal !== undefined) {
     // memcached's -m is the whole cache's: each shard holds its share.
-    memory = Math.floor(m.memoryTotal / (shards ?? fillSmpOptions({}).shards));
+    const split = shards ?? fillSmpOptions({}).shards;
+    memory = Math.floor(m.memoryTotal / split);
     memoryFlag = "-m";
+    if (memory < MIN_SHARD_BYTES) {
+      throw new UsageError(`-m ${m.memoryTotal / MIB}: ${formatSize(memory)} for each of ${split} shards, below the ${formatSize(MIN_SHARD_BYTES)} a shard needs`);
+    }
     if (m.maxItemSize !== undefined && m.maxItemSize > m.memoryTotal / 2) {
-      throw new UsageError(`-I ${formatSize(m.maxItemSize)}: Cannot set item size limit higher than 1/2 of memory max (-m ${m.memoryTotal / 1024 / 1024}).`);
+      throw new UsageError(`-I ${formatSize(m.maxItemSize)}: Cannot set item size limit higher than 1/2 of memory max (-m ${m.memoryTotal / MIB}).`);
     }
   }
   const itemFlag = m.maxItemSize === undefined ? "--max-item-size" : "-I";
