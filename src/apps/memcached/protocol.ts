@@ -12,10 +12,13 @@
  *   - "noreply" is the LAST token, and silences every answer of that
  *     command, errors included (memcached's out_string), except the
  *     token-count "ERROR", which comes before it is read.
- * Where memcached reads a number past its field's width and keeps the low
- * bits (flags 4294967296 stored as 0, a length of 99999999999 read as
- * 1215752191 bytes to swallow), this parser refuses it with "CLIENT_ERROR
- * bad command line format" instead.
+ * Storage lines follow current memcached (the suite's revision, its new
+ * proto_parser.c) where 1.6.18 differs: a malformed one is "CLIENT_ERROR
+ * bad command line format" and its data block is swallowed once its length
+ * is read (storeCommand); flags and exptimes keep their low 32 bits as
+ * memcached's strtoul / strtol do (flags 2^32 stored as 0). Every other
+ * number is read as its tokenizer (mcmc_tokto*) reads them: digits, a '-'
+ * where signed, no '+' (incr by "+1" or "-0", gat 2147483648: refused).
  */
 import { MAX_KEY_LENGTH } from "./item.js";
 
@@ -32,6 +35,7 @@ export const REPLY = {
   NO_MEMORY_STORING: "SERVER_ERROR out of memory storing object",
   NO_MEMORY: "SERVER_ERROR out of memory",
   LINE_TOO_LONG: "CLIENT_ERROR line too long",
+  FLUSH_REFUSED: "CLIENT_ERROR flush_all not allowed",
   STORED: "STORED",
   NOT_STORED: "NOT_STORED",
   EXISTS: "EXISTS",
@@ -61,7 +65,8 @@ export type Command =
   /** incr / decr; delta: a decimal below 2^64 (a string: it travels between shards as one). */
   | { kind: "arith"; key: string; incr: boolean; delta: string; noreply: boolean }
   | { kind: "touch"; key: string; exptime: number; noreply: boolean }
-  | { kind: "flush"; delay: number; noreply: boolean }
+  /** delay undefined: not a number (CLIENT_ERROR invalid exptime argument, unless flush_all is refused anyway: -F). */
+  | { kind: "flush"; delay: number | undefined; noreply: boolean }
   | { kind: "version" }
   | { kind: "verbosity"; noreply: boolean }
   | { kind: "stats"; args: string[] }
@@ -80,34 +85,9 @@ export type Command =
 
 /** Seconds in 30 days: a larger exptime is a Unix time, not an offset (memcached's REALTIME_MAXDELTA). */
 export const MAX_RELATIVE_EXPTIME = 60 * 60 * 24 * 30;
-const U32 = /^\+?\d{1,10}$/;
-const I32 = /^[+-]?\d{1,10}$/;
-const U64 = /^\+?\d{1,20}$/;
-const MAX_U64 = 2n ** 64n - 1n;
 
 function error(reply: string, noreply = false, swallow = 0, close = false): Command {
   return { kind: "error", reply, noreply, swallow, close };
-}
-
-/** A token as an unsigned 32-bit number, or -1. */
-export function parseU32(token: string): number {
-  if (!U32.test(token)) return -1;
-  const n = Number(token);
-  return n <= 0xffffffff ? n : -1;
-}
-
-/** A token as a signed 32-bit number, or undefined. */
-export function parseI32(token: string): number | undefined {
-  if (!I32.test(token)) return undefined;
-  const n = Number(token);
-  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
-}
-
-/** A token as an unsigned 64-bit number, or undefined. */
-export function parseU64(token: string): bigint | undefined {
-  if (!U64.test(token)) return undefined;
-  const n = BigInt(token);
-  return n <= MAX_U64 ? n : undefined;
 }
 
 /** memcached's tokenizer: split on spaces, empty tokens dropped. */
@@ -146,22 +126,22 @@ export function parseCommand(line: string): Command {
     case "gat":
     case "gats": {
       if (n < 2) return error(REPLY.ERROR);
-      const exptime = parseI32(t[1]!);
+      const exptime = parseStrictI32(t[1]!);
       if (exptime === undefined) return error(REPLY.BAD_EXPTIME);
       return getCommand(t, 2, name === "gats", true, exptime);
     }
     case "set":
-      return n === 5 || n === 6 ? storeCommand(t, MODE_SET) : error(REPLY.ERROR);
+      return storeCommand(t, MODE_SET);
     case "add":
-      return n === 5 || n === 6 ? storeCommand(t, MODE_ADD) : error(REPLY.ERROR);
+      return storeCommand(t, MODE_ADD);
     case "replace":
-      return n === 5 || n === 6 ? storeCommand(t, MODE_REPLACE) : error(REPLY.ERROR);
+      return storeCommand(t, MODE_REPLACE);
     case "append":
-      return n === 5 || n === 6 ? storeCommand(t, MODE_APPEND) : error(REPLY.ERROR);
+      return storeCommand(t, MODE_APPEND);
     case "prepend":
-      return n === 5 || n === 6 ? storeCommand(t, MODE_PREPEND) : error(REPLY.ERROR);
+      return storeCommand(t, MODE_PREPEND);
     case "cas":
-      return n === 6 || n === 7 ? storeCommand(t, MODE_CAS) : error(REPLY.ERROR);
+      return storeCommand(t, MODE_CAS);
     case "delete":
       return n >= 2 && n <= 4 ? deleteCommand(t) : error(REPLY.ERROR);
     case "incr":
@@ -171,19 +151,15 @@ export function parseCommand(line: string): Command {
       if (n !== 3 && n !== 4) return error(REPLY.ERROR);
       const noreply = isNoreply(t);
       if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
-      const exptime = parseI32(t[2]!);
+      const exptime = parseStrictI32(t[2]!);
       if (exptime === undefined) return error(REPLY.BAD_EXPTIME, noreply);
       return { kind: "touch", key: t[1]!, exptime, noreply };
     }
     case "flush_all": {
-      if (n > 3) return error(REPLY.ERROR);
+      // Current memcached reads the delay only (no more tokens counted); -F's refusal comes first (the connection's).
       const noreply = isNoreply(t);
-      let delay = 0;
-      if (n !== (noreply ? 2 : 1)) {
-        const d = parseI32(t[1]!);
-        if (d === undefined) return error(REPLY.BAD_EXPTIME, noreply);
-        delay = d;
-      }
+      let delay: number | undefined = 0;
+      if (n !== (noreply ? 2 : 1)) delay = parseStrictI32(t[1]!);
       return { kind: "flush", delay, noreply };
     }
     case "version":
@@ -191,7 +167,7 @@ export function parseCommand(line: string): Command {
     case "verbosity": {
       if (n !== 2 && n !== 3) return error(REPLY.ERROR);
       const noreply = isNoreply(t);
-      return parseU32(t[1]!) < 0 ? error(REPLY.BAD_FORMAT, noreply) : { kind: "verbosity", noreply };
+      return parseStrictU32(t[1]!) === undefined ? error(REPLY.BAD_FORMAT, noreply) : { kind: "verbosity", noreply };
     }
     case "stats":
       return { kind: "stats", args: t.slice(1) };
@@ -227,23 +203,118 @@ function getCommand(t: string[], first: number, withCas: boolean, touch: boolean
   return { kind: "get", keys: first === 1 && t.length === 2 ? [t[1]!] : t.slice(first), withCas, touch, exptime };
 }
 
+/**
+ * A storage line, as current memcached reads it (proto_parser.c
+ * _process_request_storage, then process_update_cmd_start): first the
+ * data length, token 4 (fewer than 5 tokens, or a length that is not a
+ * 32-bit number from 0 to INT_MAX - 2: a bad format, answered even with
+ * noreply, nothing swallowed: the length is unknown); once the length is
+ * known, every other error swallows the announced data block (and its
+ * \r\n), so the data is never run as a command: a key too long, flags
+ * or exptime that strtoul / strtol refuse, a cas token missing or not a
+ * 64-bit number. Tokens past the ones read are ignored.
+ */
 function storeCommand(t: string[], mode: StoreMode): Command {
+  if (t.length < 5) return error(REPLY.BAD_FORMAT);
+  const bytes = parseStrictI32(t[4]!);
+  // memcached: vlen < 0 || vlen > INT_MAX - 2.
+  if (bytes === undefined || bytes < 0 || bytes > 0x7fffffff - 2) return error(REPLY.BAD_FORMAT);
   const noreply = isNoreply(t);
+  const swallow = bytes + 2;
   const key = t[1]!;
-  if (key.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
-  const flags = parseU32(t[2]!);
-  const exptime = parseI32(t[3]!);
-  const bytes = parseI32(t[4]!);
-  if (flags < 0 || exptime === undefined || bytes === undefined) return error(REPLY.BAD_FORMAT, noreply);
+  if (key.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply, swallow);
+  const flags = strtoulFlags(t[2]!);
+  const exptime = strtolI32(t[3]!);
+  if (flags === undefined || exptime === undefined) return error(REPLY.BAD_FORMAT, noreply, swallow);
   let cas = "";
   if (mode === MODE_CAS) {
-    const c = parseU64(t[5]!);
-    if (c === undefined) return error(REPLY.BAD_FORMAT, noreply);
+    const c = t.length > 5 ? parseStrictU64(t[5]!) : undefined;
+    if (c === undefined) return error(REPLY.BAD_FORMAT, noreply, swallow);
     cas = c.toString();
   }
-  // memcached: vlen < 0 || vlen > INT_MAX - 2.
-  if (bytes < 0 || bytes > 0x7fffffff - 2) return error(REPLY.BAD_FORMAT, noreply);
   return { kind: "store", mode, key, flags, exptime, bytes, cas, noreply };
+}
+
+// The meta protocol's numbers (meta-protocol.ts) and cache_memlimit's, read
+// as memcached 1.6's safe_strto* there: digits with an optional sign where
+// it reads one, within the field's width.
+const U32 = /^\+?\d{1,10}$/;
+const I32 = /^[+-]?\d{1,10}$/;
+const U64 = /^\+?\d{1,20}$/;
+const MAX_U64 = 2n ** 64n - 1n;
+
+/** A token as an unsigned 32-bit number, or -1. */
+export function parseU32(token: string): number {
+  if (!U32.test(token)) return -1;
+  const n = Number(token);
+  return n <= 0xffffffff ? n : -1;
+}
+
+/** A token as a signed 32-bit number, or undefined. */
+export function parseI32(token: string): number | undefined {
+  if (!I32.test(token)) return undefined;
+  const n = Number(token);
+  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
+}
+
+/** A token as an unsigned 64-bit number, or undefined. */
+export function parseU64(token: string): bigint | undefined {
+  if (!U64.test(token)) return undefined;
+  const n = BigInt(token);
+  return n <= MAX_U64 ? n : undefined;
+}
+
+const DECIMAL = /^[+-]?\d+$/;
+const TWO_64 = 2n ** 64n;
+
+/**
+ * Client flags as memcached's safe_strtoul reads them on a 64-bit build:
+ * strtoul (a sign allowed; a negative number wraps), refused past 2^64 or
+ * when the wrapped value reads negative as a long and a '-' was written;
+ * then kept to its low 32 bits (flags 4294967296 are stored as 0).
+ */
+export function strtoulFlags(token: string): number | undefined {
+  if (!DECIMAL.test(token)) return undefined;
+  const negative = token.startsWith("-");
+  let v = BigInt(token.replace(/^[+-]/, ""));
+  if (v >= TWO_64) return undefined; // ERANGE
+  if (negative) v = (TWO_64 - v) % TWO_64;
+  if (negative && v >= 2n ** 63n) return undefined;
+  return Number(BigInt.asUintN(32, v));
+}
+
+/**
+ * A number as memcached's safe_strtol reads it on a 64-bit build: strtol
+ * (a sign allowed), refused outside a long, then kept to its low 32 bits
+ * as a signed int (an exptime of 2^31 is -2^31, already expired; 2^32 is 0,
+ * never).
+ */
+export function strtolI32(token: string): number | undefined {
+  if (!DECIMAL.test(token)) return undefined;
+  const v = BigInt(token);
+  if (v < -(2n ** 63n) || v >= 2n ** 63n) return undefined; // ERANGE
+  return Number(BigInt.asIntN(32, v));
+}
+
+/** mcmc_tokto32 (memcached's tokenizer): an optional '-', then digits, no more than 11 characters, within an int32. */
+export function parseStrictI32(token: string): number | undefined {
+  if (token.length > 11 || !/^-?\d*$/.test(token)) return undefined;
+  const n = Number(token === "-" ? "0" : token);
+  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
+}
+
+/** mcmc_toktou32: digits only, no more than 11 characters, below 2^32. */
+export function parseStrictU32(token: string): number | undefined {
+  if (token.length > 11 || !/^\d+$/.test(token)) return undefined;
+  const n = Number(token);
+  return n <= 0xffffffff ? n : undefined;
+}
+
+/** mcmc_toktou64: digits only, no more than 22 characters, below 2^64. */
+export function parseStrictU64(token: string): bigint | undefined {
+  if (token.length > 22 || !/^\d+$/.test(token)) return undefined;
+  const n = BigInt(token);
+  return n < TWO_64 ? n : undefined;
 }
 
 function deleteCommand(t: string[]): Command {
@@ -262,7 +333,8 @@ function deleteCommand(t: string[]): Command {
 function arithCommand(t: string[], incr: boolean): Command {
   const noreply = isNoreply(t);
   if (t[1]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT, noreply);
-  const delta = parseU64(t[2]!);
+  // Current memcached (mcmc_toktou64): digits only; 1.6.18's strtoull also took "-0" and "+1".
+  const delta = parseStrictU64(t[2]!);
   if (delta === undefined) return error(REPLY.BAD_DELTA, noreply);
   return { kind: "arith", key: t[1]!, incr, delta: delta.toString(), noreply };
 }

@@ -15,8 +15,8 @@
  * shard must first allocate, connection.ts): the bytes after that line,
  * and every chunk pushed meanwhile, wait here in order until resume().
  *
- * Limits, as memcached: a line with no \n within 2048 bytes is an error
- * unless it is a get (memcached lets multi-gets grow without bound; here
+ * Limits, as memcached: a line with no \n within 2048 bytes ends the
+ * connection unless it is a get (memcached lets multi-gets grow without bound; here
  * any line stops at MAX_GET_LINE). The binary protocol is recognised by
  * its first byte, 0x80, at the start of the connection.
  */
@@ -40,8 +40,8 @@ export interface ReaderSink {
   dataEnd(): void;
   /** The connection opened with the binary protocol; `request`: the bytes it began with. */
   binary(request: Buffer): void;
-  /** A line longer than the limits. */
-  lineTooLong(): void;
+  /** A line longer than the limits; `get`: a get past MAX_GET_LINE (else a line with no \n in MAX_LINE bytes). */
+  lineTooLong(get: boolean): void;
 }
 
 export class RequestReader {
@@ -133,7 +133,7 @@ export class RequestReader {
       this.longGet = undefined;
       if (line.length > MAX_GET_LINE) {
         this.stop();
-        this.sink.lineTooLong();
+        this.sink.lineTooLong(true);
         return;
       }
       this.remaining = this.sink.line(line);
@@ -159,7 +159,7 @@ export class RequestReader {
     }
     if (!this.longGet || this.pending > MAX_GET_LINE) {
       this.stop();
-      this.sink.lineTooLong();
+      this.sink.lineTooLong(this.longGet);
     }
   }
 }

@@ -12,14 +12,18 @@ import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
-import { DEFAULT_MEMORY_PER_SHARD } from "../../smp/options.js";
+import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
+import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
-import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT } from "./config.js";
+import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
+import { MEMCACHED_FLAGS_HELP, parseMemcachedFlag, type MemcachedFlags } from "./memcached-flags.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
-                        [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]`;
+                        [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
+                        [memcached's: -p P -l H -U 0 -m MB -c N -t N -I SIZE -M -F -R N
+                         -D C -v -o idle_timeout=N -h]`;
 
 export const MEMCACHED_HELP = `memcached serves the memcached ASCII protocol from the shared heap: every item
 lives in the heap of the shard that owns its key; connections are spread over
@@ -33,17 +37,34 @@ accepts; Ctrl-C stops it and prints its statistics and the heap profile tree.
   --smp, --memory, --heapprof, --admin-port, --admin-heap-image: as for stress
                      (--memory is each shard's, items and all; the heap
                      profiler is off unless --heapprof is given)
-`;
+${MEMCACHED_FLAGS_HELP}`;
 
 export interface MemcachedArgs extends MemcachedOptions {
   adminPort?: number;
   adminHeapImage?: boolean;
+  /** -h: print the help, serve nothing. */
+  help?: boolean;
+  /** -V: print the version, serve nothing. */
+  version?: boolean;
+}
+
+const MIB = 1024 * 1024;
+
+/** Both spellings of one setting given (shardheap's and memcached's): which one was meant is not for us to guess. */
+function oneOf(ours: string, given: unknown, theirs: string, alsoGiven: unknown): void {
+  if (given !== undefined && alsoGiven !== undefined) throw new UsageError(`${ours} and ${theirs} say the same thing: give one of them`);
 }
 
 export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   const flags: RuntimeFlags = {};
   const a: MemcachedArgs = {};
+  const m: MemcachedFlags = {};
   parseCommandFlags(argv, flags, ({ arg, flag, inline, value }) => {
+    // memcached's own options: one "-" and a letter (getopt's way).
+    if (/^-[^-]/.test(flag)) {
+      parseMemcachedFlag(arg, value, m);
+      return;
+    }
     switch (flag) {
       case "--port":
         a.port = parseInteger(value(), "--port", 0, 65535);
@@ -64,10 +85,44 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
         throw new UsageError(`unknown flag for memcached: ${arg}`);
     }
   });
+  if (m.help) return { help: true };
+  if (m.version) return { version: true };
+  oneOf("--smp", flags.smp, "-t", m.threads);
+  oneOf("--memory", flags.memory, "-m", m.memoryTotal);
+  oneOf("--port", a.port, "-p", m.port);
+  oneOf("--host", a.host, "-l", m.host);
+  oneOf("--max-item-size", a.maxItemSize, "-I", m.maxItemSize);
+  const shards = flags.smp ?? m.threads;
+  if (shards !== undefined) a.shards = shards;
+  if (m.port !== undefined) a.port = m.port;
+  if (m.host !== undefined) a.host = m.host;
+  if (m.evict !== undefined) a.evict = m.evict;
+  if (m.flushAllowed !== undefined) a.flushAllowed = m.flushAllowed;
+  if (m.idleTimeout !== undefined) a.idleTimeout = m.idleTimeout;
+  if (m.requestsPerEvent !== undefined) a.requestsPerEvent = m.requestsPerEvent;
+  if (m.maxConnections !== undefined) a.maxConnections = m.maxConnections;
+  if (m.prefixDelimiter !== undefined) a.prefixDelimiter = m.prefixDelimiter;
+  if (m.verbosity !== undefined) a.verbosity = m.verbosity;
+  let memory = flags.memory;
+  let memoryFlag = "--memory";
+  if (m.memoryTotal !== undefined) {
+    // memcached's -m is the whole cache's: each shard holds its share.
+    const split = shards ?? fillSmpOptions({}).shards;
+    memory = Math.floor(m.memoryTotal / split);
+    memoryFlag = "-m";
+    if (memory < MIN_SHARD_BYTES) {
+      throw new UsageError(`-m ${m.memoryTotal / MIB}: ${formatSize(memory)} for each of ${split} shards, below the ${formatSize(MIN_SHARD_BYTES)} a shard needs`);
+    }
+    if (m.maxItemSize !== undefined && m.maxItemSize > m.memoryTotal / 2) {
+      throw new UsageError(`-I ${formatSize(m.maxItemSize)}: Cannot set item size limit higher than 1/2 of memory max (-m ${m.memoryTotal / MIB}).`);
+    }
+  }
+  const itemFlag = m.maxItemSize === undefined ? "--max-item-size" : "-I";
+  const maxItemSize = a.maxItemSize ?? m.maxItemSize;
+  if (maxItemSize !== undefined) a.maxItemSize = maxItemSize;
   // Checked here to name the flags; startMemcached checks the options again.
-  if (a.maxItemSize !== undefined) itemSizeLimit(a.maxItemSize, flags.memory ?? DEFAULT_MEMORY_PER_SHARD, "--max-item-size", "--memory");
-  if (flags.smp !== undefined) a.shards = flags.smp;
-  if (flags.memory !== undefined) a.memoryPerShard = flags.memory;
+  if (maxItemSize !== undefined) itemSizeLimit(maxItemSize, memory ?? DEFAULT_MEMORY_PER_SHARD, itemFlag, memoryFlag);
+  if (memory !== undefined) a.memoryPerShard = memory;
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
   return a;
 }
@@ -132,6 +187,14 @@ function inAdminServer(e: unknown): never {
 /** The `shardheap memcached` command: flags, then the server until Ctrl-C (a second Ctrl-C leaves at once). */
 export async function memcachedCommand(argv: readonly string[]): Promise<void> {
   const args = parseMemcachedArgs(argv);
+  if (args.help) {
+    process.stdout.write(`usage:${MEMCACHED_USAGE.slice(6)}\n\n${MEMCACHED_HELP}`);
+    return;
+  }
+  if (args.version) {
+    process.stdout.write(`memcached ${VERSION}\n`);
+    return;
+  }
   let interrupt!: () => void;
   const interrupted = new Promise<void>((r) => (interrupt = r));
   const onSignal = (): void => {

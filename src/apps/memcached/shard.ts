@@ -22,7 +22,7 @@ import { StagingArea } from "./staging.js";
 import { ITEM_CLASSES } from "./item-classes.js";
 import { PrefixStats, type PrefixCounts } from "./prefix-stats.js";
 import { descriptorOf, addressText, type ConnEntry } from "./stats-conns.js";
-import { classCounters, resetCounters, shardCounters, STAT } from "./stats.js";
+import { classCounters, resetCounters, shardCounters, STAT, totals } from "./stats.js";
 import { ItemStore } from "./store.js";
 
 interface ShardState {
@@ -32,9 +32,16 @@ interface ShardState {
   connections: Set<Connection>;
   /** sharedFd: the turns with the other shards at accepting (accept-balance.ts). */
   balance: AcceptBalance | undefined;
+  /** -o idle_timeout: the timer that closes idle connections. */
+  idleScan?: NodeJS.Timeout;
 }
 
 let state: ShardState | undefined;
+
+/** What memcached writes to a connection past -c before closing it. */
+const TOO_MANY_CONNECTIONS = "ERROR Too many open connections\r\n";
+/** How often idle connections are looked for (-o idle_timeout): memcached's idle thread wakes once a second too. */
+const IDLE_SCAN_MS = 1000;
 
 function configured(): ShardState {
   if (state === undefined) throw new Error("memcached: this shard has not been configured");
@@ -46,7 +53,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
   const classes = classCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize });
+  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict });
   counters[STAT.limit_maxbytes] = config.memoryPerShard;
   const all = [...Array(shard.shards).keys()];
   const remote = new RemoteOps(shard);
@@ -104,6 +111,13 @@ export async function listen(spec: ListenSpec): Promise<{ port: number; fd: numb
   const s = configured();
   const balance = spec.balance === undefined ? undefined : new AcceptBalance(spec.balance, s.shard.id, s.shard.shards);
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
+    if (totals(s.ctx.config).curr_connections >= s.ctx.config.maxConnections) {
+      // -c: as memcached (its maxconns_fast default), a line and the door.
+      s.ctx.counters[STAT.rejected_connections]++;
+      socket.on("error", () => {});
+      socket.end(TOO_MANY_CONNECTIONS);
+      return;
+    }
     const connection = new Connection(socket, s.ctx);
     s.connections.add(connection);
     // Counted before anything else runs on this loop: it may not accept again first (accept-balance.ts).
@@ -118,6 +132,14 @@ export async function listen(spec: ListenSpec): Promise<{ port: number; fd: numb
   server.on("error", () => {});
   s.server = server;
   s.balance = balance;
+  const idle = s.ctx.config.idleTimeout;
+  if (idle > 0 && s.idleScan === undefined) {
+    s.idleScan = setInterval(() => {
+      const now = Math.floor(Date.now() / 1000);
+      for (const c of s.connections) if (c.idleSince(now) > idle) c.kickIdle();
+    }, IDLE_SCAN_MS);
+    s.idleScan.unref();
+  }
   s.ctx.config.port = bound.port;
   s.ctx.counters[STAT.accepting_conns] = 1;
   balance?.start(acceptSwitch(server));
@@ -224,6 +246,8 @@ export function stopListening(): boolean {
   s.server = undefined;
   s.ctx.counters[STAT.accepting_conns] = 0;
   s.balance?.stop();
+  clearInterval(s.idleScan);
+  s.idleScan = undefined;
   server?.close();
   return server !== undefined;
 }

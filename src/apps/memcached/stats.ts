@@ -49,7 +49,7 @@ export const STAT = {
   reclaimed: 28,
   /** Gets that found a key flush_all had just removed (counted by the key's owner: store.ts). */
   get_flushed: 29,
-  /** Connections refused for -c (maxConnections): counted by whoever refuses them. */
+  /** Connections refused for -c (memcached: "ERROR Too many open connections"), counted by the shard that refused them. */
   rejected_connections: 30,
   /** Bytes this shard's items may take (cache_memlimit, or -m split over the shards): limit_maxbytes is the sum. */
   limit_maxbytes: 31,
@@ -57,6 +57,10 @@ export const STAT = {
   accepting_conns: 32,
   /** Keys the last flush_all removed that the store still remembers (store.ts): gets elsewhere ask it about a miss while any are. */
   flushed_kept: 33,
+  /** Times a connection stopped after -R requests to let others run. */
+  conn_yields: 34,
+  /** Connections closed for -o idle_timeout. */
+  idle_kicks: 35,
 } as const;
 export type StatName = keyof typeof STAT;
 export const STAT_NAMES = Object.keys(STAT) as StatName[];
@@ -148,6 +152,7 @@ const FIELDS: readonly Field[] = [
   "touch_misses",
   "store_too_large",
   "store_no_memory",
+  "idle_kicks", // only with -o idle_timeout, as memcached prints it (formatStats)
   "bytes_read",
   "bytes_written",
   "limit_maxbytes",
@@ -157,6 +162,7 @@ const FIELDS: readonly Field[] = [
   ["listen_disabled_num", () => 0],
   ["time_in_listen_disabled_us", () => 0],
   ["threads", (_t, c) => c.shards],
+  "conn_yields",
   // Allocations the heap refused (each shard's failedAllocations; the store evicts before most would fail).
   ["malloc_fails", (_t, c, heap) => sumOver(c.shards, (s) => heap.stats(s).failedAllocations)],
   "bytes",
@@ -171,7 +177,8 @@ const FIELDS: readonly Field[] = [
 /** `stats`: memcached's general-purpose lines, then each shard's, then END. */
 export function formatStats(config: ServerConfig, heap: SharedHeap): string {
   const t = totals(config);
-  const lines: Array<[string, string | number]> = FIELDS.map((f) => (typeof f === "string" ? [f, t[f]] : [f[0], f[1](t, config, heap)]));
+  const fields = config.idleTimeout > 0 ? FIELDS : FIELDS.filter((f) => f !== "idle_kicks");
+  const lines: Array<[string, string | number]> = fields.map((f) => (typeof f === "string" ? [f, t[f]] : [f[0], f[1](t, config, heap)]));
   for (let s = 0; s < config.shards; s++) {
     const row = shardCounters(config.statsBuffer, s);
     for (const name of PER_SHARD) lines.push([`shard${s}:${name}`, row[STAT[name]]!]);

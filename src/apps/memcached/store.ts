@@ -109,6 +109,8 @@ export interface StoreOptions {
   shards: number;
   /** Largest item, bytes (an append past it is not stored). */
   maxItemSize: number;
+  /** Evict live items to make room (false: memcached's -M; only expired items go, else the store fails for want of memory). */
+  evict: boolean;
 }
 
 /**
@@ -160,6 +162,7 @@ export class ItemStore {
   /** The cas value and value length of the item the last store() / storeReserved() linked (0, 0: it linked none), for ms's c and s flags. */
   private lastCas = 0;
   private lastLength = 0;
+  private readonly evict: boolean;
   private flushTimer: NodeJS.Timeout | undefined;
   private reclaimTimer: NodeJS.Timeout | undefined;
   private readonly reclaimLater = (): void => {
@@ -180,6 +183,7 @@ export class ItemStore {
     this.nextCas = o.shard + 1;
     this.casStep = o.shards;
     this.maxItemSize = o.maxItemSize;
+    this.evict = o.evict;
   }
 
   get size(): number {
@@ -240,8 +244,7 @@ export class ItemStore {
       this.budget = Math.min(this.startBudget, this.used() + size);
     }
     if (this.used() + size > this.budget && this.items.size > 0) {
-      do this.evictOne();
-      while (this.used() + size > this.budget && this.items.size > 0);
+      while (this.evictOne() && this.used() + size > this.budget && this.items.size > 0);
       // What was evicted is retired, not yet freed (the map frees in batches): free it before trying,
       // or the malloc fails and makeRoom evicts as much again (a 900 KB item into a shard of 100 B
       // items took 9,375 evictions instead of 5,1xx).
@@ -282,8 +285,13 @@ export class ItemStore {
       // item at a time would pay a trim per item (a 900 KB page span among
       // 160-byte items took 5,600 of them).
       const until = this.allocatedBytes - size;
-      do this.evictOne();
-      while (this.allocatedBytes > until && this.items.size > 0);
+      let evicted = false;
+      while (this.items.size > 0 && this.evictOne()) {
+        evicted = true;
+        if (this.allocatedBytes <= until) break;
+      }
+      // -M: nothing left that may go.
+      if (!evicted) return this.map.reclaim() > 0 ? this.tryObtain(size, key) : 0;
       this.map.reclaim();
       const got = this.tryObtain(size, key);
       if (got !== 0) {
@@ -369,7 +377,7 @@ export class ItemStore {
     const casIn = meta?.casIn ?? -1;
     if (verdict === R_STORED && (mode === MODE_APPEND || mode === MODE_PREPEND)) return this.concatenate(mode, key, src, now, casIn);
     const ref = this.copyIn(key, src);
-    if (ref === 0) return R_NO_MEMORY;
+    if (ref === 0) return this.noMemory();
     if (verdict === STORE_STALE) this.markStale(key, ref);
     return this.linkChecked(mode, key, ref, now, casIn);
   }
@@ -404,7 +412,13 @@ export class ItemStore {
       this.giveUp(ref);
       return mode === MODE_CAS ? R_NOT_FOUND : R_NOT_STORED;
     }
-    return this.link(key, ref, now, casIn) ? R_STORED : R_NO_MEMORY;
+    return this.link(key, ref, now, casIn) ? R_STORED : this.noMemory();
+  }
+
+  /** A store that found no room (counted as memcached counts it; a reservation's failure is counted by the connection that asked). */
+  private noMemory(): number {
+    this.c[STAT.store_no_memory]++;
+    return R_NO_MEMORY;
   }
 
   /** An ms I whose CAS was lower: the new value keeps the old item's TTL and win token, and is stale (memcached's CAS_STALE). */
@@ -806,12 +820,13 @@ export class ItemStore {
         map.publish(ref);
       } catch (e) {
         if (!(e instanceof OutOfMemoryError)) throw e;
-        if (this.items.size === 0) {
+        // The table's next size needs room in one piece: evict a batch, free what readers let go, try again.
+        let n = 0;
+        while (n < TABLE_EVICTION_BATCH && this.items.size > 0 && this.evictOne()) n++;
+        if (n === 0) {
           this.giveUp(ref);
           return false;
         }
-        // The table's next size needs room in one piece: evict a batch, free what readers let go, try again.
-        for (let n = 0; n < TABLE_EVICTION_BATCH && this.items.size > 0; n++) this.evictOne();
         map.reclaim();
         continue;
       }
@@ -873,15 +888,18 @@ export class ItemStore {
    * Evict the least recently used item, by second chance (CLOCK): take the
    * front of the order; if a hit used it since it was last here, clear the
    * mark and move it to the back instead. Every item moves at most once
-   * per pass, so this ends within one pass over the items.
+   * per pass, so this ends within one pass over the items. Without
+   * `evict` (-M) only an expired item goes: false when there is none (a
+   * pass over every item, only when memory is full).
    */
-  private evictOne(): void {
+  private evictOne(): boolean {
     const v = this.v;
     const map = this.map;
     const now = Math.floor(Date.now() / 1000);
     for (const [key, ref] of this.items) {
       const ptr = map.valuePointer(ref);
       const gone = expired(v.exptime(ptr), now);
+      if (!gone && !this.evict) continue;
       if (v.referenced(ptr) && !gone) {
         v.setReferenced(ptr, false);
         this.items.delete(key);
@@ -900,8 +918,9 @@ export class ItemStore {
         classes[classSlot(cls, "evicted_time")] = now - v.accessed(ptr);
       }
       this.unlink(key, ref);
-      return;
+      return true;
     }
+    return false;
   }
 
   /**
