@@ -68,6 +68,38 @@ describe("shardheap memcached: stats across two shards", () => {
     await server?.close();
   });
 
+  it("reuses expired items' memory before taking more, and counts reclaimed as memcached (t/issue_14.t, t/issue_183.t)", async () => {
+    const c = await RawClient.open(server.port);
+    try {
+      expect(await c.request("flush_all\r\nstats reset\r\n")).toBe("OK\r\nRESET\r\n");
+      // Items of one shard only, so the LRU front the store looks at is theirs.
+      const [k] = keysOf(0, 1, "reclaim");
+      expect(await c.request(`set ${k} 0 0 1\r\n1\r\n`)).toBe("STORED\r\n");
+      expect(await c.request("flush_all\r\n")).toBe("OK\r\n");
+      expect(num(await stats(c), "reclaimed")).toBe(0);
+      expect(await c.request(`set ${k} 0 0 1\r\n1\r\n`)).toBe("STORED\r\n");
+      // The flushed item's memory, used again by the next store.
+      expect(num(await stats(c), "reclaimed")).toBe(1);
+      expect(await c.request("flush_all\r\nstats reset\r\n")).toBe("OK\r\nRESET\r\n");
+      // Big items that expire in 1 s, then as many again: the new ones take the expired ones' memory.
+      const value = "v".repeat(66_000);
+      const keys = keysOf(0, 20, "expire");
+      const setAll = (names: string[], ttl: number): string => names.map((n) => `set ${n} 0 ${ttl} ${value.length}\r\n${value}\r\n`).join("");
+      expect(await c.request(setAll(keys.slice(0, 10), 1), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
+      const before = server.smp.stats(0).allocatedMemory;
+      await new Promise((r) => setTimeout(r, 2100));
+      expect(await c.request(setAll(keys.slice(10), 0), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
+      const s = await stats(c);
+      expect(num(s, "reclaimed")).toBe(11); // the 10 expired, and the one the second flush_all removed
+      expect(num(s, "curr_items")).toBe(10);
+      expect(server.smp.stats(0).allocatedMemory).toBeLessThanOrEqual(before);
+    } finally {
+      // Leave no item behind for the other tests (deleted, not flushed: a flush's items count as reclaimed later).
+      await c.request(keysOf(0, 20, "expire").map((n) => `delete ${n} noreply\r\n`).join("") + "version\r\n", /VERSION/);
+      c.close();
+    }
+  });
+
   it("counts every command exactly once, whichever shard holds the connection and the key", async () => {
     const clients = await onBothShards(server.port);
     try {

@@ -48,7 +48,7 @@ const EXCEPTIONS = {
 };
 const EXCEPTED = {
   "binary.t": "binary", "binary-get.t": "binary", "binary-sasl.t": "sasl", "binary-extstore.t": "extstore",
-  "issue_50.t": "binary", "issue_67.t": "udp", "issue_22.t": "binary", "issue_260.t": "binary",
+  "issue_50.t": "binary", "issue_67.t": "udp",
   "udp.t": "udp", "unixsocket.t": "unix", "stats-conns.t": "unix",
   "ascii-auth.t": "sasl", "ascii-auth2.t": "sasl",
   "restart.t": "restart", "watcher.t": "watcher", "watcher_connid.t": "watcher",

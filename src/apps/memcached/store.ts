@@ -127,6 +127,8 @@ const INDEX_BYTES_PER_ENTRY = 2048;
 const RECLAIM_AFTER_MS = 10;
 /** Items evicted at a time when the index's table cannot grow for want of memory. */
 const TABLE_EVICTION_BATCH = 64;
+/** Items at the front of the LRU order looked at for an expired one before a new item takes memory (memcached looks at 5). */
+const RECLAIM_LOOKS = 5;
 /**
  * Keys flush_all removed that the store remembers, to count get_flushed
  * as memcached does (a get of an item flush_all invalidated): memcached
@@ -146,6 +148,8 @@ export class ItemStore {
   private readonly classes: Float64Array;
   /** Keys the last flush_all removed, not asked for since (get_flushed). */
   private flushed = new Set<string>();
+  /** Items the last flush_all removed whose memory the next stores count as reclaimed (flushNow). */
+  private flushedReusable = 0;
   /** key -> the map's reference to the key's entry; insertion order is the LRU order, least recent first. */
   private readonly items = new Map<string, number>();
   /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's). */
@@ -240,6 +244,7 @@ export class ItemStore {
 
   /** The evictions and retries shared by allocate (`key` undefined: a plain object) and reserve. */
   private obtain(size: number, key: string | undefined): number {
+    if (key !== undefined) this.reclaimExpiredTail();
     if (this.used() + size > this.budget && this.budget < this.startBudget && this.roomNow(size)) {
       this.budget = Math.min(this.startBudget, this.used() + size);
     }
@@ -255,6 +260,26 @@ export class ItemStore {
     const made = this.makeRoom(size, key);
     if (made === 0) this.classes[classSlot(itemClass(size), "outofmemory")]++;
     return made;
+  }
+
+  /**
+   * Before an item takes new memory, the oldest items (the front of the
+   * LRU order, up to RECLAIM_LOOKS) that have expired give theirs back, as
+   * memcached's allocator checks the LRU tail for an expired item to reuse
+   * (its `reclaimed`): a cache whose items expire then stays the size it
+   * was instead of holding the dead ones until eviction reaches them
+   * (memcached's t/issue_14.t: total_malloced must not grow).
+   */
+  private reclaimExpiredTail(): void {
+    if (this.items.size === 0) return;
+    const now = Math.floor(Date.now() / 1000);
+    let looked = 0;
+    let freed = false;
+    for (const [key, ref] of this.items) {
+      if (looked++ === RECLAIM_LOOKS) break;
+      if (this.expiredNow(key, ref, now, false)) freed = true;
+    }
+    if (freed) this.map.reclaim();
   }
 
   /** What the budget counts: the linked items' bytes and the index's own (its tables and descriptors, which grow with the items). */
@@ -758,12 +783,15 @@ export class ItemStore {
   /** Unlink everything (the shard's stop, flush_all). */
   flushNow(): void {
     const flushed = new Set<string>();
+    const flushedCount = this.items.size;
     for (const [key, ref] of this.items) {
       if (flushed.size < MAX_FLUSHED_KEYS) flushed.add(key);
       this.unlink(key, ref);
     }
     this.flushed = flushed;
     this.c[STAT.flushed_kept] = flushed.size;
+    // memcached leaves flushed items in place and counts each one a new item reuses as reclaimed; here they are gone at once, so the next stores count them (t/issue_183.t).
+    this.flushedReusable = this.items.size === 0 ? flushedCount : this.flushedReusable;
     this.budget = this.startBudget;
     this.map.reclaim();
   }
@@ -842,6 +870,10 @@ export class ItemStore {
       }
       this.items.set(key, ref);
       if (this.flushed.size !== 0 && this.flushed.delete(key)) c[STAT.flushed_kept] = this.flushed.size;
+      if (this.flushedReusable > 0) {
+        this.flushedReusable--;
+        c[STAT.reclaimed]++;
+      }
       const allocated = v.allocated(ptr);
       const bytes = v.itemBytes(ptr);
       this.allocatedBytes += allocated;
