@@ -203,7 +203,7 @@ describe("shardheap memcached on the shared heap", () => {
   it("evicts least recently used items when a shard's memory is full; an item up to half a shard fits a full one", async () => {
     // One connection, nothing to yield to: -R's yields (every 20 requests of a read) change when the
     // other shard gets its stores and frees what eviction retired, and with them how often a malloc
-    // fails before eviction catches up (measured: 4-5 failed mallocs a run without yields, 27-32 with
+    // fails before eviction catches up (measured: 4-5 failed mallocs a run without yields, 4-15 with
     // them, 97 on a loaded machine). This test is about eviction: it runs without them.
     const server = await start({ shards: 2, memoryPerShard: "1MiB", maxItemSize: 512 << 10, requestsPerEvent: 1 << 30 });
     const c = await open(server);

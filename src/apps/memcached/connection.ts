@@ -281,8 +281,13 @@ export class Connection implements ReaderSink {
       this.reader.stop();
       this.answer(line(`SERVER_ERROR ${(e as Error)?.message ?? String(e)}`.replace(/[\r\n]+/g, " ")));
       this.endAfter();
+      this.flushOut();
+      return;
     }
-    this.flushOut();
+    // A read cut by a yield (-R) writes its answers once the rest of it has run (endYield): one write
+    // a read, as without the yield (a write per yield: pipelined, 32 requests a read, -R 20 made
+    // 107-131k requests/s of 154-182k; the answers so far wait one turn of the loop).
+    if (!this.yielded) this.flushOut();
   }
 
   // ---- ReaderSink ----
@@ -691,9 +696,10 @@ export class Connection implements ReaderSink {
     if (this.yielded) return;
     this.yielded = true;
     this.ctx.counters[STAT.conn_yields]++;
-    // The reader holds what follows this line (reader.ts suspend).
+    // The reader holds what follows this line, and whatever arrives meanwhile (reader.ts suspend): for
+    // one turn of the loop, so the socket keeps reading (pausing and resuming it cost a read stop and
+    // start per yield: pipelined, 32 requests a read, -R 20 made 116-119k requests/s of 139-178k).
     this.reader.suspend();
-    this.pause();
     setImmediate(this.endYield);
   }
 
