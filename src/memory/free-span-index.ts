@@ -62,7 +62,7 @@ export class FreeSpanIndex {
   }
 }
 
-/** Index of the lowest set bit of a non-zero word. */
-function lowestBit(x: number): number {
+/** Index of the lowest set bit of a non-zero word (page-spans.ts's list bitmaps use it too). */
+export function lowestBit(x: number): number {
   return 31 - Math.clz32(x & -x);
 }

@@ -64,7 +64,7 @@ import {
   S_SPAN_BITMAP,
   S_SPAN_SUMMARY,
 } from "./layout.js";
-import { FreeSpanIndex } from "./free-span-index.js";
+import { FreeSpanIndex, lowestBit } from "./free-span-index.js";
 import type { ShardRegion } from "./region.js";
 
 /** Lists below this hold one exact page count each (list n: spans of n pages). */
@@ -86,10 +86,6 @@ export function spanListMinPages(list: number): number {
   return (16 + ((list - EXACT_SPAN_LISTS) & 15)) << (log - 4);
 }
 
-/** Index of the lowest set bit of a non-zero word. */
-function lowestBit(x: number): number {
-  return 31 - Math.clz32(x & -x);
-}
 
 /** The first non-empty list at or after `list`, or -1. */
 export function firstNonEmptyList(r: ShardRegion, list: number): number {

@@ -241,27 +241,34 @@ function storeCommand(t: string[], mode: StoreMode): Command {
 const U32 = /^\+?\d{1,10}$/;
 const I32 = /^[+-]?\d{1,10}$/;
 const U64 = /^\+?\d{1,20}$/;
-const MAX_U64 = 2n ** 64n - 1n;
+
+/** `token` as a number when it matches `form` and lies in [min, max], else undefined. */
+function integerIn(token: string, form: RegExp, min: number, max: number): number | undefined {
+  if (!form.test(token)) return undefined;
+  const n = Number(token === "-" ? "0" : token);
+  return n >= min && n <= max ? n : undefined;
+}
+
+/** `token` as a bigint when it matches `form` and lies below 2^64, else undefined. */
+function u64In(token: string, form: RegExp): bigint | undefined {
+  if (!form.test(token)) return undefined;
+  const n = BigInt(token);
+  return n < TWO_64 ? n : undefined;
+}
 
 /** A token as an unsigned 32-bit number, or -1. */
 export function parseU32(token: string): number {
-  if (!U32.test(token)) return -1;
-  const n = Number(token);
-  return n <= 0xffffffff ? n : -1;
+  return integerIn(token, U32, 0, 0xffffffff) ?? -1;
 }
 
 /** A token as a signed 32-bit number, or undefined. */
 export function parseI32(token: string): number | undefined {
-  if (!I32.test(token)) return undefined;
-  const n = Number(token);
-  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
+  return integerIn(token, I32, -0x80000000, 0x7fffffff);
 }
 
 /** A token as an unsigned 64-bit number, or undefined. */
 export function parseU64(token: string): bigint | undefined {
-  if (!U64.test(token)) return undefined;
-  const n = BigInt(token);
-  return n <= MAX_U64 ? n : undefined;
+  return u64In(token, U64);
 }
 
 const DECIMAL = /^[+-]?\d+$/;
@@ -296,25 +303,24 @@ export function strtolI32(token: string): number | undefined {
   return Number(BigInt.asIntN(32, v));
 }
 
+// memcached's tokenizer (mcmc_tokto32, mcmc_toktou32, mcmc_toktou64): at most 11 (22) characters.
+const STRICT_I32 = /^(?=.{0,11}$)-?\d*$/;
+const STRICT_U32 = /^\d{1,11}$/;
+const STRICT_U64 = /^\d{1,22}$/;
+
 /** mcmc_tokto32 (memcached's tokenizer): an optional '-', then digits, no more than 11 characters, within an int32. */
 export function parseStrictI32(token: string): number | undefined {
-  if (token.length > 11 || !/^-?\d*$/.test(token)) return undefined;
-  const n = Number(token === "-" ? "0" : token);
-  return n >= -0x80000000 && n <= 0x7fffffff ? n : undefined;
+  return integerIn(token, STRICT_I32, -0x80000000, 0x7fffffff);
 }
 
 /** mcmc_toktou32: digits only, no more than 11 characters, below 2^32. */
 export function parseStrictU32(token: string): number | undefined {
-  if (token.length > 11 || !/^\d+$/.test(token)) return undefined;
-  const n = Number(token);
-  return n <= 0xffffffff ? n : undefined;
+  return integerIn(token, STRICT_U32, 0, 0xffffffff);
 }
 
 /** mcmc_toktou64: digits only, no more than 22 characters, below 2^64. */
 export function parseStrictU64(token: string): bigint | undefined {
-  if (token.length > 22 || !/^\d+$/.test(token)) return undefined;
-  const n = BigInt(token);
-  return n < TWO_64 ? n : undefined;
+  return u64In(token, STRICT_U64);
 }
 
 function deleteCommand(t: string[]): Command {
