@@ -38,7 +38,8 @@ describe("memcached's flags", () => {
     });
     expect(parseMemcachedArgs(["-I", "512k"]).maxItemSize).toBe(512 * 1024);
     expect(parseMemcachedArgs(["-I", "2097152"]).maxItemSize).toBe(2 * MIB);
-    expect(parseMemcachedArgs(["-B", "ascii"])).toEqual({});
+    expect(parseMemcachedArgs(["-B", "ascii"])).toEqual({ protocol: "ascii" });
+    expect(parseMemcachedArgs(["-Bauto", "-C", "-b", "8675"])).toEqual({ protocol: "auto", casEnabled: false, tcpBacklog: 8675 });
     expect(parseMemcachedArgs(["-h"])).toEqual({ help: true });
     expect(parseMemcachedArgs(["-V"])).toEqual({ version: true });
   });
@@ -57,6 +58,9 @@ describe("memcached's flags", () => {
       [["-m", "64", "-I", "33m"], /Cannot set item size limit higher than 1\/2 of memory max/],
       [["-U", "11211"], /-U 11211: shardheap memcached speaks TCP only/],
       [["-D", "::"], /one character/],
+      [["-B", "http"], /Invalid value for binding protocol: http -- should be one of auto, binary, or ascii/],
+      [["-b", "0"], /the listen backlog must be greater than 0/],
+      [["-b", "x"], /the listen backlog must be a whole number/],
       [["-l", "127.0.0.1,127.0.0.2"], /one address/],
       [["-p"], /-p needs a value/],
       [["-o", "idle_timeout"], /idle_timeout needs a value/],
@@ -79,9 +83,7 @@ describe("memcached's flags", () => {
       [["-S"], /-S is not supported .*SASL/],
       [["-Z"], /-Z is not supported .*TLS/],
       [["-B", "binary"], /-B is not supported .*binary protocol/],
-      [["-C"], /-C is not supported .*CAS/],
       [["-u", "memcache"], /-u is not supported .*changing user/],
-      [["-b", "1024"], /-b is not supported .*backlog/],
       [["-A"], /-A is not supported .*shutdown/],
       [["-o", "ext_path=/tmp/x:64m"], /-o ext_path is not supported .*extstore/],
       [["-o", "modern"], /-o modern is not supported/],
@@ -218,6 +220,36 @@ describe("memcached's settings in a running server", () => {
     expect(got).toBe("STORED\r\n".repeat(6) + keys.map((k, i) => `VALUE ${k} 0 100000\r\n${big(i)}\r\n`).join("") + "END\r\n");
     expect(await stat(c, "conn_yields")).toBeGreaterThanOrEqual(6);
     expect(server.smp.heap.check()).toEqual([]);
+  });
+
+  it("-C: every cas is 0 (gets, mg c, a cas of 0 stores), keys of both shards; stats settings says so", async () => {
+    server = await startMemcached({ shards: 2, memoryPerShard: "4MiB", port: 0, casEnabled: false });
+    const c = await open();
+    const keys = ["nocas0", "nocas1", "nocas2", "nocas3"];
+    expect(new Set(keys.map((k) => keyOwner(k, 2))).size).toBe(2);
+    for (const k of keys) {
+      expect(await c.request(`set ${k} 0 0 1\r\nx\r\ngets ${k}\r\n`, "END\r\n")).toBe(`STORED\r\nVALUE ${k} 0 1 0\r\nx\r\nEND\r\n`);
+      expect(await c.request(`cas ${k} 0 0 1 7\r\ny\r\ncas ${k} 0 0 1 0\r\nz\r\n`, (t: string) => t.split("\r\n").length > 2)).toBe("EXISTS\r\nSTORED\r\n");
+      expect(await c.request(`ms ${k} 1 E99\r\nw\r\nmg ${k} c v\r\n`, "w\r\n")).toBe("HD\r\nVA 1 c0\r\nw\r\n");
+    }
+    const settings = await c.request("stats settings\r\n", "END\r\n");
+    expect(settings).toMatch(/^STAT cas_enabled no\r$/m);
+    expect(settings).toMatch(/^STAT binding_protocol auto-negotiate\r$/m);
+  });
+
+  it("-b sets the listen backlog (stats settings tcp_backlog); -B ascii reads a first byte of 0x80 as text, -B auto answers it in binary", async () => {
+    server = await startMemcached({ shards: 2, memoryPerShard: "4MiB", port: 0, tcpBacklog: 8675, protocol: "ascii" });
+    const c = await open();
+    const settings = await c.request("stats settings\r\n", "END\r\n");
+    expect(settings).toMatch(/^STAT tcp_backlog 8675\r$/m);
+    expect(settings).toMatch(/^STAT binding_protocol ascii\r$/m);
+    const text = await open();
+    expect(await text.request("\x80get\r\nversion\r\n", /VERSION [^\r\n]*\r\n$/)).toMatch(/^ERROR\r\nVERSION /);
+    await server.close();
+    server = await startMemcached({ shards: 1, memoryPerShard: "4MiB", port: 0 });
+    const binary = await open();
+    binary.send(Buffer.from([0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]));
+    expect(Buffer.from(await binary.untilClosed(), "latin1")[0]).toBe(0x81);
   });
 
   it("the default -R (20) lets a short pipeline through without yielding", async () => {

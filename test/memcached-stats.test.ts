@@ -327,3 +327,58 @@ describe.runIf(haveMemcached)("shardheap memcached's stats fields are memcached 
     expect(ours).toContain("NOT_FOUND\r\nPREFIX same get 2 hit 1 set 1 del 1\r\nEND\r\nOK\r\n");
   });
 });
+
+describe("shardheap memcached: what no hit fetched", () => {
+  let server: MemcachedServer;
+  beforeAll(async () => {
+    server = await startMemcached({ shards: 2, memoryPerShard: "2MiB", port: 0 });
+  });
+  afterAll(async () => {
+    await server?.close();
+  });
+  const answers = (n: number) => (t: string) => t.split("\r\n").length > n;
+
+  it("evicted_unfetched: evicted items no hit fetched, per class too, on both shards", async () => {
+    const c = await RawClient.open(server.port);
+    try {
+      const value = "v".repeat(1000);
+      const set = (keys: string[]): string => keys.map((k) => `set ${k} 0 0 ${value.length}\r\n${value}\r\n`).join("");
+      const fetched = [...keysOf(0, 5, "hit"), ...keysOf(1, 5, "hit")];
+      expect(await c.request(set(fetched), answers(10))).toBe("STORED\r\n".repeat(10));
+      expect((await c.request(`get ${fetched.join(" ")}\r\n`, "END\r\n")).match(/^VALUE /gm)).toHaveLength(10);
+      // Three times the memory in items nobody fetches: every fetched one is evicted too (after its second chance).
+      for (let round = 0; round < 12; round++) {
+        const keys = Array.from({ length: 500 }, (_, i) => `flood${round}_${i}`);
+        expect(await c.request(set(keys), answers(500), 20_000)).toBe("STORED\r\n".repeat(500));
+      }
+      expect(await c.request(`get ${fetched.join(" ")}\r\n`, "END\r\n")).toBe("END\r\n");
+      const s = await stats(c);
+      expect(num(s, "evictions")).toBeGreaterThan(1000);
+      expect(num(s, "evictions") - num(s, "evicted_unfetched")).toBe(10);
+      const items = await stats(c, "items");
+      const perClass = (field: string): number => [...items].filter(([k]) => k.endsWith(`:${field}`)).reduce((sum, [, v]) => sum + Number(v), 0);
+      expect(perClass("evicted_unfetched")).toBe(num(s, "evicted_unfetched"));
+      expect(perClass("evicted")).toBe(num(s, "evictions"));
+      expect(server.smp.heap.check()).toEqual([]);
+    } finally {
+      c.close();
+    }
+  });
+
+  it("expired_unfetched: expired items no hit fetched; me counts in cmd_meta, hit or miss", async () => {
+    const c = await RawClient.open(server.port);
+    try {
+      // No flush_all: the items it removed would count as reclaimed by the next stores (t/issue_183.t).
+      expect(await c.request("stats reset\r\n")).toBe("RESET\r\n");
+      const [unfetched, hit] = [...keysOf(0, 1, "soon"), ...keysOf(1, 1, "soon")];
+      expect(await c.request(`set ${unfetched} 0 1 1\r\nx\r\nset ${hit} 0 1 1\r\ny\r\nget ${hit}\r\n`, "END\r\n")).toBe(`STORED\r\nSTORED\r\nVALUE ${hit} 0 1\r\ny\r\nEND\r\n`);
+      expect(await c.request(`me ${hit}\r\nme nothere\r\n`, answers(2))).toMatch(/^ME \S+ exp=\d+ la=\d+ cas=\d+ fetch=yes [^\r\n]*\r\nEN\r\n$/);
+      await new Promise((r) => setTimeout(r, 2100));
+      expect(await c.request(`get ${unfetched} ${hit}\r\n`, "END\r\n")).toBe("END\r\n");
+      const s = await stats(c);
+      expect([num(s, "get_expired"), num(s, "reclaimed"), num(s, "expired_unfetched"), num(s, "cmd_meta")]).toEqual([2, 2, 1, 2]);
+    } finally {
+      c.close();
+    }
+  });
+});

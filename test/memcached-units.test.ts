@@ -18,9 +18,9 @@ function recorder(): { sink: ReaderSink; events: string[] } {
   const events: string[] = [];
   let data = "";
   const sink: ReaderSink = {
-    line(text) {
-      events.push(`line ${JSON.stringify(text)}`);
-      const cmd = parseCommand(text);
+    line(text, bytes) {
+      events.push(`line ${JSON.stringify(text)} ${bytes}`);
+      const cmd = parseCommand(text, bytes);
       return cmd.kind === "store" ? cmd.bytes + 2 : 0;
     },
     data(chunk, start, end) {
@@ -47,16 +47,16 @@ describe("RequestReader", () => {
     const whole = recorder();
     new RequestReader(whole.sink).push(script);
     expect(whole.events).toEqual([
-      'line "get a b"',
-      'line "set k 1 2 5"',
+      'line "get a b" 9',
+      'line "set k 1 2 5" 13',
       'data "ab\\r\\nc\\r\\n"',
-      'line ""',
-      'line "version"',
-      'line "set e 0 0 0"',
+      'line "" 1',
+      'line "version" 8',
+      'line "set e 0 0 0" 13',
       'data "\\r\\n"',
-      'line "append x 0 0 3 noreply"',
+      'line "append x 0 0 3 noreply" 24',
       'data "\\r\\n\\r\\r\\n"',
-      'line "gets z"',
+      'line "gets z" 8',
     ]);
     for (let a = 1; a < script.length; a++) {
       for (const b of [a + 1, a + 3, script.length]) {
@@ -83,8 +83,8 @@ describe("RequestReader", () => {
         const inner = recorder();
         const sink: ReaderSink = {
           ...inner.sink,
-          line(text) {
-            const n = inner.sink.line(text);
+          line(text, bytes) {
+            const n = inner.sink.line(text, bytes);
             if (n > 0) reader.suspend();
             return n;
           },
@@ -104,12 +104,12 @@ describe("RequestReader", () => {
     // Nothing is handed over while suspended; stop() drops what was held.
     const r = recorder();
     let reader!: RequestReader;
-    reader = new RequestReader({ ...r.sink, line: (t) => (reader.suspend(), r.sink.line(t)) });
+    reader = new RequestReader({ ...r.sink, line: (t, bytes) => (reader.suspend(), r.sink.line(t, bytes)) });
     reader.push(Buffer.from("set k 0 0 2\r\nok\r\nversion\r\n", "latin1"));
     reader.push(Buffer.from("get k\r\n", "latin1"));
-    expect(r.events).toEqual(['line "set k 0 0 2"']);
+    expect(r.events).toEqual(['line "set k 0 0 2" 13']);
     reader.resume();
-    expect(r.events).toEqual(['line "set k 0 0 2"', 'data "ok\\r\\n"', 'line "version"']);
+    expect(r.events).toEqual(['line "set k 0 0 2" 13', 'data "ok\\r\\n"', 'line "version" 9']);
     reader.stop();
     reader.resume();
     expect(r.events).toHaveLength(3);
@@ -137,7 +137,7 @@ describe("RequestReader", () => {
     expect(r.events).toEqual(["binary"]);
     const later = recorder();
     new RequestReader(later.sink).push(Buffer.from("version\r\n\x80x\r\n", "latin1"));
-    expect(later.events).toEqual(['line "version"', `line ${JSON.stringify("\x80x")}`]);
+    expect(later.events).toEqual(['line "version" 9', `line ${JSON.stringify("\x80x")} 4`]);
   });
 });
 

@@ -20,6 +20,8 @@ export const VERSION = "1.6.18-shardheap";
 export const DEFAULT_REQUESTS_PER_EVENT = 20;
 /** memcached's -c default. */
 export const DEFAULT_MAX_CONNECTIONS = 1024;
+/** memcached's -b default: the listen backlog (the kernel caps it at net.core.somaxconn). */
+export const DEFAULT_TCP_BACKLOG = 1024;
 /** memcached's -D default (stats detail, the `prefix` label). */
 export const DEFAULT_PREFIX_DELIMITER = ":";
 
@@ -52,4 +54,14 @@ export interface ServerConfig {
   statsDetail: boolean;
   /** -v (1), -vv (2), -vvv (3); the verbosity command changes nothing else. */
   verbosity: number;
+  /** Items get cas values (false: -C, every cas is 0). */
+  casEnabled: boolean;
+  /** The listen backlog (-b). */
+  tcpBacklog: number;
+  /**
+   * -B: "auto" (memcached's default) reads a connection's first byte: 0x80
+   * opens the binary protocol, answered with a binary "not supported" and
+   * the end (binary is not spoken here); "ascii" reads every byte as text.
+   */
+  protocol: "auto" | "ascii";
 }

@@ -228,7 +228,7 @@ export class Connection implements ReaderSink {
   constructor(socket: Socket, ctx: ConnectionContext) {
     this.socket = socket;
     this.ctx = ctx;
-    this.reader = new RequestReader(this);
+    this.reader = new RequestReader(this, ctx.config.protocol === "auto");
     this.id = descriptorOf(socket);
     this.meta = new MetaCommands({
       ctx,
@@ -292,10 +292,10 @@ export class Connection implements ReaderSink {
 
   // ---- ReaderSink ----
 
-  line(text: string): number {
+  line(text: string, bytes: number): number {
     // -R: after that many requests in one read, the others on this shard get a turn (memcached's conn_yields).
     if (++this.requestsThisEvent >= this.ctx.config.requestsPerEvent) this.yieldAfterThis();
-    const cmd = parseCommand(text);
+    const cmd = parseCommand(text, bytes);
     this.lastCommand = this.now;
     switch (cmd.kind) {
       case "get":
@@ -351,6 +351,9 @@ export class Connection implements ReaderSink {
         return 0;
       case "meta":
         return this.meta.run(cmd.tokens);
+      case "answer":
+        this.answer(word(cmd.reply));
+        return 0;
       case "error":
         if (!cmd.noreply) this.answer(word(cmd.reply));
         if (cmd.close) {

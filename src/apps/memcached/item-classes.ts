@@ -79,6 +79,10 @@ export const CLASS_STAT = {
   evicted_time: 4,
   outofmemory: 5,
   reclaimed: 6,
+  /** Expired items taken back that no hit had fetched. */
+  expired_unfetched: 7,
+  /** Items evicted that no hit had fetched. */
+  evicted_unfetched: 8,
 } as const;
 export type ClassStatName = keyof typeof CLASS_STAT;
 export const CLASS_STAT_NAMES = Object.keys(CLASS_STAT) as ClassStatName[];

@@ -53,8 +53,12 @@ export function listenMode(version: string = process.versions.node, platform: No
   return platform === "win32" ? "single" : "sharedFd";
 }
 
-/** Listen as `spec` says; the port bound and, for sharedFd, the descriptor to share (-1 otherwise). */
-export function listenOn(server: Server, spec: ListenSpec): Promise<{ port: number; fd: number }> {
+/**
+ * Listen as `spec` says, with `backlog` (-b: the first listen() on a shared
+ * descriptor sets it for all); the port bound and, for sharedFd, the
+ * descriptor to share (-1 otherwise).
+ */
+export function listenOn(server: Server, spec: ListenSpec, backlog: number): Promise<{ port: number; fd: number }> {
   return new Promise((resolve, reject) => {
     const failed = (e: Error): void => reject(e);
     server.once("error", failed);
@@ -66,9 +70,9 @@ export function listenOn(server: Server, spec: ListenSpec): Promise<{ port: numb
       const fd = (server as unknown as { _handle?: { fd?: unknown } })._handle?.fd;
       resolve({ port, fd: typeof fd === "number" ? fd : -1 });
     };
-    if (spec.fd !== undefined) server.listen({ fd: spec.fd }, listening);
+    if (spec.fd !== undefined) server.listen({ fd: spec.fd, backlog }, listening);
     // reusePort is in Node's listen options from 22.12 (typed from @types/node 22).
-    else server.listen({ host: spec.host, port: spec.port, ...(spec.mode === "reusePort" ? { reusePort: true } : {}) }, listening);
+    else server.listen({ host: spec.host, port: spec.port, backlog, ...(spec.mode === "reusePort" ? { reusePort: true } : {}) }, listening);
   });
 }
 

@@ -1,8 +1,8 @@
 /**
  * memcached's own command line on `shardheap memcached` (run.ts hands it
  * every argument that is not one of shardheap's --flags), so an operator
- * can swap the binary: -p -l -U 0 -m -c -t -I -M -F -R -D -v[v[v]]
- * -o idle_timeout=N, as getopt reads them (`-p 11211`, `-p11211`, switches
+ * can swap the binary: -p -l -U 0 -m -c -t -I -M -F -R -D -C -b
+ * -B auto|ascii -v[v[v]] -o idle_timeout=N, as getopt reads them (`-p 11211`, `-p11211`, switches
  * clustered: `-Mv`). Values are checked with memcached's rules and words
  * (memcached.c's main); every other memcached option is refused with a
  * line naming it and why it has no meaning here, never ignored.
@@ -30,6 +30,12 @@ export interface MemcachedFlags {
   prefixDelimiter?: string;
   idleTimeout?: number;
   verbosity?: number;
+  /** -C: false. */
+  casEnabled?: boolean;
+  /** -b: the listen backlog. */
+  tcpBacklog?: number;
+  /** -B auto|ascii. */
+  protocol?: "auto" | "ascii";
   /** -h: print the help and stop. */
   help?: boolean;
   /** -V: print the version and stop. */
@@ -52,9 +58,7 @@ const NOT_HERE: Record<string, string> = {
   S: "SASL: shardheap memcached has no authentication",
   Y: "authentication: shardheap memcached has none",
   Z: "TLS: shardheap memcached speaks plain TCP only",
-  B: "the binary protocol: shardheap memcached speaks the ASCII protocol only",
-  C: "CAS cannot be turned off: every item has its cas",
-  b: "the listen backlog is Node's",
+  B: "the binary protocol: shardheap memcached speaks the ASCII protocol only (-B auto and -B ascii are taken)",
   f: "there are no slab classes: shardheap's size classes are fixed",
   n: "there are no slab classes: shardheap's size classes are fixed",
   L: "large pages: the heap is one SharedArrayBuffer",
@@ -141,6 +145,9 @@ export function parseMemcachedFlag(arg: string, next: () => string, into: Memcac
       case "F":
         into.flushAllowed = false;
         break;
+      case "C":
+        into.casEnabled = false;
+        break;
       case "v":
         into.verbosity = Math.min(3, (into.verbosity ?? 0) + 1);
         break;
@@ -193,9 +200,15 @@ function valueOption(letter: string, value: string, into: MemcachedFlags): void 
       if (value.length !== 1) throw new UsageError(`-D ${value}: the prefix delimiter is one character`);
       into.prefixDelimiter = value;
       return;
+    case "b":
+      // memcached takes any positive int (the kernel caps the backlog at net.core.somaxconn).
+      into.tcpBacklog = whole("-b", value, 1, 2 ** 31 - 1, "the listen backlog");
+      return;
     case "B":
-      if (value !== "ascii") refuse(letter);
-      return; // the only protocol spoken here
+      if (value === "auto" || value === "ascii") into.protocol = value;
+      else if (value === "binary") refuse(letter);
+      else throw new UsageError(`-B ${value}: Invalid value for binding protocol: ${value} -- should be one of auto, binary, or ascii`);
+      return;
     case "o":
       for (const opt of value.split(",")) if (opt !== "") extendedOption(opt, into);
       return;
@@ -218,7 +231,10 @@ export const MEMCACHED_FLAGS_HELP = `memcached's own options (as memcached 1.6 r
   -F                    refuse flush_all
   -R N                  requests one connection runs before others get a turn (default 20)
   -D C                  the prefix delimiter of stats detail (default :)
-  -B ascii              the protocol (the only one spoken)
+  -C                    no cas values (every item's cas is 0)
+  -b N                  the listen backlog (default 1024)
+  -B auto|ascii         auto (default): a binary-protocol client is told "not supported"
+                        in the binary protocol; ascii: every byte is read as text
   -v, -vv, -vvv         verbosity
   -o idle_timeout=N     close connections idle N seconds
   -h                    this help; -V the version

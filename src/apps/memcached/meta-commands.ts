@@ -331,6 +331,8 @@ export class MetaCommands {
     const owner = keyOwner(key, ctx.shards);
     const map = ctx.maps[owner]!;
     const v = ctx.views;
+    // memcached's cmd_meta counts me commands, hit or miss (the others count as gets, sets...).
+    ctx.counters[STAT.cmd_meta]++;
     const ref = map.acquire(key);
     if (ref === 0 || expired(v.exptime(map.valuePointer(ref)), now)) {
       if (ref !== 0) map.release(ref);

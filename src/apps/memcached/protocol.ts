@@ -81,7 +81,9 @@ export type Command =
    * (a storage command too large to store); `close`: end the connection
    * after answering (memcached closes on an HTTP request line).
    */
-  | { kind: "error"; reply: string; noreply: boolean; swallow: number; close: boolean };
+  | { kind: "error"; reply: string; noreply: boolean; swallow: number; close: boolean }
+  /** A command the line alone answers (slabs). */
+  | { kind: "answer"; reply: string };
 
 /** Seconds in 30 days: a larger exptime is a Unix time, not an offset (memcached's REALTIME_MAXDELTA). */
 export const MAX_RELATIVE_EXPTIME = 60 * 60 * 24 * 30;
@@ -101,13 +103,20 @@ function tokenize(line: string): string[] {
   return parts;
 }
 
+/** Current memcached's shortest line, \r\n included (proto_parser.c: a command has two letters at least). */
+const MIN_LINE_BYTES = 4;
+
 /**
- * One command line -> a Command. A storage command's length is only
+ * One command line -> a Command. `bytes`: the line as sent, \n (and \r)
+ * included: current memcached answers a line under 4 bytes (a blank
+ * line, "x\r\n", "mn\n") CLIENT_ERROR bad command line format, where
+ * 1.6.18 answered ERROR. A storage command's length is only
  * checked against what memcached itself refuses (negative, or past
  * INT_MAX - 2); the item size limit is the connection's to apply, as it
  * knows the whole item's size.
  */
-export function parseCommand(line: string): Command {
+export function parseCommand(line: string, bytes: number): Command {
+  if (bytes < MIN_LINE_BYTES) return error(REPLY.BAD_FORMAT);
   // The most common line, "get <key>", without tokenizing.
   if (line.length > 4 && line.length <= 4 + MAX_KEY_LENGTH && line.startsWith("get ") && line.indexOf(" ", 4) < 0 && line.indexOf("\0") < 0) {
     return { kind: "get", keys: [line.slice(4)], withCas: false, touch: false, exptime: 0 };
@@ -180,6 +189,8 @@ export function parseCommand(line: string): Command {
     }
     case "quit":
       return { kind: "quit" };
+    case "slabs":
+      return { kind: "answer", reply: slabsAnswer(t) };
     case "mg":
     case "ms":
     case "md":
@@ -321,6 +332,38 @@ export function parseStrictU32(token: string): number | undefined {
 /** mcmc_toktou64: digits only, no more than 22 characters, below 2^64. */
 export function parseStrictU64(token: string): bigint | undefined {
   return u64In(token, STRICT_U64);
+}
+
+/** memcached's answer when its slab mover is off, as it always is here: no slab pages to move (a free span serves any class). */
+const NO_REASSIGN = "CLIENT_ERROR slab reassignment disabled";
+const DOUBLE = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+/**
+ * `slabs reassign SRC DST` and `slabs automove ...`, read as current
+ * memcached reads them (a subcommand may be abbreviated: strncmp over
+ * the token's length), answered as memcached with its mover off: moving
+ * pages is refused, automove 0 (what happens here) is OK, turning it on
+ * is refused; a malformed number as memcached answers it.
+ */
+function slabsAnswer(t: string[]): string {
+  const n = t.length;
+  const sub = t[1];
+  const abbreviates = (word: string, token: string | undefined): boolean => token !== undefined && word.startsWith(token);
+  if (n === 4 && abbreviates("reassign", sub)) {
+    return parseStrictI32(t[2]!) === undefined || parseStrictI32(t[3]!) === undefined ? REPLY.BAD_FORMAT : NO_REASSIGN;
+  }
+  if (n < 3 || !abbreviates("automove", sub)) return REPLY.ERROR;
+  const what = t[2]!;
+  if (abbreviates("ratio", what) || abbreviates("freeratio", what)) return n < 4 || !DOUBLE.test(t[3]!) ? REPLY.ERROR : NO_REASSIGN;
+  if (abbreviates("window", what)) {
+    const window = n < 4 ? undefined : parseStrictU32(t[3]!);
+    if (window === undefined) return REPLY.BAD_FORMAT;
+    return window < 3 || window > 1800 ? "CLIENT_ERROR automove window too low or too high" : NO_REASSIGN;
+  }
+  const level = parseStrictU32(what);
+  if (level === undefined) return REPLY.BAD_FORMAT;
+  if (level === 0) return REPLY.OK;
+  return level <= 2 ? NO_REASSIGN : REPLY.ERROR;
 }
 
 function deleteCommand(t: string[]): Command {

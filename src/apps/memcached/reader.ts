@@ -18,7 +18,8 @@
  * Limits, as memcached: a line with no \n within 2048 bytes ends the
  * connection unless it is a get (memcached lets multi-gets grow without bound; here
  * any line stops at MAX_GET_LINE). The binary protocol is recognised by
- * its first byte, 0x80, at the start of the connection.
+ * its first byte, 0x80, at the start of the connection (memcached's -B
+ * auto, the default; with `negotiate` false, -B ascii, it is text too).
  */
 
 /** memcached: no \n within this many bytes ends a connection unless it is a get. */
@@ -32,8 +33,12 @@ const CR = 0x0d;
 const GET_PREFIX = /^ *(get|gets|gat|gats|bget) /;
 
 export interface ReaderSink {
-  /** A command line (without its \r\n). Returns the bytes of data that follow it (value and \r\n), or 0. */
-  line(line: string): number;
+  /**
+   * A command line (without its \r\n); `bytes`: the line as sent, its \n
+   * (and \r) included (current memcached refuses a line under 4 bytes).
+   * Returns the bytes of data that follow it (value and \r\n), or 0.
+   */
+  line(line: string, bytes: number): number;
   /** The next piece of the data block: chunk[start, end). */
   data(chunk: Buffer, start: number, end: number): void;
   /** The data block has all arrived. */
@@ -53,14 +58,16 @@ export class RequestReader {
   private pending = 0;
   /** Decided once an unfinished line passes MAX_LINE: whether it is a get (allowed up to MAX_GET_LINE). */
   private longGet: boolean | undefined;
-  private first = true;
+  /** Whether the first byte is still to be looked at (-B auto). */
+  private first: boolean;
   private stopped = false;
   private paused = false;
   /** What arrived while suspended, oldest first (only the first may be a chunk's tail). */
   private held: Buffer[] = [];
 
-  constructor(sink: ReaderSink) {
+  constructor(sink: ReaderSink, negotiate = true) {
     this.sink = sink;
+    this.first = negotiate;
   }
 
   /** Nothing more is read (after quit, a fatal error, the binary protocol). */
@@ -120,14 +127,17 @@ export class RequestReader {
         return;
       }
       let line: string;
+      let bytes: number;
       if (this.pending > 0) {
         this.pieces.push(chunk.subarray(pos, nl));
         const whole = Buffer.concat(this.pieces, this.pending + nl - pos);
         this.pieces = [];
         this.pending = 0;
         line = whole.toString("latin1", 0, whole.length > 0 && whole[whole.length - 1] === CR ? whole.length - 1 : whole.length);
+        bytes = whole.length + 1;
       } else {
         line = chunk.toString("latin1", pos, nl > pos && chunk[nl - 1] === CR ? nl - 1 : nl);
+        bytes = nl + 1 - pos;
       }
       pos = nl + 1;
       this.longGet = undefined;
@@ -136,7 +146,7 @@ export class RequestReader {
         this.sink.lineTooLong(true);
         return;
       }
-      this.remaining = this.sink.line(line);
+      this.remaining = this.sink.line(line, bytes);
       if (this.paused) {
         // Before anything held later: this tail came first.
         if (pos < end && !this.stopped) this.held.unshift(chunk.subarray(pos));

@@ -103,6 +103,9 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   if (m.maxConnections !== undefined) a.maxConnections = m.maxConnections;
   if (m.prefixDelimiter !== undefined) a.prefixDelimiter = m.prefixDelimiter;
   if (m.verbosity !== undefined) a.verbosity = m.verbosity;
+  if (m.casEnabled !== undefined) a.casEnabled = m.casEnabled;
+  if (m.tcpBacklog !== undefined) a.tcpBacklog = m.tcpBacklog;
+  if (m.protocol !== undefined) a.protocol = m.protocol;
   let memory = flags.memory;
   let memoryFlag = "--memory";
   if (m.memoryTotal !== undefined) {

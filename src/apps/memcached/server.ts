@@ -7,7 +7,7 @@
 import { InvalidValueError } from "../../errors.js";
 import { Smp } from "../../smp/smp.js";
 import { fillSmpOptions } from "../../smp/options.js";
-import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_PREFIX_DELIMITER, DEFAULT_REQUESTS_PER_EVENT, type ServerConfig } from "./config.js";
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_PREFIX_DELIMITER, DEFAULT_REQUESTS_PER_EVENT, DEFAULT_TCP_BACKLOG, type ServerConfig } from "./config.js";
 import { createAcceptBuffer } from "./accept-balance.js";
 import { bindSharedSocket, listenMode, type ListenMode, type ListenSpec, type SharedSocket } from "./listener.js";
 import { formatSize } from "../../units.js";
@@ -47,6 +47,12 @@ export interface MemcachedOptions {
   statsDetail?: boolean;
   /** memcached's -v count (0-3). */
   verbosity?: number;
+  /** Give items cas values (default true; memcached's -C sets false: every cas is 0). */
+  casEnabled?: boolean;
+  /** The listen backlog (memcached's -b; default 1024). */
+  tcpBacklog?: number;
+  /** memcached's -B: "auto" (the default: a binary client gets a binary "not supported" answer) or "ascii" (every byte read as text). */
+  protocol?: "auto" | "ascii";
   /** Override how the shards share the port (tests). */
   listenMode?: ListenMode;
 }
@@ -116,6 +122,9 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
   const requestsPerEvent = wholeOption("requestsPerEvent", o.requestsPerEvent, DEFAULT_REQUESTS_PER_EVENT, 1, 2 ** 31 - 1);
   const maxConnections = wholeOption("maxConnections", o.maxConnections, DEFAULT_MAX_CONNECTIONS, 1, 2 ** 31 - 1);
   const verbosity = wholeOption("verbosity", o.verbosity, 0, 0, 3);
+  const tcpBacklog = wholeOption("tcpBacklog", o.tcpBacklog, DEFAULT_TCP_BACKLOG, 1, 2 ** 31 - 1);
+  const protocol = o.protocol ?? "auto";
+  if (protocol !== "auto" && protocol !== "ascii") throw new InvalidValueError("protocol", `protocol must be "auto" or "ascii" (the binary protocol is not spoken here), got ${JSON.stringify(protocol)}`);
   const prefixDelimiter = o.prefixDelimiter ?? DEFAULT_PREFIX_DELIMITER;
   if (prefixDelimiter.length !== 1 || prefixDelimiter.charCodeAt(0) > 0x7e || prefixDelimiter.charCodeAt(0) <= 0x20) {
     throw new InvalidValueError("prefixDelimiter", `prefixDelimiter must be one printable ASCII character, not a space, got ${JSON.stringify(prefixDelimiter)}`);
@@ -141,6 +150,9 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       prefixDelimiter,
       statsDetail: o.statsDetail ?? false,
       verbosity,
+      casEnabled: o.casEnabled ?? true,
+      tcpBacklog,
+      protocol,
     };
     const handles = await smp.invokeOnAll<number>("configure", config);
     await smp.invokeOnAll("attachMaps", handles);

@@ -53,7 +53,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
   const classes = classCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict });
+  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict, casEnabled: config.casEnabled });
   counters[STAT.limit_maxbytes] = config.memoryPerShard;
   const all = [...Array(shard.shards).keys()];
   const remote = new RemoteOps(shard);
@@ -127,7 +127,7 @@ export async function listen(spec: ListenSpec): Promise<{ port: number; fd: numb
       balance?.closed();
     });
   });
-  const bound = await listenOn(server, spec);
+  const bound = await listenOn(server, spec, s.ctx.config.tcpBacklog);
   // After listening, errors are failed accepts (EMFILE under a flood of connections): the server keeps listening.
   server.on("error", () => {});
   s.server = server;

@@ -22,10 +22,11 @@
  * least recently used item took its place in the shard's order: the
  * oldest over the shards; store.ts classAges), mem_requested (item
  * bytes), evicted, evicted_nonzero, evicted_time (the latest of the
- * shards'), outofmemory, reclaimed. One CLOCK order per shard, not
- * memcached's segmented hot/warm/cold LRU: number_hot/warm/cold,
- * age_hot/warm, moves_* and hits_to_* are not given, nor tailrepairs,
- * crawler_* and *_unfetched (no fetched flag).
+ * shards'), outofmemory, reclaimed, expired_unfetched, evicted_unfetched.
+ * One CLOCK order per shard, not memcached's segmented hot/warm/cold LRU:
+ * number_hot/warm/cold, age_hot/warm, moves_*, hits_to_* and
+ * evicted_active are not given, nor tailrepairs (no tail repair) and
+ * crawler_* (no LRU crawler).
  */
 import { P_CAPACITY, PAGE_SIZE } from "../../memory/layout.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
@@ -109,7 +110,7 @@ export function formatItems(config: ServerConfig, ages: readonly number[][]): st
     f("number", number);
     f("age", Math.max(0, ...ages.map((a) => a[id] ?? 0)));
     f("mem_requested", classSum(config, id, "mem_requested"));
-    for (const name of ["evicted", "evicted_nonzero", "evicted_time", "outofmemory", "reclaimed"] as const) f(name, classSum(config, id, name));
+    for (const name of ["evicted", "evicted_nonzero", "evicted_time", "outofmemory", "reclaimed", "expired_unfetched", "evicted_unfetched"] as const) f(name, classSum(config, id, name));
   }
   return statLines(lines);
 }

@@ -61,6 +61,12 @@ export const STAT = {
   conn_yields: 34,
   /** Connections closed for -o idle_timeout. */
   idle_kicks: 35,
+  /** me commands (memcached counts only those as cmd_meta: mg, ms, md, ma count as gets, sets...). */
+  cmd_meta: 36,
+  /** Expired (or flushed) items taken back that no hit had fetched (store.ts). */
+  expired_unfetched: 37,
+  /** Evicted items no hit had fetched. */
+  evicted_unfetched: 38,
 } as const;
 export type StatName = keyof typeof STAT;
 export const STAT_NAMES = Object.keys(STAT) as StatName[];
@@ -114,7 +120,7 @@ export function totals(config: ServerConfig): Record<StatName, number> {
  * pages to move: a free span serves any class), lru_crawler_*,
  * lru_maintainer_juggles, log_*, moves_* (one CLOCK order, no segmented
  * LRU), crawler_*, direct_reclaims, slab_global_page_pool,
- * expired_unfetched, evicted_unfetched, evicted_active (no fetched flag),
+ * evicted_active (no active flag: no segmented LRU),
  * unexpected_napi_ids, round_robin_fallback.
  */
 type Field = StatName | [string, (t: Record<StatName, number>, config: ServerConfig, heap: SharedHeap) => string | number];
@@ -135,6 +141,7 @@ const FIELDS: readonly Field[] = [
   "cmd_set",
   "cmd_flush",
   "cmd_touch",
+  "cmd_meta",
   "get_hits",
   "get_misses",
   "get_expired",
@@ -168,6 +175,8 @@ const FIELDS: readonly Field[] = [
   "bytes",
   "curr_items",
   "total_items",
+  "expired_unfetched",
+  "evicted_unfetched",
   "evictions",
   "reclaimed",
   // Eviction never skips an item a reader holds (the map frees it once the reader lets go): never counted.
@@ -223,8 +232,9 @@ export function formatSettings(config: ServerConfig, detailEnabled: boolean): st
     ["stat_key_prefix", config.prefixDelimiter],
     ["detail_enabled", detailEnabled ? "yes" : "no"],
     ["reqs_per_event", config.requestsPerEvent],
-    ["cas_enabled", "yes"],
-    ["binding_protocol", "ascii"],
+    ["cas_enabled", config.casEnabled ? "yes" : "no"],
+    ["tcp_backlog", config.tcpBacklog],
+    ["binding_protocol", config.protocol === "auto" ? "auto-negotiate" : "ascii"],
     ["auth_enabled_sasl", "no"],
     ["auth_enabled_ascii", "no"],
     ["item_size_max", config.maxItemSize],

@@ -111,6 +111,8 @@ export interface StoreOptions {
   maxItemSize: number;
   /** Evict live items to make room (false: memcached's -M; only expired items go, else the store fails for want of memory). */
   evict: boolean;
+  /** Items get cas values (false: memcached's -C; every item's cas is 0, as in memcached, whose items then have no cas field). */
+  casEnabled: boolean;
 }
 
 /**
@@ -150,6 +152,8 @@ export class ItemStore {
   private flushed = new Set<string>();
   /** Items the last flush_all removed whose memory the next stores count as reclaimed (flushNow). */
   private flushedReusable = 0;
+  /** Whether each of those had been fetched, least recent first, the order the next stores reuse them in (expired_unfetched). */
+  private flushedFetched = new Uint8Array(0);
   /** key -> the map's reference to the key's entry; insertion order is the LRU order, least recent first. */
   private readonly items = new Map<string, number>();
   /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's). */
@@ -162,6 +166,7 @@ export class ItemStore {
   /** cas values: this shard's id, then every `shards`-th number after (unique across shards). */
   private nextCas: number;
   private readonly casStep: number;
+  private readonly casEnabled: boolean;
   private readonly maxItemSize: number;
   /** The cas value and value length of the item the last store() / storeReserved() linked (0, 0: it linked none), for ms's c and s flags. */
   private lastCas = 0;
@@ -186,6 +191,7 @@ export class ItemStore {
     this.budget = this.startBudget;
     this.nextCas = o.shard + 1;
     this.casStep = o.shards;
+    this.casEnabled = o.casEnabled;
     this.maxItemSize = o.maxItemSize;
     this.evict = o.evict;
   }
@@ -686,7 +692,7 @@ export class ItemStore {
     let flags = v.flags(old);
     let exptime = v.exptime(old);
     let marks = v.marks(old) & MARK_KEY_BINARY;
-    let newCas = removeValue && casIn >= 0 ? casIn : v.cas(old);
+    let newCas = removeValue && casIn >= 0 ? this.casOf(casIn) : v.cas(old);
     let text: string | undefined;
     if (removeValue) {
       flags = clientFlags;
@@ -696,7 +702,7 @@ export class ItemStore {
     if (invalidate) {
       if (touchTo >= 0) exptime = touchTo;
       marks |= MARK_STALE; // and no token sent: the next fetch wins
-      newCas = casIn >= 0 ? casIn : this.takeCas();
+      newCas = this.casOf(casIn);
     } else {
       this.c[STAT.delete_hits]++;
     }
@@ -784,10 +790,14 @@ export class ItemStore {
   flushNow(): void {
     const flushed = new Set<string>();
     const flushedCount = this.items.size;
+    const fetched = new Uint8Array(flushedCount);
+    let i = 0;
     for (const [key, ref] of this.items) {
       if (flushed.size < MAX_FLUSHED_KEYS) flushed.add(key);
+      fetched[i++] = this.v.fetched(this.map.valuePointer(ref)) ? 1 : 0;
       this.unlink(key, ref);
     }
+    this.flushedFetched = fetched;
     this.flushed = flushed;
     this.c[STAT.flushed_kept] = flushed.size;
     // memcached leaves flushed items in place and counts each one a new item reuses as reclaimed; here they are gone at once, so the next stores count them (t/issue_183.t).
@@ -803,12 +813,22 @@ export class ItemStore {
     return ref === undefined || this.expiredNow(key, ref, now, false) ? 0 : ref;
   }
 
+  /** An expired item's memory taken back (memcached's reclaimed; expired_unfetched when no hit ever fetched it). */
+  private countReclaimed(ptr: number): void {
+    const cls = itemClass(this.v.allocated(ptr));
+    this.c[STAT.reclaimed]++;
+    this.classes[classSlot(cls, "reclaimed")]++;
+    if (!this.v.fetched(ptr)) {
+      this.c[STAT.expired_unfetched]++;
+      this.classes[classSlot(cls, "expired_unfetched")]++;
+    }
+  }
+
   /** Unlink `ref` if its item has expired; true when it had. */
   private expiredNow(key: string, ref: number, now: number, byGet: boolean): boolean {
     if (!expired(this.v.exptime(this.map.valuePointer(ref)), now)) return false;
     if (byGet) this.c[STAT.get_expired]++;
-    this.c[STAT.reclaimed]++;
-    this.classes[classSlot(itemClass(this.v.allocated(this.map.valuePointer(ref))), "reclaimed")]++;
+    this.countReclaimed(this.map.valuePointer(ref));
     this.unlink(key, ref);
     return true;
   }
@@ -834,7 +854,7 @@ export class ItemStore {
     const v = this.v;
     const map = this.map;
     const ptr = map.valuePointer(ref);
-    const cas = casIn >= 0 ? casIn : this.takeCas();
+    const cas = this.casOf(casIn);
     v.setCas(ptr, cas);
     v.setAccessed(ptr, now);
     v.setAllocated(ptr, map.entryBytes(ref));
@@ -871,6 +891,7 @@ export class ItemStore {
       this.items.set(key, ref);
       if (this.flushed.size !== 0 && this.flushed.delete(key)) c[STAT.flushed_kept] = this.flushed.size;
       if (this.flushedReusable > 0) {
+        if (this.flushedFetched[this.flushedFetched.length - this.flushedReusable] === 0) c[STAT.expired_unfetched]++;
         this.flushedReusable--;
         c[STAT.reclaimed]++;
       }
@@ -938,16 +959,19 @@ export class ItemStore {
         this.items.set(key, ref);
         continue;
       }
-      const cls = itemClass(v.allocated(ptr));
       if (gone) {
-        this.c[STAT.reclaimed]++;
-        this.classes[classSlot(cls, "reclaimed")]++;
+        this.countReclaimed(ptr);
       } else {
+        const cls = itemClass(v.allocated(ptr));
         this.c[STAT.evictions]++;
         const classes = this.classes;
         classes[classSlot(cls, "evicted")]++;
         if (v.exptime(ptr) !== 0) classes[classSlot(cls, "evicted_nonzero")]++;
         classes[classSlot(cls, "evicted_time")] = now - v.accessed(ptr);
+        if (!v.fetched(ptr)) {
+          this.c[STAT.evicted_unfetched]++;
+          classes[classSlot(cls, "evicted_unfetched")]++;
+        }
       }
       this.unlink(key, ref);
       return true;
@@ -1002,6 +1026,12 @@ export class ItemStore {
       out.push(row);
     }
     return out;
+  }
+
+  /** An item's new cas: the client's (`casIn`, meta's E), else the next; 0 with -C. */
+  private casOf(casIn: number): number {
+    if (!this.casEnabled) return 0;
+    return casIn >= 0 ? casIn : this.takeCas();
   }
 
   private takeCas(): number {
