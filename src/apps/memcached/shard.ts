@@ -53,7 +53,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
   const classes = classCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict, casEnabled: config.casEnabled });
+  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict, casEnabled: config.casEnabled, prefixDelimiter: config.prefixDelimiter });
   counters[STAT.limit_maxbytes] = config.memoryPerShard;
   const all = [...Array(shard.shards).keys()];
   const remote = new RemoteOps(shard);

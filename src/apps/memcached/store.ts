@@ -43,6 +43,7 @@
  * owner to: OP_EXPIRE) or when eviction reaches it.
  */
 import { OutOfMemoryError } from "../../errors.js";
+import { enterHeapLabels, leaveHeapLabels } from "../../memory/heap-labels.js";
 import { PAGE_SIZE } from "../../memory/layout.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
@@ -52,6 +53,7 @@ import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, itemSize, type ItemViews } from "./item.js";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, expired, type StoreMode } from "./protocol.js";
 import { classSlot, itemClass } from "./item-classes.js";
+import { PrefixLabels } from "./prefix-labels.js";
 import { STAT } from "./stats.js";
 
 /** Outcomes of the store's operations, as numbers (they travel between shards). */
@@ -113,6 +115,8 @@ export interface StoreOptions {
   evict: boolean;
   /** Items get cas values (false: memcached's -C; every item's cas is 0, as in memcached, whose items then have no cas field). */
   casEnabled: boolean;
+  /** Where a key's prefix ends (-D): an item's heap label `prefix` (prefix-labels.ts). */
+  prefixDelimiter: string;
 }
 
 /**
@@ -167,6 +171,7 @@ export class ItemStore {
   private nextCas: number;
   private readonly casStep: number;
   private readonly casEnabled: boolean;
+  private readonly prefixLabels: PrefixLabels;
   private readonly maxItemSize: number;
   /** The cas value and value length of the item the last store() / storeReserved() linked (0, 0: it linked none), for ms's c and s flags. */
   private lastCas = 0;
@@ -192,6 +197,7 @@ export class ItemStore {
     this.nextCas = o.shard + 1;
     this.casStep = o.shards;
     this.casEnabled = o.casEnabled;
+    this.prefixLabels = new PrefixLabels(o.prefixDelimiter);
     this.maxItemSize = o.maxItemSize;
     this.evict = o.evict;
   }
@@ -345,11 +351,16 @@ export class ItemStore {
       const bytes = Math.ceil(size / PAGE_SIZE) * PAGE_SIZE;
       if (memory.largestFreeSpan() < bytes && (memory.trim(), memory.largestFreeSpan() < bytes)) return 0;
     }
+    // An item's entry carries its key's prefix label while the heap profiler is on (a label is read by a profiled allocation only).
+    const labels = key === undefined || memory.heapProfilingSampleRate() === 0 ? undefined : this.prefixLabels.of(key);
+    const outer = labels === undefined ? undefined : enterHeapLabels(labels);
     try {
       return key === undefined ? memory.malloc(size) : this.map.reserve(key, size);
     } catch (e) {
       if (!(e instanceof OutOfMemoryError)) throw e;
       return 0;
+    } finally {
+      if (labels !== undefined) leaveHeapLabels(outer);
     }
   }
 
