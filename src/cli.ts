@@ -26,9 +26,9 @@ const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RA
                         [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
                         [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--shard N] [-o OUT]
+                        [--inverted] [--min BYTES] [--by LABEL] [--shard N] [-o OUT]
        shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--shard N] [-o OUT]
+                        [--inverted] [--min BYTES] [--by LABEL] [--shard N] [-o OUT]
 ${MEMCACHED_USAGE}
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
@@ -58,6 +58,9 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
                 gzipped profile.proto; heapprofile: Chrome DevTools; json
   --inverted    tree: caller-first instead of callee-first
   --min BYTES   tree: drop branches with fewer live bytes (64K, 1MiB accepted)
+  --by LABEL    group by a heap label (withHeapLabels; memcached's prefix):
+                its values first in the tree, as the outermost frames of
+                collapsed, svg and heapprofile, "groups" in json
   --shard N     one shard (default: all shards merged)
   -o OUT        write to OUT instead of standard output
 
@@ -76,13 +79,14 @@ interface ReportArgs {
   format: ReportFormat;
   inverted: boolean;
   min: number;
+  by: string | undefined;
   shard: number | undefined;
   out: string | undefined;
 }
 
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
-  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, shard: undefined, out: undefined };
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, shard: undefined, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -101,6 +105,10 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
         break;
       case "--min":
         a.min = parseSize(value(), "--min");
+        break;
+      case "--by":
+        a.by = value();
+        if (a.by === "") throw new UsageError("--by needs a label name (--by prefix)");
         break;
       case "--shard":
         a.shard = parseInteger(value(), "--shard", 0, MAX_SHARDS - 1);
@@ -137,14 +145,19 @@ async function report(argv: readonly string[]): Promise<void> {
   }
   const profile = await mapProfileToSources(heap.heapProfile(a.shard));
   const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
-  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title }));
+  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...byOf(a) }));
 }
 
 async function diff(argv: readonly string[]): Promise<void> {
   const a = parseReportArgs(argv, "diff", ["BASE", "NEXT"], DIFF_FORMATS);
   const [baseProfile, nextProfile] = await readProfilesToDiff(a.files[0]!, a.files[1]!, a.shard);
   const title = `Heap growth of ${a.shard === undefined ? "all shards" : `shard ${a.shard}`}: ${a.files[1]} minus ${a.files[0]}`;
-  await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title }));
+  await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title, ...byOf(a) }));
+}
+
+/** The `by` render option, when --by was given. */
+function byOf(a: ReportArgs): { by?: string } {
+  return a.by === undefined ? {} : { by: a.by };
 }
 
 const DEFAULT_STRESS_HEAPPROF = 64 * 1024;

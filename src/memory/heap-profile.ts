@@ -20,6 +20,8 @@ export interface AllocationSite {
   /** Cumulative since profiling began (estimated when sampled). */
   allocCount: number;
   allocSize: number;
+  /** The labels in force when its objects were allocated (withHeapLabels); absent when there were none. */
+  labels?: Record<string, string>;
 }
 
 export interface HeapProfile {
@@ -31,19 +33,32 @@ export interface HeapProfile {
   totalCount: number;
 }
 
-/** A key that is the same for two sites exactly when their frames are. */
-export function siteKey(frames: readonly Frame[]): string {
-  return frames.map((f) => `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`).join("\x01");
+/**
+ * A key that is the same for two sites exactly when their frames and
+ * labels are (a site is its frames plus its labels: DESIGN "Labels").
+ */
+export function siteKey(frames: readonly Frame[], labels?: Readonly<Record<string, string>>): string {
+  const stack = frames.map((f) => `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`).join("\x01");
+  return labels === undefined ? stack : `${stack}\x02${labelKey(labels)}`;
+}
+
+/** Labels as one string, the same for the same labels in any order. */
+export function labelKey(labels: Readonly<Record<string, string>>): string {
+  return Object.keys(labels)
+    .sort()
+    .map((k) => `${k}\0${labels[k]}`)
+    .join("\x01");
 }
 
 /**
- * Sites added up by frames (shards share a stack; a hand-built or merged
- * profile may list one twice), as new objects: the inputs are not changed.
+ * Sites added up by frames and labels (shards share a stack; a hand-built
+ * or merged profile may list one twice), as new objects: the inputs are
+ * not changed.
  */
 export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, AllocationSite> {
   const byKey = new Map<string, AllocationSite>();
   for (const s of sites) {
-    const key = siteKey(s.frames);
+    const key = siteKey(s.frames, s.labels);
     const seen = byKey.get(key);
     if (seen) {
       seen.count += s.count;
@@ -51,7 +66,9 @@ export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, Allo
       seen.allocCount += s.allocCount;
       seen.allocSize += s.allocSize;
     } else {
-      byKey.set(key, { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize });
+      const site: AllocationSite = { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize };
+      if (s.labels !== undefined) site.labels = s.labels;
+      byKey.set(key, site);
     }
   }
   return byKey;

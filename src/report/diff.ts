@@ -3,7 +3,7 @@
  * minus base per allocation site, the question users bring ("what grew?"),
  * as pprof's -diff_base, heaptrack --diff and DevTools' comparison view
  * answer it. Sites are matched by their frames (function, url, line,
- * column, leaf first); a site found in one profile only counts as zero in
+ * column, leaf first) and labels; a site found in one profile only counts as zero in
  * the other. Every figure (count, size, allocCount, allocSize) becomes a
  * signed difference, and the totals are next's minus base's, so every
  * renderer that adds site figures (tree, collapsed, pprof) adds up to the
@@ -57,24 +57,30 @@ function sitesByKey(p: HeapProfile): Map<string, AllocationSite> {
   return sitesByFrames(p.sites);
 }
 
+/** `site` with `from`'s labels, when it has any. */
+function withLabels<T extends AllocationSite>(from: AllocationSite, site: T): T {
+  if (from.labels !== undefined) site.labels = from.labels;
+  return site;
+}
+
 export function diffProfiles(base: HeapProfile, next: HeapProfile): ProfileDiff {
   const before = sitesByKey(base);
   const after = sitesByKey(next);
   const sites: DiffSite[] = [];
   for (const [key, n] of after) {
     const b = before.get(key);
-    sites.push({
+    sites.push(withLabels(n, {
       frames: n.frames,
       count: n.count - (b?.count ?? 0),
       size: n.size - (b?.size ?? 0),
       allocCount: n.allocCount - (b?.allocCount ?? 0),
       allocSize: n.allocSize - (b?.allocSize ?? 0),
       nextSize: n.size,
-    });
+    }));
   }
   for (const [key, b] of before) {
     if (after.has(key)) continue;
-    sites.push({ frames: b.frames, count: -b.count, size: -b.size, allocCount: -b.allocCount, allocSize: -b.allocSize, nextSize: 0 });
+    sites.push(withLabels(b, { frames: b.frames, count: -b.count, size: -b.size, allocCount: -b.allocCount, allocSize: -b.allocSize, nextSize: 0 }));
   }
   // Growth first, shrinkage last: the order a leak hunter reads in.
   sites.sort((a, b) => b.size - a.size);

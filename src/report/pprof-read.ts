@@ -77,7 +77,12 @@ export function fromPprof(bytes: Uint8Array, name = "profile"): HeapProfile {
   const sites = p.sample.map((s): AllocationSite => {
     if (s.value.length !== wanted.length) fail(`a sample has ${s.value.length} values, not ${wanted.length}`);
     const [allocCount, allocSize, count, size] = s.value.map(number) as [number, number, number, number];
-    return { frames: s.locationId.flatMap(framesOf), count, size, allocCount, allocSize };
+    const site: AllocationSite = { frames: s.locationId.flatMap(framesOf), count, size, allocCount, allocSize };
+    // String labels are the site's labels (numeric ones, which shardheap does not write, are left out).
+    const labels: Record<string, string> = {};
+    for (const l of s.label) if (Number(l.str) !== 0) labels[text(l.key)] = text(l.str);
+    if (Object.keys(labels).length > 0) site.labels = labels;
+    return site;
   });
   return {
     shard: "all",

@@ -5,7 +5,7 @@
  * inuse_space/bytes, with inuse_space the default (viewers that ignore the
  * default take the last type, which is the same). Period type space/bytes,
  * period = the sample rate. Functions and locations are deduplicated; lines
- * keep their columns. Values are integers that add up to the profile's
+ * keep their columns; a site's labels are its samples' string labels. Values are integers that add up to the profile's
  * rounded totals (sampled estimates are fractional).
  *
  * A diff (diff.ts) gives signed values, next minus base per site (int64
@@ -16,7 +16,7 @@
  * `durationNanos` says what span a delta covers (/debug/pprof/heap?seconds=N).
  */
 import { gzipSync } from "node:zlib";
-import { Function as PprofFunction, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
+import { Function as PprofFunction, Label, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { isProfileDiff, siteChanged } from "./diff.js";
@@ -53,7 +53,11 @@ export function pprofSites(p: HeapProfile): AllocationSite[] {
     roundPreservingSum(sites.map((s) => s.count)),
     roundPreservingSum(sites.map((s) => s.size)),
   ];
-  return sites.map((s, i) => ({ frames: s.frames, allocCount: allocCount[i]!, allocSize: allocSize[i]!, count: count[i]!, size: size[i]! }));
+  return sites.map((s, i) => {
+    const site: AllocationSite = { frames: s.frames, allocCount: allocCount[i]!, allocSize: allocSize[i]!, count: count[i]!, size: size[i]! };
+    if (s.labels !== undefined) site.labels = s.labels;
+    return site;
+  });
 }
 
 /** pprof's period for a profile of `sampleRate` (0 off and -1 mixed have no period of their own). */
@@ -102,7 +106,9 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
       }
       return locationId;
     });
-    return new Sample({ locationId: ids, value: [site.allocCount, site.allocSize, site.count, site.size] });
+    // A site's labels as string labels, in name order (go tool pprof -tags, -tagfocus).
+    const label = site.labels === undefined ? [] : Object.keys(site.labels).sort().map((k) => new Label({ key: strings.dedup(k), str: strings.dedup(site.labels![k]!) }));
+    return new Sample({ locationId: ids, value: [site.allocCount, site.allocSize, site.count, site.size], label });
   });
   const profile = new Profile({
     sampleType: PPROF_SAMPLE_TYPES.map(([type, unit]) => new ValueType({ type: strings.dedup(type), unit: strings.dedup(unit) })),

@@ -10,6 +10,7 @@ import { isProfileDiff, siteChanged } from "./diff.js";
 import { toFlamegraphSvg } from "./flamegraph.js";
 import { toHeapprofile } from "./heapprofile.js";
 import { toPprof, type PprofOptions } from "./pprof.js";
+import { groupByLabel, withLabelRoots } from "./labels.js";
 import { formatTree } from "./tree.js";
 
 export const REPORT_FORMATS = ["tree", "collapsed", "svg", "pprof", "heapprofile", "json"] as const;
@@ -20,6 +21,13 @@ export const DIFF_FORMATS = ["tree", "collapsed", "svg", "pprof", "json"] as con
 export interface RenderOptions {
   inverted?: boolean;
   minSize?: number;
+  /**
+   * Group by this label: the tree's first level, the outermost frame of
+   * collapsed stacks, the flamegraph and .heapprofile, and `groups` in
+   * json (label-by-label figures); pprof carries every label as a tag
+   * already (go tool pprof -tags, -tagfocus).
+   */
+  by?: string;
   title?: string;
   pprof?: PprofOptions;
 }
@@ -38,18 +46,23 @@ export function parseReportFormat(s: string, what: string, allowed: readonly Rep
 }
 
 export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOptions = {}): Rendered {
+  const by = o.by;
+  // Stack renderers draw the label's values as roots; the diff flag (base, next) goes along.
+  const rooted = (): HeapProfile => (by === undefined ? p : withLabelRoots(p, by));
   switch (format) {
     case "tree":
-      return { body: formatTree(p, { inverted: o.inverted ?? false, minSize: o.minSize ?? 0 }), contentType: "text/plain; charset=utf-8", binary: false };
+      return { body: formatTree(p, { inverted: o.inverted ?? false, minSize: o.minSize ?? 0, ...(by === undefined ? {} : { by }) }), contentType: "text/plain; charset=utf-8", binary: false };
     case "collapsed":
-      return { body: toCollapsed(p), contentType: "text/plain; charset=utf-8", binary: false };
+      return { body: toCollapsed(rooted()), contentType: "text/plain; charset=utf-8", binary: false };
     case "svg":
-      return { body: toFlamegraphSvg(p, o.title === undefined ? {} : { title: o.title }), contentType: "image/svg+xml", binary: false };
+      return { body: toFlamegraphSvg(rooted(), o.title === undefined ? {} : { title: o.title }), contentType: "image/svg+xml", binary: false };
     case "pprof":
       return { body: toPprof(p, o.pprof), contentType: "application/octet-stream", binary: true };
     case "heapprofile":
-      return { body: JSON.stringify(toHeapprofile(p)), contentType: "application/json", binary: false };
-    case "json":
-      return { body: JSON.stringify(isProfileDiff(p) ? { ...p, sites: p.sites.filter(siteChanged) } : p, null, 2) + "\n", contentType: "application/json", binary: false };
+      return { body: JSON.stringify(toHeapprofile(rooted())), contentType: "application/json", binary: false };
+    case "json": {
+      const shown = isProfileDiff(p) ? { ...p, sites: p.sites.filter(siteChanged) } : p;
+      return { body: JSON.stringify(by === undefined ? shown : { ...shown, by, groups: groupByLabel(p, by) }, null, 2) + "\n", contentType: "application/json", binary: false };
+    }
   }
 }

@@ -12,10 +12,14 @@
  * exact integer; sites that did not change are left out, children go from
  * most grown to most shrunk, and `minSize` drops branches whose change is
  * smaller in either direction.
+ *
+ * `by` groups by a label (withHeapLabels): one first-level node per value
+ * of the label, the sites' stacks under them.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import { frameName } from "./frame-name.js";
+import { labelNodeName } from "./labels.js";
 import { formatSize } from "../units.js";
 
 export interface TreeOptions {
@@ -23,6 +27,8 @@ export interface TreeOptions {
   inverted?: boolean;
   /** Drop branches whose live bytes are below this. */
   minSize?: number;
+  /** Group by this label: its values (`prefix=user`, `prefix=(none)`) at the first level, each site's stack under its value. */
+  by?: string;
 }
 
 interface Node {
@@ -71,6 +77,7 @@ export function formatTree(p: HeapProfile, o: TreeOptions = {}): string {
     if (!style.keeps(site.size)) continue;
     const names = site.frames.map(frameName);
     if (o.inverted) names.reverse();
+    if (o.by !== undefined) names.unshift(labelNodeName(o.by, site.labels?.[o.by]));
     root.size += site.size;
     root.count += site.count;
     let n = root;

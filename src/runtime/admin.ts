@@ -227,7 +227,7 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "by"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const format = parseReportFormat(q.get("format") ?? "json", "format");
     const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
@@ -237,7 +237,9 @@ const ROUTES: readonly Route[] = [
     const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(shard);
     const profile = await mapProfileToSources(raw, sourceMaps);
     const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since the baseline (widths: live bytes now; red grew, blue shrank)`;
-    const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }) });
+    const by = q.get("by");
+    if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
+    const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }) });
     send(res, 200, out.body, out.contentType);
   }),
   data("PUT", "/v1/heapprof", ["shard", "rate", "enabled"], async ({ smp, q, res }) => {

@@ -1,0 +1,62 @@
+/**
+ * Grouping a profile by one of its labels (withHeapLabels): "who holds
+ * the live heap" as one query. groupByLabel gives each value of the label
+ * its figures (sites without the label form one group, NO_LABEL);
+ * withLabelRoots gives every site one more, outermost frame, `NAME=VALUE`,
+ * so the renderers that draw stacks (collapsed stacks, the flamegraph,
+ * DevTools' .heapprofile) show the label's values as their roots; the
+ * tree puts them at its first level itself (tree.ts `by`).
+ */
+import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
+import type { Frame } from "../memory/stack-capture.js";
+
+/** The value shown for sites without the label. */
+export const NO_LABEL = "(none)";
+
+export interface LabelGroup {
+  /** The label's value; undefined for the sites without the label (shown as NO_LABEL). */
+  value: string | undefined;
+  count: number;
+  size: number;
+  allocCount: number;
+  allocSize: number;
+  /** Sites in the group. */
+  sites: number;
+}
+
+/** The node or frame name of a label's value: `prefix=user`, `prefix=(none)`. */
+export function labelNodeName(name: string, value: string | undefined): string {
+  return `${name}=${value ?? NO_LABEL}`;
+}
+
+/** Each value of label `name` with its sites' figures added up, most live bytes first (ties by value). */
+export function groupByLabel(p: HeapProfile, name: string): LabelGroup[] {
+  const groups = new Map<string | undefined, LabelGroup>();
+  for (const s of p.sites) {
+    const value = s.labels?.[name];
+    let g = groups.get(value);
+    if (g === undefined) groups.set(value, (g = { value, count: 0, size: 0, allocCount: 0, allocSize: 0, sites: 0 }));
+    g.count += s.count;
+    g.size += s.size;
+    g.allocCount += s.allocCount;
+    g.allocSize += s.allocSize;
+    g.sites++;
+  }
+  return [...groups.values()].sort((a, b) => b.size - a.size || (a.value ?? "").localeCompare(b.value ?? ""));
+}
+
+/** `p` with each site given an outermost frame naming its value of label `name`. */
+export function withLabelRoots(p: HeapProfile, name: string): HeapProfile {
+  return { ...p, sites: p.sites.map((s): AllocationSite => ({ ...s, frames: [...s.frames, labelFrame(name, s.labels?.[name])] })) };
+}
+
+/** Every label name the profile's sites carry, sorted (a dashboard's choice of groupings). */
+export function labelNames(p: HeapProfile): string[] {
+  const names = new Set<string>();
+  for (const s of p.sites) if (s.labels !== undefined) for (const k of Object.keys(s.labels)) names.add(k);
+  return [...names].sort();
+}
+
+function labelFrame(name: string, value: string | undefined): Frame {
+  return { functionName: labelNodeName(name, value), url: "", line: 0, column: 0 };
+}
