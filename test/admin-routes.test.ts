@@ -43,7 +43,7 @@ describe("the route table", () => {
   it("holds every endpoint of the contract, and only the dashboard's files go without the token", () => {
     const contract = [
       "GET /v1/heapprof", "PUT /v1/heapprof", "GET /v1/memory/stats", "GET /v1/memory/diagnostics", "GET /v1/heap/image", "GET /metrics", "GET /",
-      "POST /v1/heapprof/baseline", "GET /v1/heapprof/baseline", "GET /debug/pprof/heap", "GET /debug/pprof/allocs", "GET /v1/memory/history", "GET /v1/heapprof/growing",
+      "POST /v1/heapprof/baseline", "GET /v1/heapprof/baseline", "GET /debug/pprof/heap", "GET /debug/pprof/allocs", "GET /debug/pprof/delta_heap", "GET /v1/memory/history", "GET /v1/heapprof/growing",
     ];
     expect(ADMIN_ROUTES.map(key)).toEqual(expect.arrayContaining(contract));
     expect(new Set(ADMIN_ROUTES.map(key)).size).toBe(ADMIN_ROUTES.length);

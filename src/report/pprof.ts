@@ -46,7 +46,7 @@ export interface PprofOptions {
 export function pprofSites(p: HeapProfile): AllocationSite[] {
   const sites = isProfileDiff(p)
     ? p.sites.filter(siteChanged)
-    : p.sites.filter((s) => s.allocCount > 0);
+    : p.sites.filter((s) => s.allocCount > 0 || s.count !== 0 || s.size !== 0); // live sites without new allocations: a delta_heap's
   const [allocCount, allocSize, count, size] = [
     roundPreservingSum(sites.map((s) => s.allocCount)),
     roundPreservingSum(sites.map((s) => s.allocSize)),

@@ -17,6 +17,14 @@
  * - `?debug=N` (N > 0) answers text/plain: ours is the seed's tree, not
  *   Go's legacy text format (which has no place for JS frames);
  * - `gc` is accepted and ignored (there is no collector to run);
+ * - `/debug/pprof/delta_heap`, as Grafana's godeltaprof serves it (the
+ *   path Alloy's godeltaprof_memory scrapes): alloc_objects and alloc_space
+ *   are what was allocated since the previous call (since the start, the
+ *   first time), inuse_objects and inuse_space the live heap now; sites
+ *   with neither are left out. One state for the server, as godeltaprof's:
+ *   two scrapers of one server each get part of the allocations. Labels
+ *   travel as on every profile (string labels). `seconds` and `debug` are
+ *   refused there (the span is the time since the previous call);
  * - any other name under /debug/pprof/ is a 404, `/debug/pprof/` an index.
  * Bounds Go leaves to WriteTimeout: N at most MAX_DELTA_SECONDS, and at most
  * MAX_DELTA_WAITS delta requests waiting at once (503 beyond, each holds a
@@ -24,7 +32,7 @@
  */
 import type { ServerResponse } from "node:http";
 import { HttpError, InvalidValueError, UsageError } from "../errors.js";
-import type { HeapProfile } from "../memory/heap-profile.js";
+import { siteKey, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
 import { parseInteger } from "../parse.js";
 import { diffProfiles } from "../report/diff.js";
 import { toPprof } from "../report/pprof.js";
@@ -37,7 +45,7 @@ export const MAX_DELTA_SECONDS = 900;
 /** Delta requests waiting at once, at most. */
 export const MAX_DELTA_WAITS = 16;
 
-const PROFILES = { heap: "inuse_space", allocs: "alloc_space" } as const;
+const PROFILES = { heap: "inuse_space", allocs: "alloc_space", delta_heap: "inuse_space" } as const;
 type ProfileName = keyof typeof PROFILES;
 /** The profiles served, each at /debug/pprof/NAME. */
 export const DEBUG_PPROF_PROFILES = Object.keys(PROFILES) as readonly ProfileName[];
@@ -52,12 +60,22 @@ const INDEX = `<!DOCTYPE html>
 <table>
 <tr><td><a href="allocs?debug=1">allocs</a></td><td>Everything allocated since profiling began (opens on alloc_space)</td></tr>
 <tr><td><a href="heap?debug=1">heap</a></td><td>The live heap (opens on inuse_space)</td></tr>
+<tr><td><a href="delta_heap">delta_heap</a></td><td>Allocations since the previous call, and the live heap (godeltaprof's; a download)</td></tr>
 </table>
 </body></html>
 `;
 
+/** A site's cumulative figures at the previous delta_heap call. */
+interface AllocatedBefore {
+  allocCount: number;
+  allocSize: number;
+}
+
 export class DebugPprof {
   private waiting = 0;
+  /** delta_heap's state: every site's cumulative figures at the previous call, by frames and labels. */
+  private deltaBase = new Map<string, AllocatedBefore>();
+  private deltaAt = process.hrtime.bigint();
 
   constructor(
     private readonly smp: Smp,
@@ -75,6 +93,13 @@ export class DebugPprof {
     }
     if (!Object.hasOwn(PROFILES, name)) throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `Unknown profile: ${name} (shardheap serves heap and allocs)`);
     const profileName = name as ProfileName;
+    if (profileName === "delta_heap") {
+      for (const p of ["seconds", "debug"]) {
+        if (q.has(p)) throw new UsageError(`delta_heap takes no ${p}: it is the change since the previous call`);
+      }
+      await this.serveDeltaHeap(res);
+      return;
+    }
     const debug = q.has("debug") && q.get("debug") !== "" ? parseInteger(q.get("debug")!, "debug", 0, 2) : 0;
     const seconds = q.get("seconds");
     if (seconds !== null && seconds !== "") {
@@ -122,6 +147,26 @@ export class DebugPprof {
     } finally {
       this.waiting--;
     }
+  }
+
+  /** delta_heap: allocations since the previous call, the live heap now. */
+  private async serveDeltaHeap(res: ServerResponse): Promise<void> {
+    const now = this.smp.heapProfile();
+    const at = process.hrtime.bigint();
+    const base = new Map<string, AllocatedBefore>();
+    const sites: AllocationSite[] = [];
+    for (const s of now.sites) {
+      const key = siteKey(s.frames, s.labels);
+      const before = this.deltaBase.get(key);
+      base.set(key, { allocCount: s.allocCount, allocSize: s.allocSize });
+      const site: AllocationSite = { ...s, allocCount: s.allocCount - (before?.allocCount ?? 0), allocSize: s.allocSize - (before?.allocSize ?? 0) };
+      if (site.allocCount !== 0 || site.allocSize !== 0 || site.count !== 0 || site.size !== 0) sites.push(site);
+    }
+    const durationNanos = Number(at - this.deltaAt);
+    this.deltaBase = base;
+    this.deltaAt = at;
+    const delta = await mapProfileToSources({ ...now, sites }, this.sourceMaps);
+    this.sendProfile(res, "delta_heap", "heap.pprof.gz", delta, durationNanos);
   }
 
   private sendProfile(res: ServerResponse, name: ProfileName, filename: string, profile: HeapProfile, durationNanos?: number): void {
