@@ -382,3 +382,33 @@ describe("shardheap memcached: what no hit fetched", () => {
     }
   });
 });
+
+describe("shardheap memcached: stats detail dump bytes", () => {
+  it("gives each prefix's live item bytes, from both shards, summing to stats bytes; a plain dump stays memcached's", async () => {
+    const server = await startMemcached({ shards: 2, memoryPerShard: "4MiB", port: 0 });
+    const c = await RawClient.open(server.port);
+    try {
+      const users = [...keysOf(0, 3, "user:"), ...keysOf(1, 3, "user:")];
+      const sessions = [...keysOf(0, 2, "session:"), ...keysOf(1, 2, "session:")];
+      const set = (keys: string[], bytes: number): string => keys.map((k) => `set ${k} 0 0 ${bytes}\r\n${"v".repeat(bytes)}\r\n`).join("");
+      expect(await c.request(set(users, 100) + set(sessions, 3000), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
+      // Detail was never turned on: the plain dump is empty, as memcached's; with bytes, the prefixes that hold items.
+      expect(await c.request("stats detail dump\r\n", /(^|\n)END\r\n$/)).toBe("END\r\n");
+      const dump = await c.request("stats detail dump bytes\r\n", /(^|\n)END\r\n$/);
+      const bytes = Object.fromEntries([...dump.matchAll(/^PREFIX (\S+) get 0 hit 0 set 0 del 0 bytes (\d+)\r$/gm)].map((m) => [m[1]!, Number(m[2])]));
+      expect(Object.keys(bytes).sort()).toEqual(["session", "user"]);
+      expect(bytes.session! + bytes.user!).toBe(num(await stats(c), "bytes"));
+      // Item bytes: header, key and value; the values alone are 600 and 12,000.
+      expect(bytes.user!).toBeGreaterThan(600);
+      expect(bytes.session!).toBeGreaterThan(12_000);
+      expect(bytes.session! - 12_000).toBeLessThan(bytes.user! - 600 + 4 * 64);
+      // Counted prefixes carry their bytes too; a delete takes them off.
+      expect(await c.request(`stats detail on\r\ndelete ${users[0]}\r\nstats detail dump bytes\r\n`, /(^|\n)END\r\n$/)).toMatch(
+        new RegExp(`^OK\\r\\nDELETED\\r\\nPREFIX user get 0 hit 0 set 0 del 1 bytes ${(bytes.user! * 5) / 6}\\r\\nPREFIX session get 0 hit 0 set 0 del 0 bytes ${bytes.session}\\r\\nEND\\r\\n$`),
+      );
+    } finally {
+      c.close();
+      await server.close();
+    }
+  });
+});

@@ -798,7 +798,7 @@ export class Connection implements ReaderSink {
         // memcached tracks the item size histogram only with -o track_sizes, which this server does not offer.
         return this.answer("STAT sizes_status disabled\r\nEND\r\n");
       case "detail":
-        return this.statsDetail(args[1]);
+        return this.statsDetail(args[1], args[2]);
       case "cachedump":
         return this.cachedump(args);
       case "conns": {
@@ -838,14 +838,15 @@ export class Connection implements ReaderSink {
     );
   }
 
-  private statsDetail(what: string | undefined): void {
+  /** `stats detail on|off|dump`; `dump bytes` adds each prefix's live item bytes (prefix-stats.ts). */
+  private statsDetail(what: string | undefined, extra: string | undefined): void {
     const { ctx } = this;
     if (what === "on" || what === "off") {
       // Here at once, so the commands that follow on this connection are counted (or not); the other shards by message.
       ctx.detail.enabled = what === "on";
       this.whenDone(ctx.everyShard("statsDetail", what === "on").then(noop), word(REPLY.OK), false);
     }
-    else if (what === "dump") this.statsLater(() => ctx.everyShard<PrefixCounts[]>("prefixCounts").then(formatPrefixDump));
+    else if (what === "dump") this.statsLater(() => ctx.everyShard<PrefixCounts[]>("prefixCounts", extra === "bytes").then(formatPrefixDump));
     else this.answer(line(DETAIL_USAGE));
   }
 

@@ -1022,6 +1022,27 @@ export class ItemStore {
    * as [key, value bytes, absolute exptime (0: never)]; at most `budget`
    * bytes of answer lines.
    */
+  /**
+   * The bytes of this shard's items (as `bytes` counts them) per key
+   * prefix, the part before `delimiter`; keys without one are left out.
+   * Walks every item: for `stats detail dump`, an operator's command, so
+   * a set pays nothing for it (at most MAX_PREFIXES prefixes, as stats
+   * detail's own bound).
+   */
+  bytesByPrefix(delimiter: string, max: number): Map<string, number> {
+    const v = this.v;
+    const out = new Map<string, number>();
+    for (const [key, ref] of this.items) {
+      const end = key.indexOf(delimiter);
+      if (end < 0) continue;
+      const prefix = key.slice(0, end);
+      const seen = out.get(prefix);
+      if (seen === undefined && out.size >= max) continue;
+      out.set(prefix, (seen ?? 0) + v.itemBytes(this.map.valuePointer(ref)));
+    }
+    return out;
+  }
+
   dump(id: number, limit: number, budget: number): Array<[string, number, number]> {
     const v = this.v;
     const refs: number[] = [];
