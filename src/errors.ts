@@ -62,6 +62,7 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_METHOD_NOT_ALLOWED: { error: "HttpError", message: "method not allowed on this endpoint", exitCode: 1, httpStatus: 405 },
   ERR_SHARDHEAP_BUSY: { error: "HttpError", message: "the server is at its limit for this endpoint; retry later", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_NO_BASELINE: { error: "HttpError", message: "no baseline is set for the shard: POST /v1/heapprof/baseline first", exitCode: 1, httpStatus: 409 },
+  ERR_SHARDHEAP_BASELINES_FULL: { error: "HttpError", message: "the server holds as many baselines as it keeps: DELETE /v1/heapprof/baseline?name=NAME one first", exitCode: 1, httpStatus: 409 },
 } as const satisfies Record<string, ErrorRow>;
 
 export type ErrorCode = keyof typeof ERROR_TABLE;
@@ -224,7 +225,8 @@ export type HttpErrorCode =
   | "ERR_SHARDHEAP_NOT_FOUND"
   | "ERR_SHARDHEAP_METHOD_NOT_ALLOWED"
   | "ERR_SHARDHEAP_BUSY"
-  | "ERR_SHARDHEAP_NO_BASELINE";
+  | "ERR_SHARDHEAP_NO_BASELINE"
+  | "ERR_SHARDHEAP_BASELINES_FULL";
 
 /** An admin API request refused for a reason only HTTP has (token, permission, route); its status is its code's row. */
 export class HttpError extends Error {

@@ -26,6 +26,7 @@ export {
 export { parseSize, formatSize } from "./units.js";
 export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans } from "./smp/smp.js";
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
+export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
 export { type Frame } from "./memory/stack-capture.js";

@@ -146,10 +146,11 @@ describe("Host (DNS rebinding)", () => {
 });
 
 describe("state changes from other sites' pages", () => {
-  /** The two state changes, each as a browser's form would send it: a POST form, and a PUT as only fetch can (which a browser preflights, but a forged one must be refused too). */
+  /** The state changes, each as a browser's form would send it: a POST form, and a PUT or DELETE as only fetch can (which a browser preflights, but a forged one must be refused too). */
   const changes = (): Array<[string, string]> => [
     ["POST", "/v1/heapprof/baseline?shard=all"],
     ["PUT", "/v1/heapprof?shard=all&rate=1"],
+    ["DELETE", "/v1/heapprof/baseline?name=default"],
   ];
 
   it("refused when Origin or Sec-Fetch-Site say another site sent them, with or without a token; nothing is applied", async () => {

@@ -1,9 +1,11 @@
 /**
  * The admin API's leak hunting against real shard threads: baselines and
- * the growth since in every format, Go's /debug/pprof/heap and /allocs
+ * the growth since in every format, named baselines (set, list, diff
+ * against one, delete; the errors), Go's /debug/pprof/heap and /allocs
  * (headers, default types, debug, seconds deltas, the bounds, a client that
- * leaves cancels its wait), the memory history, the dashboard's files with
- * and without a token. Where Go is installed, `go tool pprof` reads
+ * leaves cancels its wait), the memory history (failed allocations and the
+ * largest free span per shard, the app's figures), GET /v1/app/stats, the
+ * dashboard's files with and without a token. Where Go is installed, `go tool pprof` reads
  * /debug/pprof/heap and /allocs over HTTP (the test says that it skipped
  * otherwise).
  */
@@ -106,10 +108,59 @@ describe("baselines", () => {
       expect(JSON.parse((await call("/v1/heapprof/baseline", {}, fresh.url)).text).baselines).toHaveLength(2);
       expect((await call("/v1/heapprof?diff=yesterday", {}, fresh.url)).status).toBe(400);
       expect((await call("/v1/heapprof/baseline?shard=5", { method: "POST" }, fresh.url)).status).toBe(404);
-      expect((await call("/v1/heapprof/baseline", { method: "DELETE" }, fresh.url)).status).toBe(405);
+      expect((await call("/v1/heapprof/baseline", { method: "PATCH" }, fresh.url)).status).toBe(405);
     } finally {
       await drop(0, 3);
       await drop(1, 4);
+      await fresh.close();
+    }
+  });
+});
+
+describe("named baselines", () => {
+  it("POST ...&name= keeps several; ?diff=baseline&baseline=NAME diffs against one; DELETE forgets one; bad names and requests are 400s", async () => {
+    const fresh = await serveAdmin(smp);
+    const names = async (): Promise<string[]> => [...new Set((JSON.parse((await call("/v1/heapprof/baseline", {}, fresh.url)).text).baselines as Array<{ name: string }>).map((b) => b.name))];
+    const growth = async (query: string): Promise<Answer> => call(`/v1/heapprof?shard=1&diff=baseline${query}`, {}, fresh.url);
+    try {
+      const before = JSON.parse((await call("/v1/heapprof/baseline?shard=1&name=before", { method: "POST" }, fresh.url)).text);
+      expect(before.baselines).toEqual([{ name: "before", shard: 1, takenAt: expect.any(Number), totalSize: expect.any(Number), sites: expect.any(Number), bytes: expect.any(Number) }]);
+      await keep(1, 8);
+      await call("/v1/heapprof/baseline?shard=all&name=after", { method: "POST" }, fresh.url);
+      await keep(1, 2);
+      expect(await names()).toEqual(["before", "after"]);
+      expect(JSON.parse((await growth("&baseline=before")).text).totalSize).toBe(10 * RECORD_BYTES);
+      expect(JSON.parse((await growth("&baseline=after")).text).totalSize).toBe(2 * RECORD_BYTES);
+      expect((await growth("&baseline=after&format=svg")).text).toContain("since baseline after");
+      // The default name is its own baseline: none set here.
+      const none = await growth("");
+      expect(none.status).toBe(409);
+      expect(JSON.parse(none.text).error).toBe("no baseline for shard 1: POST /v1/heapprof/baseline?shard=1 first");
+      expect(JSON.parse((await call("/v1/heapprof?diff=baseline&baseline=before", {}, fresh.url)).text).error).toBe('no baseline "before" for shard 0: POST /v1/heapprof/baseline?shard=all&name=before first');
+      // Forget one shard of "after", then "before" whole.
+      expect(JSON.parse((await call("/v1/heapprof/baseline?name=after&shard=0", { method: "DELETE" }, fresh.url)).text).deleted).toEqual([expect.objectContaining({ name: "after", shard: 0 })]);
+      expect((await growth("&baseline=after")).status).toBe(200);
+      const deleted = await call("/v1/heapprof/baseline?name=before", { method: "DELETE" }, fresh.url);
+      expect(deleted.status).toBe(200);
+      expect(JSON.parse(deleted.text).deleted.map((b: { shard: number }) => b.shard)).toEqual([1]);
+      expect(await names()).toEqual(["after"]);
+      expect((await growth("&baseline=before")).status).toBe(409);
+      const again = await call("/v1/heapprof/baseline?name=before", { method: "DELETE" }, fresh.url);
+      expect([again.status, JSON.parse(again.text)]).toEqual([404, { error: 'no baseline "before": the names are after', code: "ERR_SHARDHEAP_NOT_FOUND" }]);
+      for (const [method, path] of [
+        ["DELETE", "/v1/heapprof/baseline"],
+        ["POST", "/v1/heapprof/baseline?name=a%20b"],
+        ["POST", "/v1/heapprof/baseline?name=-x"],
+        ["GET", "/v1/heapprof?shard=1&baseline=after"],
+        ["GET", "/v1/heapprof?shard=1&diff=baseline&baseline=../x"],
+      ] as const) {
+        const r = await call(path, { method }, fresh.url);
+        expect(r.status, `${method} ${path}`).toBe(400);
+      }
+      expect(JSON.parse((await call("/v1/heapprof/baseline", { method: "DELETE" }, fresh.url)).text).error).toMatch(/^name is required/);
+      expect(await names()).toEqual(["after"]);
+    } finally {
+      await drop(1, 10);
       await fresh.close();
     }
   });
@@ -248,13 +299,31 @@ describe("memory history and the dashboard's files", () => {
     expect(body).toMatchObject({ shards: 2, sampleIntervalMs: 100, historySeconds: 900, growthWindowSeconds: 300, heapImage: false });
     expect(body.samples.length).toBeGreaterThanOrEqual(2);
     const last = body.samples[body.samples.length - 1]!;
-    expect(Object.keys(last.shards[1]!).sort()).toEqual(["crossShardFrees", "free", "liveObjects", "sampleRate", "used"]);
+    expect(Object.keys(last.shards[1]!).sort()).toEqual(["crossShardFrees", "failedAllocations", "free", "largestFreeSpan", "liveObjects", "sampleRate", "used"]);
+    expect(last.shards[1]!.failedAllocations).toBe(smp.stats(1).failedAllocations);
+    expect(last.shards[1]!.largestFreeSpan).toBeGreaterThan(0);
+    expect(last.shards[1]!.largestFreeSpan).toBeLessThanOrEqual(last.shards[1]!.free);
     expect(last.shards[1]!.sampleRate).toBe(1);
     expect(last.shards[0]!.used + last.shards[0]!.free).toBe(smp.stats(0).totalMemory);
     const newer = JSON.parse((await call(`/v1/memory/history?since=${last.t}`)).text).samples as Array<{ t: number }>;
     expect(newer.every((s) => s.t > last.t)).toBe(true);
     expect(JSON.parse((await call("/v1/heapprof/growing?shard=1")).text)).toMatchObject({ windowSeconds: 300, sites: expect.any(Array) });
     expect((await call("/v1/memory/history?since=soon")).status).toBe(400);
+  });
+
+  it("GET /v1/app/stats and the history's apps: what smp.publishAppStats publishes, read at each request; nothing once withdrawn", async () => {
+    expect(JSON.parse((await call("/v1/app/stats")).text)).toEqual({ apps: [] });
+    let reads = 0;
+    const withdraw = smp.publishAppStats("leak-tasks", () => ({ reads: { value: ++reads, kind: "counter" }, kept: { value: 2048, unit: "bytes" } }));
+    try {
+      const first = JSON.parse((await call("/v1/app/stats")).text) as { apps: Array<{ app: string; figures: Array<{ name: string; value: number }> }> };
+      expect(first.apps).toEqual([{ app: "leak-tasks", t: expect.any(Number), figures: [{ name: "reads", value: 1, unit: "count", kind: "counter" }, { name: "kept", value: 2048, unit: "bytes", kind: "gauge" }] }]);
+      const history = JSON.parse((await call("/v1/memory/history")).text) as { apps: Array<{ app: string; figures: Array<{ value: number }> }> };
+      expect(history.apps.map((a) => [a.app, a.figures[0]!.value])).toEqual([["leak-tasks", 2]]);
+    } finally {
+      withdraw();
+    }
+    expect(JSON.parse((await call("/v1/memory/history")).text).apps).toEqual([]);
   });
 
   it("serves the page and its scripts without the token (the page asks for it), data only with it", async () => {

@@ -31,7 +31,7 @@ async function serve(o: AdminOptions): Promise<AdminServer> {
 }
 
 /** A query that the route serves with success; routes not named here succeed without one (a new route that does not is a failure below, to be named here). */
-const SUCCESS_QUERY: Record<string, string> = { "PUT /v1/heapprof": "?shard=all&rate=0" };
+const SUCCESS_QUERY: Record<string, string> = { "PUT /v1/heapprof": "?shard=all&rate=0", "DELETE /v1/heapprof/baseline": "?name=default" }; // the POST before it in the table set "default"
 const key = (r: AdminRoute): string => `${r.method} ${r.path}`;
 const target = (r: AdminRoute): string => r.path + (SUCCESS_QUERY[key(r)] ?? "");
 /** Each route with each method it is served by: HEAD wherever GET. */
@@ -43,7 +43,7 @@ describe("the route table", () => {
   it("holds every endpoint of the contract, and only the dashboard's files go without the token", () => {
     const contract = [
       "GET /v1/heapprof", "PUT /v1/heapprof", "GET /v1/memory/stats", "GET /v1/memory/diagnostics", "GET /v1/heap/image", "GET /metrics", "GET /",
-      "POST /v1/heapprof/baseline", "GET /v1/heapprof/baseline", "GET /debug/pprof/heap", "GET /debug/pprof/allocs", "GET /debug/pprof/delta_heap", "GET /v1/memory/history", "GET /v1/heapprof/growing",
+      "POST /v1/heapprof/baseline", "GET /v1/heapprof/baseline", "DELETE /v1/heapprof/baseline", "GET /v1/app/stats", "GET /debug/pprof/heap", "GET /debug/pprof/allocs", "GET /debug/pprof/delta_heap", "GET /v1/memory/history", "GET /v1/heapprof/growing",
     ];
     expect(ADMIN_ROUTES.map(key)).toEqual(expect.arrayContaining(contract));
     expect(new Set(ADMIN_ROUTES.map(key)).size).toBe(ADMIN_ROUTES.length);

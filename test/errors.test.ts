@@ -54,6 +54,7 @@ const INSTANCES: Array<Error & { code: string }> = [
   new HttpError("ERR_SHARDHEAP_METHOD_NOT_ALLOWED"),
   new HttpError("ERR_SHARDHEAP_BUSY"),
   new HttpError("ERR_SHARDHEAP_NO_BASELINE"),
+  new HttpError("ERR_SHARDHEAP_BASELINES_FULL"),
 ];
 
 describe("the error table", () => {

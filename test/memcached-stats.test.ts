@@ -9,6 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
+import { serveAdmin } from "../dist/index.js";
 import { installed, lines, RawClient, startReferenceMemcached } from "./memcached-client.js";
 
 /** STAT lines -> name -> value. */
@@ -146,6 +147,31 @@ describe("shardheap memcached: stats across two shards", () => {
       expect(num(s, "curr_connections")).toBe(clients.length);
     } finally {
       for (const c of clients) c.close();
+    }
+  });
+
+  it("publishes the admin server's app panel: hit rate, items, item bytes, evictions, connections, as stats counts them", async () => {
+    const c = await RawClient.open(server.port);
+    const admin = await serveAdmin(server.smp);
+    const keys = [...keysOf(0, 2, "panel"), ...keysOf(1, 2, "panel")];
+    try {
+      expect(await c.request(keys.map((k) => `set ${k} 0 0 3\r\nabc\r\n`).join(""), lines("STORED", 4))).toBe("STORED\r\n".repeat(4));
+      await c.request(`get ${keys.join(" ")} panel-miss\r\n`, /END\r\n$/);
+      const s = await stats(c);
+      const { apps } = (await (await fetch(`${admin.url}/v1/app/stats`)).json()) as { apps: Array<{ app: string; figures: Array<{ name: string; value: number; unit: string; kind: string }>; error?: string }> };
+      expect(apps.map((a) => a.app)).toEqual(["memcached"]);
+      expect(apps[0]!.error).toBeUndefined();
+      const figure = (name: string) => apps[0]!.figures.find((f) => f.name === name);
+      expect(figure("hit rate")).toMatchObject({ value: num(s, "get_hits") / (num(s, "get_hits") + num(s, "get_misses")), unit: "ratio", kind: "gauge" });
+      expect(figure("items")).toMatchObject({ value: num(s, "curr_items"), unit: "count" });
+      expect(figure("item bytes")).toMatchObject({ value: num(s, "bytes"), unit: "bytes" });
+      expect(figure("evictions")).toMatchObject({ value: num(s, "evictions"), kind: "counter" });
+      expect(figure("connections")?.value).toBe(num(s, "curr_connections"));
+      expect(figure("items")!.value).toBeGreaterThanOrEqual(4);
+    } finally {
+      await c.request(keys.map((k) => `delete ${k} noreply\r\n`).join("") + "version\r\n", /VERSION/);
+      c.close();
+      await admin.close();
     }
   });
 

@@ -3,10 +3,11 @@
  * format, run-time profiling switches per shard, statistics, diagnostics,
  * the heap image (only when allowed: it exposes the heap's contents; sent
  * as heap-image-download.ts bounds it) and Prometheus metrics; for leak
- * hunting, baselines and the growth since (baselines.ts), Go's
+ * hunting, named baselines and the growth since (baselines.ts), Go's
  * /debug/pprof/heap and /allocs (debug-pprof.ts), the memory history and
- * growing sites (memory-history.ts) and the dashboard page that shows
- * them all (dashboard.ts: its page and assets are served without the
+ * growing sites (memory-history.ts), the figures the app publishes
+ * (smp.publishAppStats: GET /v1/app/stats) and the dashboard page that
+ * shows them all (dashboard.ts: its page and assets are served without the
  * token, which the page asks for and sends as a header). Reads go to
  * the buffer, so they answer while a shard is busy. Loopback by default, an
  * optional bearer token; with or without it, a forged Host (DNS
@@ -31,7 +32,7 @@ import type { Smp } from "../smp/smp.js";
 import { parseBoolean, parseInteger, rejectUnknownKeys } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
-import { Baselines } from "./baselines.js";
+import { Baselines, DEFAULT_BASELINE, baselineName } from "./baselines.js";
 import { allowedHostNames, authorized, checkHost, checkSite } from "./admin-guards.js";
 import { DASHBOARD_PATHS, dashboardAsset } from "./dashboard.js";
 import { DEBUG_PPROF_PARAMS, DEBUG_PPROF_PROFILES, DebugPprof } from "./debug-pprof.js";
@@ -199,7 +200,7 @@ interface Request {
 
 /** One route: a method and a path, the query parameters it reads (any other, or one given twice, is a 400), whether it needs the token. HEAD is served wherever GET is. */
 export interface AdminRoute {
-  readonly method: "GET" | "PUT" | "POST";
+  readonly method: "GET" | "PUT" | "POST" | "DELETE";
   readonly path: string;
   readonly params: readonly string[];
   /** False only for the dashboard's page and files: they hold no data, so they load without the token and the page then asks for it. */
@@ -227,16 +228,19 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "by"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const format = parseReportFormat(q.get("format") ?? "json", "format");
     const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
     const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
     const diff = q.get("diff");
     if (diff !== null && diff !== "baseline") throw new InvalidValueError("diff", `diff must be "baseline", got ${JSON.stringify(diff)}`);
-    const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(shard);
+    if (diff === null && q.has("baseline")) throw new UsageError("baseline=NAME names the baseline of diff=baseline: give diff=baseline too");
+    const name = baselineName(q.get("baseline"), "baseline");
+    const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(name, shard);
     const profile = await mapProfileToSources(raw, sourceMaps);
-    const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since the baseline (widths: live bytes now; red grew, blue shrank)`;
+    const since = name === DEFAULT_BASELINE ? "the baseline" : `baseline ${name}`;
+    const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since ${since} (widths: live bytes now; red grew, blue shrank)`;
     const by = q.get("by");
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
     const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }) });
@@ -252,8 +256,16 @@ const ROUTES: readonly Route[] = [
     await smp.setHeapProfiling(shard, rate);
     json(res, { shard, rate });
   }),
-  data("POST", "/v1/heapprof/baseline", ["shard"], ({ smp, parts, q, res }) => json(res, { baselines: parts.baselines.set(shardParam(q, smp, true) ?? "all") })),
+  data("POST", "/v1/heapprof/baseline", ["shard", "name"], ({ smp, parts, q, res }) => {
+    const shard = shardParam(q, smp, true) ?? "all";
+    json(res, { baselines: parts.baselines.set(baselineName(q.get("name")), shard) });
+  }),
   data("GET", "/v1/heapprof/baseline", [], ({ parts, res }) => json(res, { baselines: parts.baselines.list() })),
+  data("DELETE", "/v1/heapprof/baseline", ["name", "shard"], ({ smp, parts, q, res }) => {
+    // The name is required here: a bare DELETE forgetting "default" would surprise whoever meant "all of them".
+    if (!q.get("name")) throw new UsageError("name is required: DELETE /v1/heapprof/baseline?name=NAME (GET /v1/heapprof/baseline lists them)");
+    json(res, { deleted: parts.baselines.delete(baselineName(q.get("name")), shardParam(q, smp) as number | undefined) });
+  }),
   data("GET", "/v1/heapprof/growing", ["shard", "limit"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const limit = q.has("limit") ? parseInteger(q.get("limit")!, "limit", 1, 1000) : 20;
@@ -271,9 +283,11 @@ const ROUTES: readonly Route[] = [
       heapImage: o.allowHeapImage === true,
       lastSampleMs: parts.history.lastSampleMs,
       baselines: parts.baselines.list(),
+      apps: smp.appStats(),
       samples: parts.history.since(since),
     });
   }),
+  data("GET", "/v1/app/stats", [], ({ smp, res }) => json(res, { apps: smp.appStats() })),
   data("GET", "/v1/memory/stats", ["shard"], ({ smp, q, res }) => json(res, smp.stats(shardParam(q, smp) as number | undefined))),
   data("GET", "/v1/memory/diagnostics", ["shard"], async ({ smp, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;

@@ -41,19 +41,27 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
 <section id="memory-section">
   <h2>Memory per shard</h2>
   <p class="hint" id="sampling"></p>
+  <p class="alert" id="failed-note" hidden></p>
   <div class="charts">
     <div class="chart" id="chart-used"></div>
     <div class="chart" id="chart-free"></div>
     <div class="chart" id="chart-live"></div>
     <div class="chart" id="chart-cross"></div>
+    <div class="chart" id="chart-failed"></div>
+    <div class="chart" id="chart-largest-free"></div>
   </div>
+</section>
+<section id="app-section" hidden>
+  <h2>App <span class="hint">(figures the program publishes: smp.publishAppStats)</span></h2>
+  <div id="app-panels"></div>
 </section>
 <section id="profiler-section">
   <h2>Heap profiler</h2>
   <table class="profiler">
-    <thead><tr><th>Shard</th><th>On</th><th>Sample rate (bytes: 1 = every allocation, 64K, 1M...)</th><th></th><th>Now</th></tr></thead>
+    <thead><tr><th>Shard</th><th>On</th><th>Sample rate (every allocation, or one sample per 64K, 1M... bytes)</th><th></th><th>Now</th></tr></thead>
     <tbody id="profiler-rows"></tbody>
   </table>
+  <datalist id="rate-choices"><option value="every allocation"></option><option value="4K"></option><option value="64K"></option><option value="512K"></option><option value="1M"></option></datalist>
 </section>
 <section id="growing-section">
   <h2>Growing sites <span class="hint">(live bytes rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span></h2>
@@ -64,12 +72,16 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
   <iframe id="flame" title="live heap flamegraph"></iframe>
 </section>
 <section id="growth-section">
-  <h2>Growth since the baseline <button id="set-baseline">Set baseline</button> <span id="baseline-info" class="hint"></span></h2>
-  <p id="no-baseline" class="hint">No baseline for this selection yet: set one, let the program run, and the growth since shows here (red grew, blue shrank).</p>
+  <h2>Growth since baseline
+    <select id="baseline-select" aria-label="baseline to compare with"></select>
+    <button id="delete-baseline" title="forget the chosen baseline (every shard's)">Delete</button>
+    <span class="baseline-new"><input type="text" id="baseline-name" size="12" placeholder="new name" aria-label="name of a new baseline"> <button id="set-baseline" title="take every chosen shard's profile now, under the name typed (or again under the chosen one)">Set baseline</button></span>
+    <span id="baseline-info" class="hint"></span></h2>
+  <p id="no-baseline" class="hint">No baseline of this name for this selection yet: set one (give a name to keep several), let the program run, and the growth since shows here (red grew, blue shrank).</p>
   <div id="growth" hidden>
     <iframe id="growth-flame" title="growth since the baseline"></iframe>
     <h3>Grew most <span id="growth-total" class="hint"></span></h3>
-    <table class="grown"><thead><tr><th>Allocation site</th><th>Bytes</th><th>Objects</th></tr></thead><tbody id="grown-rows"></tbody></table>
+    <table class="grown"><thead><tr><th>Allocation site <span class="hint">(leaf first, callers as far as needed to tell sites apart; open for the whole stack)</span></th><th>Bytes</th><th>Objects</th></tr></thead><tbody id="grown-rows"></tbody></table>
   </div>
 </section>
 <section id="downloads-section">
@@ -100,6 +112,13 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.name, span.name { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.9em; word-break: break-all; }
 iframe { width: 100%; height: 240px; border: 1px solid #ddd; background: #fff; }
 #growing-list li { margin: 0.3em 0; }
+.alert { color: #b71c1c; background: #ffebee; border: 1px solid #ef9a9a; border-radius: 4px; padding: 0.4em 0.8em; }
+.stack summary { cursor: pointer; }
+.stack .more { color: #888; }
+.labels span { display: inline-block; margin-left: 0.4em; padding: 0 0.4em; border-radius: 3px; background: #e3f2fd; color: #0d47a1; font-size: 0.85em; }
+.app-panel table td.num { min-width: 6em; }
+.app-panel .error { color: #b71c1c; }
+.baseline-new { font-weight: normal; }
 #growing-list li.none { color: #666; list-style: none; }
 ol.frames { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.85em; color: #444; }
 #downloads button, #token-box button { margin: 0 0.4em 0.4em 0; }

@@ -2,17 +2,29 @@
  * The dashboard's script, run in the browser (plain ES2020, no build step;
  * the browser test drives it in Chromium). What it does:
  * - polls GET /v1/memory/history?since=T every sample interval and draws
- *   used, free, live objects and cross-shard frees per second per shard
- *   with uPlot (vendored: served from the installed package);
+ *   used, free, live objects, cross-shard frees per second, failed
+ *   allocations and the largest free span per shard with uPlot (vendored:
+ *   served from the installed package), each legend showing the latest
+ *   values until the mouse picks another point; failed allocations also
+ *   raise a note above the charts;
+ * - the app panel: the figures the program publishes (the history's
+ *   `apps`), counters with their rate per second; hidden when none;
  * - a profiler switch and rate per shard (PUT /v1/heapprof), shown from
  *   the samples' rates, a switch just flipped held until a newer sample;
+ *   the rate box and "Now" say a rate the same way ("every allocation",
+ *   or the bytes per sample as sizes print);
  * - the live flamegraph (our SVG, format=svg) of the chosen shard or all,
  *   in an iframe from a blob: URL, refreshed every 5 s except while the
  *   mouse is on it, searched through the SVG's own search();
- * - "Set baseline" (POST /v1/heapprof/baseline) and the growth since as a
- *   differential flamegraph with a table of the sites that grew most;
+ * - named baselines (POST, DELETE /v1/heapprof/baseline?name=), one chosen
+ *   to compare with, and the growth since as a differential flamegraph
+ *   with a table of the sites that grew most;
  * - growing sites (GET /v1/heapprof/growing), each opening to its frames
  *   and a button that searches the flamegraphs for it;
+ * - a site is shown by its leaf and as many callers as it takes to tell
+ *   it from the other sites listed beside it (two stacks through one
+ *   `allocate` read differently), its labels when it has them, and opens
+ *   to the whole stack (also its tooltip);
  * - downloads through fetch + blob, so the token stays a header.
  * With a token (the body says so) it asks first; the token lives in a
  * variable, goes only into an Authorization header, never into a URL.
@@ -32,6 +44,9 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     samples: [],
     lastT: 0,
     baselines: [],
+    baselineName: "default",
+    apps: [],
+    appsBefore: {},
     shard: "all",
     rateSetAt: {},
     charts: [],
@@ -103,8 +118,23 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     var name = f.functionName || "(anonymous)";
     return f.url ? name + " (" + f.url + ":" + f.line + ":" + f.column + ")" : name;
   }
+  function exact(n) { return n.toLocaleString("en-US", { maximumFractionDigits: 2 }); }
+  /** A frame as the tables' short form reads it: the function and the file's last part with the line. */
+  function shortFrame(f) {
+    var name = f.functionName || "(anonymous)";
+    if (!f.url) return name;
+    var file = f.url.slice(f.url.lastIndexOf("/") + 1);
+    return name + " (" + file + ":" + f.line + ")";
+  }
+  // A rate reads the same in the box and in "Now": "every allocation", or the bytes per sample as size() prints them.
+  function rateBoxText(rate) { return rate === 1 ? "every allocation" : size(rate); }
   function rateText(rate) {
-    return rate === 0 ? "off" : rate === 1 ? "every allocation" : rate < 0 ? "mixed" : "1 sample per " + size(rate);
+    return rate === 0 ? "off" : rate === 1 ? "every allocation" : rate < 0 ? "mixed" : "1 sample per " + rateBoxText(rate);
+  }
+  /** What the box says, as the API's rate parameter: "every allocation" (or "every", "exact") is 1. */
+  function rateFromBox(text) {
+    var t = text.trim();
+    return /^(every( allocation)?|exact)$/i.test(t) ? "1" : t;
   }
   function shardQuery() { return state.shard === "all" ? "" : "shard=" + state.shard; }
   function withShard(path) {
@@ -118,15 +148,32 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     { id: "chart-free", title: "Free memory", value: function (s) { return s.free; }, bytes: true },
     { id: "chart-live", title: "Live objects", value: function (s) { return s.liveObjects; }, bytes: false },
     { id: "chart-cross", title: "Cross-shard frees per second", rate: function (s) { return s.crossShardFrees; }, bytes: false },
+    { id: "chart-failed", title: "Failed allocations (since the start)", value: function (s) { return s.failedAllocations; }, bytes: false },
+    { id: "chart-largest-free", title: "Largest free span (the largest allocation that fits)", value: function (s) { return s.largestFreeSpan; }, bytes: true },
   ];
+
+  /**
+   * A legend value: the point under the mouse, else the latest one (uPlot
+   * asks with idx null when the mouse is off the chart: it showed "-").
+   */
+  function legendValue(format) {
+    return function (u, v, sidx, idx) {
+      if (idx == null) {
+        var column = u.data[sidx];
+        v = column && column.length ? column[column.length - 1] : null;
+      }
+      return v == null ? "-" : format(v);
+    };
+  }
+  function clock(t) { return new Date(t * 1000).toLocaleTimeString(); }
 
   function chartWidth(id) { return Math.max(280, $(id).clientWidth - 8); }
 
   function makeCharts() {
     state.charts.forEach(function (c) { c.destroy(); });
     state.charts = METRICS.map(function (m) {
-      var series = [{}];
-      for (var s = 0; s < state.shards; s++) series.push({ label: "shard " + s, stroke: PALETTE[s % PALETTE.length], width: 1.5, value: m.bytes ? function (u, v) { return v == null ? "-" : size(v); } : function (u, v) { return v == null ? "-" : count(v); } });
+      var series = [{ value: legendValue(clock) }];
+      for (var s = 0; s < state.shards; s++) series.push({ label: "shard " + s, stroke: PALETTE[s % PALETTE.length], width: 1.5, value: legendValue(m.bytes ? size : count) });
       var axisValues = m.bytes ? function (u, vals) { return vals.map(size); } : function (u, vals) { return vals.map(count); };
       return new uPlot({
         title: m.title,
@@ -178,7 +225,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       var onCell = el("td");
       onCell.appendChild(on);
       row.appendChild(onCell);
-      var rate = el("input", { type: "text", id: "prof-rate-" + s, size: "8", value: "64K", "aria-label": "sample rate of shard " + s });
+      var rate = el("input", { type: "text", id: "prof-rate-" + s, size: "14", value: "64K", list: "rate-choices", "aria-label": "sample rate of shard " + s });
       var rateCell = el("td");
       rateCell.appendChild(rate);
       row.appendChild(rateCell);
@@ -189,8 +236,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       row.appendChild(el("td", { id: "prof-now-" + s }, ""));
       body.appendChild(row);
       (function (shard) {
-        on.addEventListener("change", function () { setRate(shard, on.checked ? $("prof-rate-" + shard).value : "0"); });
-        apply.addEventListener("click", function () { setRate(shard, $("prof-rate-" + shard).value); });
+        on.addEventListener("change", function () { setRate(shard, on.checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
+        apply.addEventListener("click", function () { setRate(shard, rateFromBox($("prof-rate-" + shard).value)); });
       })(s);
     }
   }
@@ -210,7 +257,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   function showRate(shard, rate) {
     $("prof-on-" + shard).checked = rate !== 0;
     $("prof-now-" + shard).textContent = rateText(rate);
-    if (rate > 1 && document.activeElement !== $("prof-rate-" + shard)) $("prof-rate-" + shard).value = size(rate);
+    // Off keeps the box as it is: the rate the switch turns on with.
+    if (rate >= 1 && document.activeElement !== $("prof-rate-" + shard)) $("prof-rate-" + shard).value = rateBoxText(rate);
   }
   function drawRates() {
     var latest = state.samples[state.samples.length - 1];
@@ -260,20 +308,103 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     }
   }
 
-  // ---- baseline and growth since ----
+  // ---- sites: as many frames as tell them apart, labels, the whole stack on opening ----
+  function labelsOf(site) {
+    var labels = site.labels || {};
+    return Object.keys(labels).sort().map(function (k) { return k + "=" + labels[k]; });
+  }
+  function samePrefix(a, b) {
+    var n = 0;
+    while (n < a.frames.length && n < b.frames.length && frameName(a.frames[n]) === frameName(b.frames[n])) n++;
+    return n;
+  }
+  /**
+   * Per site, how many frames (leaf first) its short form shows: the leaf
+   * and its caller, or more where another site of the list shares them
+   * (and its labels: labels tell sites apart too), up to the frame where
+   * the stacks part.
+   */
+  function distinguishingDepths(sites) {
+    return sites.map(function (s, i) {
+      var depth = 2;
+      var labels = labelsOf(s).join(",");
+      sites.forEach(function (o, j) {
+        if (i !== j && labelsOf(o).join(",") === labels) depth = Math.max(depth, samePrefix(s, o) + 1);
+      });
+      return Math.min(depth, s.frames.length);
+    });
+  }
+  /** A site's cell content: its short form (leaf, callers as far as depth, labels) opening to every frame; the tooltip has them all too. */
+  function siteStack(site, depth) {
+    var details = el("details", { class: "stack" });
+    var summary = el("summary");
+    var names = site.frames.map(shortFrame);
+    var shown = depth > 3 ? [names[0], "\u2026", names[depth - 2], names[depth - 1]] : names.slice(0, Math.max(1, depth));
+    summary.appendChild(el("span", { class: "name" }, site.frames.length ? shown.join(" \u2190 ") : "(no frames)"));
+    var hidden = site.frames.length - depth;
+    if (hidden > 0) summary.appendChild(el("span", { class: "more" }, " +" + hidden + (hidden === 1 ? " frame" : " frames")));
+    var labels = labelsOf(site);
+    if (labels.length) {
+      var chips = el("span", { class: "labels" });
+      labels.forEach(function (l) { chips.appendChild(el("span", null, l)); });
+      summary.appendChild(chips);
+    }
+    details.appendChild(summary);
+    var stack = el("ol", { class: "frames" });
+    site.frames.forEach(function (f) { stack.appendChild(el("li", null, frameName(f))); });
+    details.appendChild(stack);
+    details.setAttribute("title", site.frames.map(frameName).concat(labels).join("\n"));
+    return details;
+  }
+
+  // ---- named baselines and the growth since ----
+  function baselineNames() {
+    var names = [];
+    state.baselines.forEach(function (b) { if (names.indexOf(b.name) < 0) names.push(b.name); });
+    return names;
+  }
+  /** The baselines of the chosen name for the selected shard(s), or null when a shard has none. */
   function baselineFor(shard) {
     var shards = shard === "all" ? Array.from({ length: state.shards }, function (_, i) { return i; }) : [Number(shard)];
-    var found = shards.map(function (s) { return state.baselines.find(function (b) { return b.shard === s; }); });
+    var found = shards.map(function (s) { return state.baselines.find(function (b) { return b.shard === s && b.name === state.baselineName; }); });
     return found.every(Boolean) ? found : null;
   }
+  function baselineQuery() { return "&baseline=" + encodeURIComponent(state.baselineName); }
+  /** The chooser lists the server's names; a chosen name that went away gives way to the first one left. */
+  function drawBaselineChoice() {
+    var names = baselineNames();
+    if (names.length && names.indexOf(state.baselineName) < 0) state.baselineName = names[0];
+    var select = $("baseline-select");
+    var wanted = names.length ? names : [state.baselineName];
+    if (Array.from(select.options).map(function (o) { return o.value; }).join("\n") !== wanted.join("\n")) {
+      select.textContent = "";
+      wanted.forEach(function (n) { select.appendChild(el("option", { value: n }, n)); });
+    }
+    select.value = state.baselineName;
+    $("delete-baseline").disabled = names.length === 0;
+  }
   async function setBaseline() {
+    var name = $("baseline-name").value.trim() || state.baselineName;
     try {
-      var r = await api("/v1/heapprof/baseline?shard=" + state.shard, { method: "POST" });
+      var r = await api("/v1/heapprof/baseline?shard=" + state.shard + "&name=" + encodeURIComponent(name), { method: "POST" });
       var set = (await r.json()).baselines;
-      set.forEach(function (b) {
-        state.baselines = state.baselines.filter(function (o) { return o.shard !== b.shard; }).concat([b]);
-      });
-      status("baseline set for " + (state.shard === "all" ? "all shards" : "shard " + state.shard));
+      state.baselines = state.baselines.filter(function (o) { return !set.some(function (b) { return b.name === o.name && b.shard === o.shard; }); }).concat(set);
+      state.baselineName = name;
+      $("baseline-name").value = "";
+      drawBaselineChoice();
+      status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : "shard " + state.shard));
+      await refreshGrowth();
+    } catch (e) {
+      status("baseline: " + e.message, true);
+    }
+  }
+  async function deleteBaseline() {
+    var name = state.baselineName;
+    try {
+      await api("/v1/heapprof/baseline?name=" + encodeURIComponent(name), { method: "DELETE" });
+      state.baselines = state.baselines.filter(function (b) { return b.name !== name; });
+      drawBaselineChoice();
+      status("baseline " + name + " deleted");
       await refreshGrowth();
     } catch (e) {
       status("baseline: " + e.message, true);
@@ -283,17 +414,24 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     var base = baselineFor(state.shard);
     $("growth").hidden = !base;
     $("no-baseline").hidden = !!base;
-    if (!base) return;
+    if (!base) {
+      $("baseline-info").textContent = "";
+      return;
+    }
     var oldest = Math.min.apply(null, base.map(function (b) { return b.takenAt; }));
     $("baseline-info").textContent = "since " + new Date(oldest).toLocaleTimeString() + " (" + size(base.reduce(function (n, b) { return n + b.totalSize; }, 0)) + " live then)";
     try {
-      await loadSvg("growth-flame", withShard("/v1/heapprof?format=svg&diff=baseline"));
-      var diff = await (await api(withShard("/v1/heapprof?format=json&diff=baseline"))).json();
+      await loadSvg("growth-flame", withShard("/v1/heapprof?format=svg&diff=baseline" + baselineQuery()));
+      var diff = await (await api(withShard("/v1/heapprof?format=json&diff=baseline" + baselineQuery()))).json();
       var body = $("grown-rows");
       body.textContent = "";
-      diff.sites.filter(function (s) { return s.size > 0; }).slice(0, 10).forEach(function (s) {
+      var grown = diff.sites.filter(function (s) { return s.size > 0; }).slice(0, 10);
+      var depths = distinguishingDepths(grown);
+      grown.forEach(function (s, i) {
         var row = el("tr", { class: "grown" });
-        row.appendChild(el("td", { class: "name" }, s.frames.length ? frameName(s.frames[0]) : "(no frames)"));
+        var cell = el("td", { class: "name" });
+        cell.appendChild(siteStack(s, depths[i]));
+        row.appendChild(cell);
         row.appendChild(el("td", { class: "num" }, signedSize(s.size)));
         row.appendChild(el("td", { class: "num" }, (s.count > 0 ? "+" : "") + count(s.count)));
         body.appendChild(row);
@@ -317,17 +455,11 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       var list = $("growing-list");
       list.textContent = "";
       if (body.sites.length === 0) list.appendChild(el("li", { class: "none" }, "nothing grows steadily"));
-      body.sites.forEach(function (g) {
+      var depths = distinguishingDepths(body.sites);
+      body.sites.forEach(function (g, i) {
         var item = el("li", { class: "growing-site" });
-        var details = el("details");
-        var summary = el("summary");
-        var name = g.frames.length ? frameName(g.frames[0]) : "(no frames)";
-        summary.appendChild(el("span", { class: "name" }, name));
-        summary.appendChild(el("span", { class: "num" }, " " + signedSize(g.slope) + "/s, fit " + g.r2.toFixed(2) + ", " + size(g.liveBytes) + " live, " + signedSize(g.growth) + " in the window"));
-        details.appendChild(summary);
-        var stack = el("ol", { class: "frames" });
-        g.frames.forEach(function (f) { stack.appendChild(el("li", null, frameName(f))); });
-        details.appendChild(stack);
+        var details = siteStack(g, depths[i]);
+        details.querySelector("summary").appendChild(el("span", { class: "num" }, " " + signedSize(g.slope) + "/s, fit " + g.r2.toFixed(2) + ", " + size(g.liveBytes) + " live, " + signedSize(g.growth) + " in the window"));
         var find = el("button", null, "Find in flamegraphs");
         find.addEventListener("click", function () { findInFlamegraphs(frameName(g.frames[0] || { functionName: "", url: "" })); });
         details.appendChild(find);
@@ -337,6 +469,52 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     } catch (e) {
       status("growing sites: " + e.message, true);
     }
+  }
+
+  // ---- the app's own figures ----
+  function figureText(f) {
+    return f.unit === "ratio" ? (f.value * 100).toFixed(1) + "%" : f.unit === "bytes" ? size(f.value) : exact(f.value);
+  }
+  /** One panel per app that publishes; counters also show their rate since the previous poll. */
+  function drawApps(apps) {
+    $("app-section").hidden = apps.length === 0;
+    var box = $("app-panels");
+    box.textContent = "";
+    var before = state.appsBefore;
+    state.appsBefore = {};
+    apps.forEach(function (a) {
+      var panel = el("div", { class: "app-panel", "data-app": a.app });
+      panel.appendChild(el("h3", null, a.app));
+      if (a.error) panel.appendChild(el("p", { class: "error" }, a.error));
+      var table = el("table");
+      a.figures.forEach(function (f) {
+        var row = el("tr", { "data-figure": f.name });
+        row.appendChild(el("th", f.help ? { title: f.help } : null, f.name));
+        row.appendChild(el("td", { class: "num value" }, figureText(f)));
+        var rate = "";
+        var prev = before[a.app + "\n" + f.name];
+        if (f.kind === "counter" && prev && a.t > prev.t) {
+          var perSecond = ((f.value - prev.value) * 1000) / (a.t - prev.t);
+          rate = (perSecond >= 0 ? "+" : "") + (f.unit === "bytes" ? size(perSecond) : exact(Math.round(perSecond * 10) / 10)) + "/s";
+        }
+        row.appendChild(el("td", { class: "num rate" }, rate));
+        table.appendChild(row);
+        state.appsBefore[a.app + "\n" + f.name] = { value: f.value, t: a.t };
+      });
+      panel.appendChild(table);
+      box.appendChild(panel);
+    });
+  }
+
+  /** Failed allocations are rare and decisive: a note says so, with each shard's largest free span against its free memory. */
+  function drawFailures() {
+    var latest = state.samples[state.samples.length - 1];
+    var note = $("failed-note");
+    var failed = latest ? latest.shards.reduce(function (n, s) { return n + s.failedAllocations; }, 0) : 0;
+    note.hidden = failed === 0;
+    if (failed === 0) return;
+    note.textContent = exact(failed) + " allocations failed (OutOfMemoryError) since the start: " +
+      latest.shards.map(function (s, i) { return "shard " + i + " " + exact(s.failedAllocations) + " (largest free span " + size(s.largestFreeSpan) + " of " + size(s.free) + " free)"; }).join(", ");
   }
 
   // ---- downloads ----
@@ -356,7 +534,10 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     DOWNLOADS.forEach(function (d) {
       if (d[2] === "/v1/heap/image" && !state.heapImage) return;
       var b = el("button", { "data-file": d[1] }, d[0]);
-      b.addEventListener("click", function () { download(d[1], d[2] === "/v1/heap/image" ? d[2] : withShard(d[2])); });
+      b.addEventListener("click", function () {
+        var path = d[2].indexOf("diff=baseline") < 0 ? d[2] : d[2] + baselineQuery();
+        download(d[1], path === "/v1/heap/image" ? path : withShard(path));
+      });
       box.appendChild(b);
     });
   }
@@ -391,11 +572,14 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       makeDownloads();
     }
     state.baselines = body.baselines;
+    drawBaselineChoice();
+    drawApps(body.apps);
     state.samples = state.samples.concat(body.samples).filter(function (s) { return s.t > Date.now() - state.historySeconds * 1000; });
     if (body.samples.length) state.lastT = body.samples[body.samples.length - 1].t;
     $("sampling").textContent = "sampled every " + (state.intervalMs / 1000) + " s from the shared buffer (last sample took " + body.lastSampleMs.toFixed(2) + " ms on the server)";
     drawCharts();
     drawRates();
+    drawFailures();
   }
   var timers = [];
   function every(ms, fn) {
@@ -442,6 +626,12 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     $("search").addEventListener("input", searchAll);
     $("refresh").addEventListener("click", function () { refreshFlame(); refreshGrowth(); refreshGrowing(); });
     $("set-baseline").addEventListener("click", setBaseline);
+    $("baseline-name").addEventListener("keydown", function (e) { if (e.key === "Enter") setBaseline(); });
+    $("delete-baseline").addEventListener("click", deleteBaseline);
+    $("baseline-select").addEventListener("change", function () {
+      state.baselineName = $("baseline-select").value;
+      refreshGrowth();
+    });
     // Hovering a flamegraph (to zoom or read) holds its refresh, so the view does not move under the mouse.
     ["flame", "growth-flame"].forEach(function (id) {
       $(id).addEventListener("mouseenter", function () { state.paused = true; });

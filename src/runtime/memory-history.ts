@@ -1,7 +1,8 @@
 /**
  * What the dashboard draws over time, kept by the admin server: once per
  * sampleIntervalMs (1 s by default), every shard's statistics (used, free,
- * live objects, cross-shard frees sent) and profiler rate, and every
+ * live objects, cross-shard frees sent, failed allocations, the largest
+ * free span: what fragmentation leaves) and profiler rate, and every
  * site's live bytes, all read from the SharedArrayBuffer on the server's
  * thread, so the shards do nothing for it (a busy or stuck shard is
  * sampled all the same). Bounded rings: the statistics of the last
@@ -40,6 +41,10 @@ export interface ShardSample {
   liveObjects: number;
   /** Cross-shard frees this shard has sent, cumulative. */
   crossShardFrees: number;
+  /** Allocations that failed with OutOfMemoryError, cumulative. */
+  failedAllocations: number;
+  /** Bytes in the longest free page span (SharedHeap.largestFreeSpan: 0.36 us a read). */
+  largestFreeSpan: number;
   /** The profiler's sample rate (0 off, 1 every allocation). */
   sampleRate: number;
 }
@@ -128,7 +133,15 @@ export class MemoryHistory {
       for (let s = 0; s < this.smp.shards; s++) {
         const st = this.smp.stats(s);
         const profile = this.smp.heapProfile(s);
-        shards.push({ used: st.allocatedMemory, free: st.freeMemory, liveObjects: st.liveObjects, crossShardFrees: st.crossShardFrees, sampleRate: profile.sampleRate });
+        shards.push({
+          used: st.allocatedMemory,
+          free: st.freeMemory,
+          liveObjects: st.liveObjects,
+          crossShardFrees: st.crossShardFrees,
+          failedAllocations: st.failedAllocations,
+          largestFreeSpan: this.smp.heap.largestFreeSpan(s),
+          sampleRate: profile.sampleRate,
+        });
         const row: Array<[number, number]> = [];
         for (const site of profile.sites) {
           const i = this.indexOf(site.frames);

@@ -50,6 +50,7 @@ import {
 } from "./queue-layout.js";
 import { MainSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
+import { AppStatsSources, type AppStats, type AppStatsReader } from "./app-stats.js";
 
 /** What piscina starts each shard thread with: a CommonJS file that import()s shard-worker.js (shard-entry.cts says why). */
 const WORKER_FILE = fileURLToPath(new URL("./shard-entry.cjs", import.meta.url));
@@ -120,6 +121,8 @@ export class Smp extends EventEmitter<SmpEvents> {
   private readonly exitsToReport = new Set<number>();
   /** Shards whose worker died or never started: stop() does not wait for them. */
   private readonly failed = new Set<number>();
+  /** What the apps running here publish about themselves (app-stats.ts). */
+  private readonly apps = new AppStatsSources();
 
   private constructor(options: FilledSmpOptions, heap: SharedHeap, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
     super();
@@ -312,6 +315,24 @@ export class Smp extends EventEmitter<SmpEvents> {
   }
 
   /**
+   * Publish an app's own figures (app-stats.ts): `read` returns figure
+   * names to numbers or to `{ value, unit?: "count" | "bytes" | "ratio",
+   * kind?: "counter" | "gauge", help? }`, cheaply and synchronously (it
+   * runs on this thread whenever appStats() is called: the admin server's
+   * GET /v1/app/stats and the dashboard's app panel, about once a second
+   * while a page is open). Replaces what `app` published before; returns
+   * the function that withdraws it. stop() withdraws every app.
+   */
+  publishAppStats(app: string, read: AppStatsReader): () => void {
+    return this.apps.publish(app, read);
+  }
+
+  /** Every published app's figures, read now; a reader that fails gives its app an `error`, never a throw. */
+  appStats(): AppStats[] {
+    return this.apps.read();
+  }
+
+  /**
    * Stop the runtime without cutting anything off halfway:
    *   1. new calls (submitTo, invokeOnAll, setHeapProfiling) reject with a
    *      ShardError from now on; calls already made run to completion;
@@ -335,6 +356,7 @@ export class Smp extends EventEmitter<SmpEvents> {
       } catch (e) {
         return Promise.reject(e);
       }
+      this.apps.clear();
       this.stopping = this.quiesceAndTerminate(timeout);
     }
     return this.stopping;

@@ -11,7 +11,7 @@ import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_P
 import { createAcceptBuffer } from "./accept-balance.js";
 import { bindSharedSocket, listenMode, type ListenMode, type ListenSpec, type SharedSocket } from "./listener.js";
 import { formatSize } from "../../units.js";
-import { createStatsBuffer } from "./stats.js";
+import { createStatsBuffer, panelFigures } from "./stats.js";
 
 const SHARD_MODULE = new URL("./shard.js", import.meta.url);
 /** memcached's -I bounds. */
@@ -218,6 +218,8 @@ class Server implements MemcachedServer {
     this.shards = smp.shards;
     this.listenMode = mode;
     this.config = config;
+    // The admin server's app panel (GET /v1/app/stats): read from the stats block, no shard asked.
+    smp.publishAppStats("memcached", () => panelFigures(config));
   }
 
   stopAccepting(): Promise<void> {

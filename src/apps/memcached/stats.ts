@@ -13,6 +13,7 @@
  */
 import type { SharedHeap } from "../../memory/shared-heap.js";
 import { MEMORY_STAT_FIELDS } from "../../memory/stats.js";
+import type { AppFigure } from "../../smp/app-stats.js";
 import { VERSION, type ServerConfig } from "./config.js";
 import { CLASS_BLOCK_SLOTS, CLASS_GAUGES, CLASS_STAT_NAMES } from "./item-classes.js";
 
@@ -109,6 +110,27 @@ export function totals(config: ServerConfig): Record<StatName, number> {
     for (let i = 0; i < sum.length; i++) sum[i]! += row[i]!;
   }
   return Object.fromEntries(STAT_NAMES.map((n, i) => [n, sum[i]!])) as Record<StatName, number>;
+}
+
+/**
+ * What the dashboard's app panel shows (smp.publishAppStats, server.ts):
+ * the figures a cache's operator watches, from the same totals `stats`
+ * prints (each help names memcached's field). The hit rate is left out
+ * until a get has been counted (0 of 0 is no rate).
+ */
+export function panelFigures(config: ServerConfig): Record<string, AppFigure> {
+  const t = totals(config);
+  const lookups = t.get_hits + t.get_misses;
+  return {
+    ...(lookups > 0 ? { "hit rate": { value: t.get_hits / lookups, unit: "ratio", help: "get_hits / (get_hits + get_misses), since the start or the last stats reset" } } : {}),
+    items: { value: t.curr_items, help: "curr_items: items stored now" },
+    "item bytes": { value: t.bytes, unit: "bytes", help: "bytes: what the items take (header, key and value)" },
+    evictions: { value: t.evictions, kind: "counter", help: "evictions: items removed to make room for new ones" },
+    connections: { value: t.curr_connections, help: "curr_connections: open client connections" },
+    gets: { value: t.cmd_get, kind: "counter", help: "cmd_get: keys asked for" },
+    sets: { value: t.cmd_set, kind: "counter", help: "cmd_set: storage commands" },
+    "out of memory": { value: t.store_no_memory, kind: "counter", help: "store_no_memory: stores refused with SERVER_ERROR out of memory" },
+  };
 }
 
 /**
