@@ -13,6 +13,7 @@ import { MAX_SHARDS } from "./memory/shared-heap.js";
 import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
 import { readHeapImage } from "./memory/heap-image.js";
 import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
+import { parseLabelFilter } from "./report/labels.js";
 import { diffProfiles } from "./report/diff.js";
 import { readProfilesToDiff } from "./report/profile-file.js";
 import { mapProfileToSources } from "./report/source-map.js";
@@ -26,9 +27,9 @@ const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RA
                         [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
                         [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--by LABEL] [--shard N] [-o OUT]
+                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]
        shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--by LABEL] [--shard N] [-o OUT]
+                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]
 ${MEMCACHED_USAGE}
 
 stress runs shards under a mixed allocation workload with cross-shard frees,
@@ -61,6 +62,8 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
   --by LABEL    group by a heap label (withHeapLabels; memcached's prefix):
                 its values first in the tree, as the outermost frames of
                 collapsed, svg and heapprofile, "groups" in json
+  --label N=V   only the sites whose label N is V ((none): without it), as
+                go tool pprof's -tagfocus
   --shard N     one shard (default: all shards merged)
   -o OUT        write to OUT instead of standard output
 
@@ -80,13 +83,14 @@ interface ReportArgs {
   inverted: boolean;
   min: number;
   by: string | undefined;
+  label: [string, string] | undefined;
   shard: number | undefined;
   out: string | undefined;
 }
 
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
-  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, shard: undefined, out: undefined };
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -110,6 +114,12 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
         a.by = value();
         if (a.by === "") throw new UsageError("--by needs a label name (--by prefix)");
         break;
+      case "--label": {
+        const text = value();
+        a.label = parseLabelFilter(text);
+        if (a.label === undefined) throw new UsageError(`--label ${text}: give NAME=VALUE (--label prefix=user)`);
+        break;
+      }
       case "--shard":
         a.shard = parseInteger(value(), "--shard", 0, MAX_SHARDS - 1);
         break;
@@ -155,9 +165,9 @@ async function diff(argv: readonly string[]): Promise<void> {
   await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title, ...byOf(a) }));
 }
 
-/** The `by` render option, when --by was given. */
-function byOf(a: ReportArgs): { by?: string } {
-  return a.by === undefined ? {} : { by: a.by };
+/** The `by` and `label` render options, where --by and --label were given. */
+function byOf(a: ReportArgs): { by?: string; label?: [string, string] } {
+  return { ...(a.by === undefined ? {} : { by: a.by }), ...(a.label === undefined ? {} : { label: a.label }) };
 }
 
 const DEFAULT_STRESS_HEAPPROF = 64 * 1024;

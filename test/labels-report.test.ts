@@ -94,3 +94,13 @@ describe("labels in reports", () => {
     expect(renderProfile(p, "svg", { by: "prefix" }).body).toMatch(/prefix=session/);
   });
 });
+
+describe("label filters", () => {
+  it("label=NAME=VALUE keeps one value's sites, (none) those without; totals follow", () => {
+    const user = JSON.parse(renderProfile(p, "json", { label: ["prefix", "user"] }).body as string) as HeapProfile;
+    expect([user.totalSize, user.totalCount, user.sites.length]).toEqual([3000, 3, 1]);
+    const none = JSON.parse(renderProfile(p, "json", { label: ["prefix", "(none)"] }).body as string) as HeapProfile;
+    expect([none.totalSize, none.sites[0]!.labels]).toEqual([500, undefined]);
+    expect(renderProfile(p, "collapsed", { label: ["prefix", "nobody"] }).body).toBe("");
+  });
+});

@@ -50,6 +50,23 @@ export function withLabelRoots(p: HeapProfile, name: string): HeapProfile {
   return { ...p, sites: p.sites.map((s): AllocationSite => ({ ...s, frames: [...s.frames, labelFrame(name, s.labels?.[name])] })) };
 }
 
+/**
+ * Only the sites whose label `name` is `value` (NO_LABEL: those without
+ * the label), their totals (a diff's too: its total is its sites' sum).
+ * What `label=NAME=VALUE` (the admin API) and `--label` show: the
+ * flamegraph of one tenant or prefix, as pprof's -tagfocus.
+ */
+export function filterByLabel(p: HeapProfile, name: string, value: string): HeapProfile {
+  const sites = p.sites.filter((s) => (s.labels?.[name] ?? NO_LABEL) === value);
+  return { ...p, sites, totalSize: sites.reduce((n, s) => n + s.size, 0), totalCount: sites.reduce((n, s) => n + s.count, 0) };
+}
+
+/** `NAME=VALUE` (the first "=" ends the name) as [name, value], or undefined. */
+export function parseLabelFilter(text: string): [string, string] | undefined {
+  const eq = text.indexOf("=");
+  return eq <= 0 ? undefined : [text.slice(0, eq), text.slice(eq + 1)];
+}
+
 /** Every label name the profile's sites carry, sorted (a dashboard's choice of groupings). */
 export function labelNames(p: HeapProfile): string[] {
   const names = new Set<string>();

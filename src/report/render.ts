@@ -10,7 +10,7 @@ import { isProfileDiff, siteChanged } from "./diff.js";
 import { toFlamegraphSvg } from "./flamegraph.js";
 import { toHeapprofile } from "./heapprofile.js";
 import { toPprof, type PprofOptions } from "./pprof.js";
-import { groupByLabel, withLabelRoots } from "./labels.js";
+import { filterByLabel, groupByLabel, withLabelRoots } from "./labels.js";
 import { formatTree } from "./tree.js";
 
 export const REPORT_FORMATS = ["tree", "collapsed", "svg", "pprof", "heapprofile", "json"] as const;
@@ -28,6 +28,8 @@ export interface RenderOptions {
    * already (go tool pprof -tags, -tagfocus).
    */
   by?: string;
+  /** Only the sites whose label is this value ([name, value]; NO_LABEL: without it), as pprof's -tagfocus. */
+  label?: readonly [string, string];
   title?: string;
   pprof?: PprofOptions;
 }
@@ -45,7 +47,8 @@ export function parseReportFormat(s: string, what: string, allowed: readonly Rep
   throw new InvalidValueError(what, `${what} must be one of ${allowed.join(", ")}, got ${JSON.stringify(s)}`);
 }
 
-export function renderProfile(p: HeapProfile, format: ReportFormat, o: RenderOptions = {}): Rendered {
+export function renderProfile(whole: HeapProfile, format: ReportFormat, o: RenderOptions = {}): Rendered {
+  const p = o.label === undefined ? whole : filterByLabel(whole, o.label[0], o.label[1]);
   const by = o.by;
   // Stack renderers draw the label's values as roots; the diff flag (base, next) goes along.
   const rooted = (): HeapProfile => (by === undefined ? p : withLabelRoots(p, by));

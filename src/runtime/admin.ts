@@ -26,6 +26,7 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
 import { formatMappedDiagnostics } from "../report/mapped-diagnostics.js";
+import { NO_LABEL, parseLabelFilter } from "../report/labels.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
@@ -228,7 +229,7 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const format = parseReportFormat(q.get("format") ?? "json", "format");
     const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
@@ -243,7 +244,10 @@ const ROUTES: readonly Route[] = [
     const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since ${since} (widths: live bytes now; red grew, blue shrank)`;
     const by = q.get("by");
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
-    const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }) });
+    const labelText = q.get("label");
+    const label = labelText === null ? undefined : parseLabelFilter(labelText);
+    if (labelText !== null && label === undefined) throw new InvalidValueError("label", `label must be NAME=VALUE (label=prefix=user; VALUE ${NO_LABEL}: without the label), got ${JSON.stringify(labelText)}`);
+    const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }), ...(label === undefined ? {} : { label }) });
     send(res, 200, out.body, out.contentType);
   }),
   data("PUT", "/v1/heapprof", ["shard", "rate", "enabled"], async ({ smp, q, res }) => {

@@ -60,6 +60,8 @@ export function fitLine(t: readonly number[], y: readonly number[]): LineFit {
 
 export interface GrowingSite extends LineFit {
   frames: Frame[];
+  /** The site's labels (withHeapLabels), when it has any. */
+  labels?: Record<string, string>;
   /** Live bytes at the last sample. */
   liveBytes: number;
   /** Live bytes gained from the window's first sample to its last. */
@@ -68,6 +70,7 @@ export interface GrowingSite extends LineFit {
 
 export interface SiteSeries {
   frames: Frame[];
+  labels?: Record<string, string>;
   /** Live bytes at each sample time. */
   y: readonly number[];
 }
@@ -79,7 +82,7 @@ export function rankGrowingSites(t: readonly number[], series: Iterable<SiteSeri
   for (const s of series) {
     const fit = fitLine(t, s.y);
     const growth = s.y[s.y.length - 1]! - s.y[0]!;
-    if (fit.slope > 0 && fit.r2 >= MIN_FIT && growth > 0) out.push({ frames: s.frames, ...fit, liveBytes: s.y[s.y.length - 1]!, growth });
+    if (fit.slope > 0 && fit.r2 >= MIN_FIT && growth > 0) out.push({ frames: s.frames, ...(s.labels === undefined ? {} : { labels: s.labels }), ...fit, liveBytes: s.y[s.y.length - 1]!, growth });
   }
   return out.sort((a, b) => b.slope - a.slope).slice(0, limit);
 }

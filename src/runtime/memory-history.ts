@@ -98,6 +98,8 @@ export class MemoryHistory {
   private readonly sites: Ring<SiteSample>;
   private readonly siteIndex = new Map<string, number>();
   private readonly siteFrames: Frame[][] = [];
+  /** Each tracked site's labels (undefined: none), by index as siteFrames. */
+  private readonly siteLabels: Array<Record<string, string> | undefined> = [];
   private timer: NodeJS.Timeout | undefined;
   /** How long the last sample took on this thread, in ms. */
   lastSampleMs = 0;
@@ -144,7 +146,7 @@ export class MemoryHistory {
         });
         const row: Array<[number, number]> = [];
         for (const site of profile.sites) {
-          const i = this.indexOf(site.frames);
+          const i = this.indexOf(site.frames, site.labels);
           if (i !== undefined) row.push([i, site.size]);
         }
         const bytes = new Float32Array(this.siteFrames.length);
@@ -172,6 +174,7 @@ export class MemoryHistory {
     const shards = shard === undefined ? [...Array(this.smp.shards).keys()] : [shard];
     const series = (i: number): SiteSeries => ({
       frames: this.siteFrames[i]!,
+      ...(this.siteLabels[i] === undefined ? {} : { labels: this.siteLabels[i] }),
       y: samples.map((s) => shards.reduce((n, sh) => n + (s.sizes[sh]?.[i] ?? 0), 0)),
     });
     return rankGrowingSites(t, (function* (count: number) {
@@ -179,13 +182,15 @@ export class MemoryHistory {
     })(this.siteFrames.length), limit);
   }
 
-  private indexOf(frames: Frame[]): number | undefined {
-    const key = siteKey(frames);
+  /** A site's index in the series, by frames and labels (a site is both). */
+  private indexOf(frames: Frame[], labels: Record<string, string> | undefined): number | undefined {
+    const key = siteKey(frames, labels);
     let i = this.siteIndex.get(key);
     if (i === undefined && this.siteFrames.length < MAX_TRACKED_SITES) {
       i = this.siteFrames.length;
       this.siteIndex.set(key, i);
       this.siteFrames.push(frames);
+      this.siteLabels.push(labels);
     }
     return i;
   }
