@@ -323,12 +323,20 @@ export const TAG_SITE_MASK = 0xffffff;
 export const PROF_MAX_DEPTH = 32;
 /**
  * Site record, Int32 slots: a stack hash, the frame count, the frame ids
- * (leaf first), then four Float64 counters at Int32 slots 36..43.
+ * (leaf first), the site's label set (slot 34: its frame id + 1, 0 for
+ * none), then four Float64 counters at Int32 slots 36..43.
  */
 export const SITE_STRIDE = 44;
 export const SR_HASH = 0;
 export const SR_FRAME_COUNT = 1;
 export const SR_FRAMES = 2;
+/**
+ * The label set (withHeapLabels) of a site, as a frame record whose name is
+ * the set's encoded text (heap-labels.ts) and whose url is LABELS_URL, +1
+ * (0: no labels). In what was the counters' alignment padding: heaps
+ * written before labels read as unlabeled, and the record's size is the same.
+ */
+export const SR_LABELS = 2 + PROF_MAX_DEPTH;
 /** Float64 counters: index (record's Int32 index >> 1) + these. */
 export const SRF_COUNT = 18;
 export const SRF_SIZE = 19;

@@ -35,6 +35,7 @@ import {
   SR_FRAMES,
   SR_FRAME_COUNT,
   SR_HASH,
+  SR_LABELS,
   S_PROF_FRAMES,
   S_PROF_MAX_FRAMES,
   S_PROF_MAX_SITES,
@@ -48,8 +49,12 @@ import {
   regionLayout,
   type RegionLayout,
 } from "./layout.js";
+import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
 import type { ShardRegion } from "./region.js";
 import { frameOf, isOwnFrame, positionOf, type Frame } from "./stack-capture.js";
+
+/** The url of the frame record that holds a label set (SR_LABELS): no script has it. */
+export const LABELS_URL = "shardheap:labels";
 
 /**
  * The books' grid: every count a site adds or takes off is a multiple of
@@ -138,6 +143,8 @@ export class SiteTable {
   private readonly frameByPosition = new Map<string, Map<number, number> | null>();
   /** UTF-8 byte length of each interned string. */
   private readonly lengths = new Map<string, number>();
+  /** Cache: a label set's id (heap-labels.ts, this thread's) -> its frame record + 1 (SR_LABELS). */
+  private readonly labelSlotBySet = new Map<number, number>();
 
   constructor(r: ShardRegion) {
     this.r = r;
@@ -149,11 +156,18 @@ export class SiteTable {
   }
 
   /**
-   * The site id of a captured stack. Frames are looked up by script and
-   * position first, so a stack seen before costs a string key and one Map
-   * lookup; names, lines and columns are read only for new frames.
+   * The site id of a captured stack, with the labels in force (undefined:
+   * none). Frames are looked up by script and position first, so a stack
+   * seen before costs a string key and one Map lookup; names, lines and
+   * columns are read only for new frames. A label set is one frame record
+   * of its own (SR_LABELS), made once per shard and set.
    */
-  siteOfCallSites(sites: readonly NodeJS.CallSite[], depth: number): number {
+  siteOfCallSites(sites: readonly NodeJS.CallSite[], depth: number, labels?: HeapLabelSet): number {
+    let labelSlot = 0;
+    if (labels !== undefined) {
+      labelSlot = this.labelSlotBySet.get(labels.id) ?? this.labelSlotOf(labels);
+      if (labelSlot < 0) return OTHER_SITES;
+    }
     const ids = this.scratchIds;
     const max = Math.min(depth, PROF_MAX_DEPTH);
     let n = 0;
@@ -185,28 +199,32 @@ export class SiteTable {
       ids[n++] = id;
       hash = Math.imul(hash ^ id, FNV_PRIME);
     }
+    hash = Math.imul(hash ^ labelSlot, FNV_PRIME);
     // A known stack: one numeric Map lookup, confirmed against the record.
     const candidate = this.siteByHash.get(hash);
-    if (candidate !== undefined && this.recordHolds(candidate, ids, n)) return candidate;
-    const site = this.siteOfIds(ids.slice(0, n).join(","));
+    if (candidate !== undefined && this.recordHolds(candidate, ids, n, labelSlot)) return candidate;
+    const site = this.siteOfIds(siteKeyOf(ids.slice(0, n).join(","), labelSlot));
     if (site !== OTHER_SITES && candidate === undefined) this.siteByHash.set(hash, site);
     return site;
   }
 
-  /** Whether site `site`'s record holds exactly frames ids[0..n). */
-  private recordHolds(site: number, ids: Int32Array, n: number): boolean {
+  /** Whether site `site`'s record holds exactly frames ids[0..n) and label slot `labelSlot`. */
+  private recordHolds(site: number, ids: Int32Array, n: number, labelSlot: number): boolean {
     const i32 = this.r.i32;
     const rec = this.t.sites + site * SITE_STRIDE;
-    if (i32[rec + SR_FRAME_COUNT] !== n) return false;
+    if (i32[rec + SR_FRAME_COUNT] !== n || i32[rec + SR_LABELS] !== labelSlot) return false;
     for (let k = 0; k < n; k++) if (i32[rec + SR_FRAMES + k] !== ids[k]) return false;
     return true;
   }
 
-  /** The site of a stack given as its frame ids joined by commas, interned if new. */
+  /** The site of a stack given as siteKeyOf(its frame ids joined by commas, its label slot), interned if new. */
   private siteOfIds(key: string): number {
     const known = this.siteByStack.get(key);
     if (known !== undefined) return known;
-    const ids = key === "" ? [] : key.split(",").map(Number);
+    const bar = key.indexOf("|");
+    const stack = bar < 0 ? key : key.slice(0, bar);
+    const labelSlot = bar < 0 ? 0 : Number(key.slice(bar + 1));
+    const ids = stack === "" ? [] : stack.split(",").map(Number);
     const i32 = this.r.i32;
     const count = i32[this.r.hdr + S_PROF_SITES]!;
     if (count >= this.maxSites) return OTHER_SITES;
@@ -215,6 +233,7 @@ export class SiteTable {
     i32[rec + SR_HASH] = hashIds(ids);
     i32[rec + SR_FRAME_COUNT] = ids.length;
     for (let k = 0; k < ids.length; k++) i32[rec + SR_FRAMES + k] = ids[k]!;
+    i32[rec + SR_LABELS] = labelSlot;
     Atomics.store(i32, this.r.hdr + S_PROF_SITES, count + 1);
     this.siteByStack.set(key, count);
     return count;
@@ -263,6 +282,14 @@ export class SiteTable {
   /** Float64 index of a site record's counters base (add SRF_*). */
   private counters(site: number): number {
     return (this.t.sites + site * SITE_STRIDE) >>> 1;
+  }
+
+  /** A label set's frame record + 1 (made, and cached, if new); -1 when the frame or string table is full. */
+  private labelSlotOf(labels: HeapLabelSet): number {
+    const id = this.frameOf({ functionName: labels.encoded, url: LABELS_URL, line: 0, column: 0 });
+    if (id < 0) return -1;
+    this.labelSlotBySet.set(labels.id, id + 1);
+    return id + 1;
   }
 
   private frameOf(f: Frame): number {
@@ -320,9 +347,14 @@ export class SiteTable {
     for (let s = 1; s < sites; s++) {
       const rec = this.t.sites + s * SITE_STRIDE;
       const ids = Array.from({ length: i32[rec + SR_FRAME_COUNT]! }, (_, k) => i32[rec + SR_FRAMES + k]!);
-      this.siteByStack.set(ids.join(","), s);
+      this.siteByStack.set(siteKeyOf(ids.join(","), i32[rec + SR_LABELS]!), s);
     }
   }
+}
+
+/** A site's key in siteByStack: its frame ids, and its label slot when it has one. */
+function siteKeyOf(stack: string, labelSlot: number): string {
+  return labelSlot === 0 ? stack : `${stack}|${labelSlot}`;
 }
 
 /** One site as read from the buffer: raw (unscaled, unrounded) counters. */
@@ -333,12 +365,15 @@ export interface RawSite {
   size: number;
   allocCount: number;
   allocSize: number;
+  /** Its label set's labels, when it has one. */
+  labels?: Record<string, string>;
 }
 
 /**
  * Every site of a region with live objects or history, read from the
  * buffer alone (any thread, or a saved image). Site 0 appears, with the
  * single frame "(other sites)", only when something was folded into it.
+ * Sites of one label set share one labels object.
  */
 export function readSites(r: ShardRegion): RawSite[] {
   const t = tablesOf(r);
@@ -346,6 +381,7 @@ export function readSites(r: ShardRegion): RawSite[] {
   const i32 = r.i32;
   const f64 = r.f64;
   const out: RawSite[] = [];
+  const labelsBySlot = new Map<number, Record<string, string> | undefined>();
   const sites = Atomics.load(i32, r.hdr + S_PROF_SITES);
   for (let s = 0; s < sites; s++) {
     const rec = t.sites + s * SITE_STRIDE;
@@ -353,16 +389,28 @@ export function readSites(r: ShardRegion): RawSite[] {
     const allocCount = f64[f + SRF_ALLOC_COUNT]!;
     if (allocCount === 0) continue;
     const ids = Array.from({ length: i32[rec + SR_FRAME_COUNT]! }, (_, k) => i32[rec + SR_FRAMES + k]!);
-    out.push({
+    const site: RawSite = {
       id: s,
       frames: s === OTHER_SITES ? [{ functionName: OTHER_SITES_NAME, url: "", line: 0, column: 0 }] : ids.map((id) => frames[id]!),
       count: f64[f + SRF_COUNT]!,
       size: f64[f + SRF_SIZE]!,
       allocCount,
       allocSize: f64[f + SRF_ALLOC_SIZE]!,
-    });
+    };
+    const labelSlot = i32[rec + SR_LABELS]!;
+    if (labelSlot > 0) {
+      let labels = labelsBySlot.get(labelSlot);
+      if (!labelsBySlot.has(labelSlot)) labelsBySlot.set(labelSlot, (labels = labelsOfFrame(frames[labelSlot - 1])));
+      if (labels !== undefined) site.labels = labels;
+    }
+    out.push(site);
   }
   return out;
+}
+
+/** The labels a label-set frame record holds (SR_LABELS), or undefined when it is not one. */
+function labelsOfFrame(f: Frame | undefined): Record<string, string> | undefined {
+  return f === undefined || f.url !== LABELS_URL ? undefined : decodeHeapLabels(f.functionName);
 }
 
 function readFrames(r: ShardRegion, t: Tables): Frame[] {
@@ -445,6 +493,14 @@ export function siteTableProblem(r: ShardRegion, layout: RegionLayout): string |
     for (let k = 0; k < n; k++) {
       const id = i32[rec + SR_FRAMES + k]!;
       if (id < 0 || id >= frames) return `site ${s} names frame ${id}, of ${frames}`;
+    }
+    const labelSlot = i32[rec + SR_LABELS]!;
+    if (labelSlot !== 0) {
+      if (labelSlot < 0 || labelSlot > frames) return `site ${s} names label set ${labelSlot - 1}, of ${frames} frames`;
+      const lrec = t.frames + (labelSlot - 1) * FRAME_STRIDE;
+      const text = (offset: number, length: number): string => Buffer.from(r.u8.buffer, t.strings + offset, length).toString("utf8");
+      const label = { functionName: text(i32[lrec + FR_NAME]!, i32[lrec + FR_NAME_LENGTH]!), url: text(i32[lrec + FR_URL]!, i32[lrec + FR_URL_LENGTH]!), line: 0, column: 0 };
+      if (labelsOfFrame(label) === undefined) return `site ${s}'s label set (frame ${labelSlot - 1}) is not one`;
     }
     const f = rec >>> 1;
     for (const [what, field] of [["count", SRF_COUNT], ["size", SRF_SIZE], ["allocCount", SRF_ALLOC_COUNT], ["allocSize", SRF_ALLOC_SIZE]] as const) {
