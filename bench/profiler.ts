@@ -33,7 +33,7 @@
  * Each heap is checked afterwards: heap.check() is [], and in exact mode
  * the profile's totalCount equals stats().liveObjects.
  */
-import { profilerBytes, profilerCapacity } from "../src/memory/layout.js";
+import { defaultProfilerSites, profilerBytes, profilerCapacity } from "../src/memory/layout.js";
 import type { ShardAllocator } from "../src/index.js";
 import { makeWorkload, measurementFields, shardheapCandidate, type ShardheapChurnCandidate, type Workload } from "./churn.js";
 import { compare, type BenchContext, type BenchModule } from "./report.js";
@@ -267,7 +267,7 @@ function runMemory(ctx: BenchContext, w: Workload): void {
     allocated.set(mode, { before, trimmed, heap: h });
   }
   const never = allocated.get("never")!;
-  const fixed = profilerBytes(profilerCapacity(SHARD_BYTES));
+  const fixed = profilerBytes(profilerCapacity(defaultProfilerSites(SHARD_BYTES)));
   for (const mode of modes.slice(1)) {
     const a = allocated.get(mode)!;
     const perObject = (a.before - never.before) / L;
@@ -281,7 +281,7 @@ function runMemory(ctx: BenchContext, w: Workload): void {
       note:
         `(allocatedMemory ${a.before} - never's ${never.before}) / ${L} live objects = ${perObject.toFixed(2)} B; ` +
         `after trim(): ${perObjectTrimmed.toFixed(2)} B; plus the site table, fixed in every shard ` +
-        `(profilerBytes(profilerCapacity(${SHARD_BYTES})) = ${fixed} B = ${(fixed / L).toFixed(1)} B per object at L=${L})`,
+        `(profilerBytes(profilerCapacity(defaultProfilerSites(${SHARD_BYTES}))) = ${fixed} B = ${(fixed / L).toFixed(1)} B per object at L=${L})`,
     });
   }
 }

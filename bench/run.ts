@@ -18,12 +18,13 @@ import { memcached } from "./memcached.js";
 import { messaging } from "./messaging.js";
 import { messagingHops } from "./messaging-hops.js";
 import { profiler } from "./profiler.js";
+import { profilerSites } from "./profiler-sites.js";
 import { sharedMap } from "./shared-map.js";
 import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, dashboard, messaging, messagingHops, sharedMap, fragmentation, memcached];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, profilerSites, dashboard, messaging, messagingHops, sharedMap, fragmentation, memcached];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there

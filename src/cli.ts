@@ -18,12 +18,12 @@ import { diffProfiles } from "./report/diff.js";
 import { readProfilesToDiff } from "./report/profile-file.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
-import { parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
-import { fillSmpOptions } from "./smp/options.js";
+import { checkProfilerSitesFlag, parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
+import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
 
-const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--duration S]
+const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--duration S]
                         [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
                         [--admin-port P [--admin-heap-image]]
        shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
@@ -42,6 +42,10 @@ Ctrl-C ends it early and still writes the report.
   --memory SIZE      memory per shard (default 64MiB)
   --heapprof[=RATE]  heap profiler: every allocation, or one sample per RATE
                      bytes (default 64KiB); --heapprof=0 turns it off
+  --heapprof-sites N distinct allocation stacks each shard's profiler keeps
+                     (default: one per 32 KiB of --memory, 64 to 4096; at
+                     most a quarter of a shard, 528 bytes a site); further
+                     stacks fold into "(other sites)", which reports say
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
   --live R           live set each shard keeps, as a share of its memory, 0..1 (default 0.4)
@@ -210,10 +214,12 @@ async function stress(argv: readonly string[]): Promise<void> {
   });
   // Alone it would do nothing, silently: the image is served by the admin API.
   if (adminHeapImage && adminPort === undefined) throw new UsageError("--admin-heap-image needs --admin-port P (it lets the admin API serve the heap image)");
+  checkProfilerSitesFlag(flags, flags.memory ?? DEFAULT_MEMORY_PER_SHARD, "--memory");
   const options = fillSmpOptions({
     ...(flags.smp === undefined ? {} : { shards: flags.smp }),
     ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
     heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
+    ...(flags.heapprofSites === undefined ? {} : { heapprofSites: flags.heapprofSites }),
   });
   // Ctrl-C: end the run and still write the report; a second one leaves at once.
   let interrupt!: () => void;
@@ -229,6 +235,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       shards: options.shards,
       memoryPerShard: options.memoryPerShard,
       heapprofRate: options.heapprofRate,
+      heapprofSites: options.heapprofSites,
       durationSeconds: duration,
       crossShard,
       ...(liveRatio === undefined ? {} : { liveRatio }),

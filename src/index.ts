@@ -28,7 +28,8 @@ export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans } from ".
 export { currentShard, type ShardContext } from "./smp/current-shard.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
-export { type HeapProfile, type AllocationSite } from "./memory/heap-profile.js";
+export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";
+export { type ProfilerFill } from "./memory/site-table.js";
 export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, type HeapLabels, type HeapLabelSet } from "./memory/heap-labels.js";
 export { groupByLabel, filterByLabel, labelNames, NO_LABEL, type LabelGroup } from "./report/labels.js";
 export { type Frame } from "./memory/stack-capture.js";

@@ -18,7 +18,9 @@ import {
   HEAP_VERSION,
   H_MAGIC0,
   H_PAGE_SIZE,
+  H_PROF_SITES,
   H_SHARDS,
+  H_SHARD_PAGES,
   H_VERSION,
   PAGE_FREE,
   PAGE_INNER,
@@ -43,6 +45,7 @@ import {
   S_SPAN_BITMAP,
   S_SPAN_SUMMARY,
   dataPagesFor,
+  maxProfilerSites,
 } from "../src/memory/layout.js";
 import { allocatePageSpan, spanListMinPages, spanListOf } from "../src/memory/page-spans.js";
 import type { ShardRegion } from "../src/memory/region.js";
@@ -119,7 +122,7 @@ const CHECK_SOURCE = source("src/memory/check.ts");
  */
 const NOT_MESSAGES = new Set([`shard ${HOLE}: ${HOLE}`]);
 const CHECK_MESSAGES = literalShapes(CHECK_SOURCE).filter((s) => !NOT_MESSAGES.has(s));
-const HEADER_MESSAGES = literalShapes(functionBody(source("src/memory/shared-heap.ts"), "checkHeader"));
+const HEADER_MESSAGES = ["checkHeader", "headerProblem"].flatMap((name) => literalShapes(functionBody(source("src/memory/shared-heap.ts"), name)));
 /** Where forEachChained (cross-shard.ts) says a chain is, in check's chain messages. */
 const CHAIN_PLACES = literalShapes(functionBody(source("src/memory/cross-shard.ts"), "forEachChained"));
 
@@ -790,11 +793,11 @@ const CASES: readonly Case[] = [
     },
   },
   {
-    shape: `shardheap heap format version ${HOLE} is not supported (this is version ${HOLE})`,
+    shape: `shardheap heap format version ${HOLE} is not supported (this is version ${HOLE}; ${HOLE} is read too)`,
     what: "the version word set to 99",
     arrange: (heap) => () => {
       new Int32Array(heap.buffer)[H_VERSION] = 99;
-      return [`shardheap heap format version 99 is not supported (this is version ${HEAP_VERSION})`];
+      return [`shardheap heap format version 99 is not supported (this is version ${HEAP_VERSION}; 3 is read too)`];
     },
   },
   {
@@ -811,6 +814,22 @@ const CASES: readonly Case[] = [
     arrange: (heap) => () => {
       new Int32Array(heap.buffer)[H_SHARDS] = 0;
       return [`corrupt shardheap header: 0 shards of ${MiB} bytes`];
+    },
+  },
+  {
+    shape: `corrupt shardheap header: ${HOLE} of ${HOLE} bytes is more than 4 GiB`,
+    what: "the shard-size word set to 2^20 pages (4 GiB, plus the heap header)",
+    arrange: (heap) => () => {
+      new Int32Array(heap.buffer)[H_SHARD_PAGES] = 2 ** 20;
+      return [`corrupt shardheap header: 1 shard of ${2 ** 32} bytes is more than 4 GiB`];
+    },
+  },
+  {
+    shape: `corrupt shardheap header: a profiler of ${HOLE} sites (shards of ${HOLE} bytes hold 1 to ${HOLE})`,
+    what: "the profiler-capacity word (heapprofSites) set to 0",
+    arrange: (heap) => () => {
+      new Int32Array(heap.buffer)[H_PROF_SITES] = 0;
+      return [`corrupt shardheap header: a profiler of 0 sites (shards of ${MiB} bytes hold 1 to 491)`];
     },
   },
   {
@@ -893,8 +912,12 @@ describe("heap.check() messages", () => {
   });
 
   it(`"a shard ... is too small" cannot happen after the MIN_SHARD_BYTES check before it`, () => {
-    // dataPagesFor grows with the shard: its floor is at MIN_SHARD_BYTES.
-    expect(dataPagesFor(MIN_SHARD_BYTES)).toBeGreaterThanOrEqual(Math.max(...classFallbackSpanPages));
-    for (let bytes = MIN_SHARD_BYTES; bytes <= 64 * MiB; bytes += 4096 * 61) expect(dataPagesFor(bytes)).toBeGreaterThanOrEqual(dataPagesFor(MIN_SHARD_BYTES));
+    // dataPagesFor grows with the shard: its floor is at MIN_SHARD_BYTES, whatever profiler capacity the header allows.
+    const floor = dataPagesFor(MIN_SHARD_BYTES, maxProfilerSites(MIN_SHARD_BYTES));
+    expect(floor).toBeGreaterThanOrEqual(Math.max(...classFallbackSpanPages));
+    for (let bytes = MIN_SHARD_BYTES; bytes <= 64 * MiB; bytes += 4096 * 61) {
+      expect(dataPagesFor(bytes, maxProfilerSites(bytes))).toBeGreaterThanOrEqual(floor);
+      expect(dataPagesFor(bytes, 1)).toBeGreaterThanOrEqual(floor);
+    }
   });
 });

@@ -35,9 +35,14 @@ import {
   SR_FRAME_COUNT,
   S_POOLS,
   S_PROF_FRAMES,
+  S_PROF_FULL,
+  S_PROF_MAX_SITES,
   S_PROF_OFFSET,
   S_PROF_RATE,
   S_PROF_SITES,
+  H_PROF_SITES,
+  H_VERSION,
+  defaultProfilerSites,
   regionLayout,
 } from "../src/memory/layout.js";
 import { MAX_HEAP_BYTES_PER_IMAGE_BYTE, MAX_IMAGE_FILE_BYTES } from "../src/memory/heap-image.js";
@@ -74,7 +79,7 @@ function fileOffset(image: Buffer, offset: number): number {
 }
 
 /** Shard 1's places: a header slot, a pool slot, a page record, the profiler's records and strings (heap offsets). */
-const layout = regionLayout(1, SHARD_BYTES);
+const layout = regionLayout(1, SHARD_BYTES, defaultProfilerSites(SHARD_BYTES));
 const headerSlot = (slot: number): number => layout.base + 4 * slot;
 const profiler = layout.base + layout.profilerOffset;
 const siteRecord = (site: number): number => profiler + RATE_EPOCHS * 8 + site * SITE_STRIDE * 4;
@@ -123,6 +128,15 @@ function hostileImages(): Array<[what: string, image: Buffer, message: RegExp]> 
     ["more frees than mallocs", crafted(f64At(layout.base + 8 * (C_BASE + C_FREES), 1e6)), /1000000 frees but \d+ mallocs/],
     ["a span longer than the shard", crafted(i32At(layout.base + layout.metaOffset + 4 * PM_SPAN_PAGES, 2 ** 31 - 1)), /page 0 heads a span of 2147483647 pages/],
     ["a pool holding negative pages", crafted(i32At(layout.base + 4 * (S_POOLS + 3 * POOL_STRIDE + P_PAGES_IN_USE), -9)), /size-class pool 3: -9 pages in use/],
+    // The profiler's capacity (heapprofSites) in the heap header: the layout of every region follows from it.
+    ["a heap header keeping 0 profiler sites", crafted(i32At(4 * H_PROF_SITES, 0)), /corrupt shardheap header: a profiler of 0 sites \(shards of 1048576 bytes hold 1 to 491\)/],
+    ["a heap header keeping -1 profiler sites", crafted(i32At(4 * H_PROF_SITES, -1)), /a profiler of -1 sites/],
+    ["a heap header keeping 2^31-1 profiler sites", crafted(i32At(4 * H_PROF_SITES, 2 ** 31 - 1)), /a profiler of 2147483647 sites \(shards of 1048576 bytes hold 1 to 491\)/],
+    ["a heap header keeping one site more than its tables were made for", crafted(i32At(4 * H_PROF_SITES, defaultProfilerSites(SHARD_BYTES) + 1)), /shard 0: profiler site capacity is 65, the layout says 66/],
+    ["a heap header keeping 100 sites more than its tables were made for", crafted(i32At(4 * H_PROF_SITES, defaultProfilerSites(SHARD_BYTES) + 100)), /chunk 1 holds bytes 4096\+\d+, the layout puts 4096\+\d+ there/],
+    ["a version 3 header (its capacity the shard's) over version 4 tables", crafted(i32At(4 * H_VERSION, 3)), /chunk 1 holds bytes 4096\+\d+, the layout puts 4096\+\d+ there/],
+    ["a shard header whose site capacity disagrees with the heap's", crafted(i32At(headerSlot(S_PROF_MAX_SITES), defaultProfilerSites(SHARD_BYTES) + 2)), /shard 1: profiler site capacity is 66, the layout says 65/],
+    ["full-table bits naming no table", crafted(i32At(headerSlot(S_PROF_FULL), 8)), /shard 1: full-table bits 8 name no profiler table/],
   ];
 }
 
@@ -194,7 +208,7 @@ describe("hostile heap images", () => {
       ["/dev/zero", /not a regular file/],
       [fifo, /not a regular file/],
       [dir, /not a regular file/],
-      [huge, /268435457 bytes is more than any heap's image/],
+      [huge, new RegExp(`${MAX_IMAGE_FILE_BYTES + 1} bytes is more than any heap's image`)],
     ] as const) {
       const r = spawnSync(process.execPath, [cli, "report", path], { encoding: "utf8", timeout: 20_000, killSignal: "SIGKILL" });
       expect(r.status, `${path}: ${r.stderr}`).toBe(2);

@@ -105,6 +105,8 @@ describe("memcached's flags", () => {
       [["-I", "256m"], /must be at most half/],
       [["-U", "5"], /speaks TCP only/],
       [["-d"], /daemon mode/],
+      [["--heapprof-sites", "0"], /--heapprof-sites must be a whole number from 1 to/],
+      [["-m", "64", "-t", "1", "--heapprof-sites", "40000"], /--heapprof-sites 40000 does not fit shards of 64M: .* need each shard's share of -m of 81M or more/],
     ] as const) {
       const r = runCli(["memcached", ...argv]);
       expect(r.status, argv.join(" ")).toBe(2);

@@ -2,14 +2,15 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseMemcachedArgs } from "../src/apps/memcached/run.js";
-import { parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
+import { checkProfilerSitesFlag, parseCommandFlags, parseRuntimeFlag, type RuntimeFlags } from "../src/runtime/flags.js";
 import { fillSmpOptions } from "../src/smp/options.js";
 import { InvalidValueError, UsageError } from "../src/errors.js";
+import { SharedHeap } from "../src/index.js";
 
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536, maxPendingCalls: 262_144, orphans: "keep" });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, heapprofSites: 64, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536, maxPendingCalls: 262_144, orphans: "keep" });
     expect(fillSmpOptions({ shards: 1, queueBytes: "4KiB" }).queueBytes).toBe(4096);
     expect(fillSmpOptions({ shards: 255, memoryPerShard: "1MiB" }).queueBytes).toBe(1024); // 256^2 queues stay under 64 MiB
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
@@ -55,6 +56,30 @@ describe("Smp options", () => {
     expect(fillSmpOptions({ shards: 1, heapprof: 2 ** 31 - 1 }).heapprofRate).toBe(2 ** 31 - 1);
     expect(fillSmpOptions({ shards: 1, heapprof: false }).heapprofRate).toBe(0);
   });
+
+  it("takes heapprofSites up to what a quarter of a shard holds, with the default one per 32 KiB (64 to 4096)", () => {
+    expect(fillSmpOptions({ shards: 1 }).heapprofSites).toBe(2048); // 64 MiB
+    expect(fillSmpOptions({ shards: 1, memoryPerShard: "1GiB" }).heapprofSites).toBe(4096);
+    expect(fillSmpOptions({ shards: 1, memoryPerShard: "128KiB" }).heapprofSites).toBe(64);
+    expect(fillSmpOptions({ shards: 1, memoryPerShard: "160MiB", heapprofSites: 65536 }).heapprofSites).toBe(65536);
+    expect(fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: 63545 }).heapprofSites).toBe(63545);
+    expect(fillSmpOptions({ shards: 1, heapprofSites: 1 }).heapprofSites).toBe(1);
+  });
+
+  it.each([
+    [0, /options\.heapprofSites must be a whole number from 1 to \d+, got 0/],
+    [-5, /options\.heapprofSites must be a whole number from 1 to \d+, got -5/],
+    [1.5, /options\.heapprofSites must be a whole number from 1 to \d+, got 1\.5/],
+    [NaN, /options\.heapprofSites must be a whole number/],
+    ["lots", /options\.heapprofSites must be a whole number/],
+    [2 ** 40, /options\.heapprofSites must be a whole number from 1 to \d+/],
+    [63546, /options\.heapprofSites 63546 does not fit shards of 128M: the profiler's tables \(528 bytes a site\) may take a quarter of a shard, 63545 sites in this one; 63546 need options\.memoryPerShard of 129M or more/],
+  ])("refuses heapprofSites %s, naming the option", (sites, message) => {
+    const start = (): unknown => fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: sites as number });
+    expect(start).toThrow(message);
+    expect(start).toThrow(InvalidValueError);
+    expect(() => SharedHeap.create({ shards: 1, shardBytes: "128MiB", heapprofSites: sites as number })).toThrow(/SharedHeap\.create: options\.heapprofSites/);
+  });
 });
 
 describe("runtime flags", () => {
@@ -86,6 +111,23 @@ describe("runtime flags", () => {
     expect(() => parseMemcachedArgs(["--heapprof", "fast"])).toThrow(/unknown flag for memcached: fast/);
   });
 
+  it("parses --heapprof-sites N in both spellings, into Smp's options for stress and memcached", () => {
+    expect(parse(["--heapprof-sites", "65536", "--heapprof"])).toEqual({ heapprofSites: 65536, heapprof: true });
+    expect(parse(["--heapprof-sites=100"])).toEqual({ heapprofSites: 100 });
+    expect(parseMemcachedArgs(["--memory", "256MiB", "--heapprof-sites=65536"])).toMatchObject({ memoryPerShard: 256 * 2 ** 20, heapprofSites: 65536 });
+    expect(parseMemcachedArgs(["--port", "1"])).not.toHaveProperty("heapprofSites");
+  });
+
+  it("refuses --heapprof-sites too big for the shards, naming both flags (memcached's -m as each shard's share)", () => {
+    const flags: RuntimeFlags = {};
+    parseCommandFlags(["--heapprof-sites", "65536"], flags, () => undefined);
+    expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(/^--heapprof-sites 65536 does not fit shards of 64M: .* 31770 sites in this one; 65536 need --memory of 133M or more$/);
+    expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(InvalidValueError);
+    expect(() => checkProfilerSitesFlag(flags, 133 * 2 ** 20, "--memory")).not.toThrow();
+    expect(() => parseMemcachedArgs(["--heapprof-sites", "65536"])).toThrow(/need --memory of 133M/);
+    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's share of -m of 133M/);
+  });
+
   it("leaves other flags to the command", () => {
     expect(parseRuntimeFlag(["--duration", "5"], 0, {})).toBe(0);
   });
@@ -102,6 +144,13 @@ describe("runtime flags", () => {
     [["--heapprof=1.5"], /--heapprof=RATE must be a whole number of bytes/],
     [["--heapprof=2GiB"], /--heapprof=RATE must be at most 2147483647 bytes/],
     [["--heapprof="], /--heapprof=RATE must be a byte count/],
+    [["--heapprof-sites"], /--heapprof-sites needs a value/],
+    [["--heapprof-sites", "--smp", "2"], /--heapprof-sites needs a value/],
+    [["--heapprof-sites=0"], /--heapprof-sites must be a whole number from 1 to \d+, got "0"/],
+    [["--heapprof-sites", "-3"], /--heapprof-sites must be a whole number from 1 to \d+, got "-3"/],
+    [["--heapprof-sites=1.5"], /--heapprof-sites must be a whole number from 1 to \d+, got "1\.5"/],
+    [["--heapprof-sites=64K"], /--heapprof-sites must be a whole number from 1 to \d+, got "64K"/],
+    [["--heapprof-sites=99999999999"], /--heapprof-sites must be a whole number from 1 to \d+/],
   ])("rejects %j clearly, naming the flag", (argv, message) => {
     expect(() => parse(argv)).toThrow(message);
     expect(() => parse(argv)).toThrow(/needs a value/.test(String(message)) ? UsageError : InvalidValueError);

@@ -107,6 +107,11 @@ describe("shardheap stress", () => {
       ["--heapprof=1.5"], // was silently "exact"
       ["--heapprof=2GiB"], // was refused inside the shard
       ["--heapprof", "64K"], // was "unknown flag for stress: 64K"
+      ["--heapprof-sites", "0"],
+      ["--heapprof-sites=-1"],
+      ["--heapprof-sites=2.5"],
+      ["--heapprof-sites"],
+      ["--heapprof-sites", "65536"], // more than 64 MiB shards hold: names --memory
       ["--admin-port", "70000"],
       ["--admin-heap-image=maybe"],
       ["--admin-heap-image"], // without --admin-port it would do nothing
@@ -117,5 +122,6 @@ describe("shardheap stress", () => {
       expect(r.stderr.split("\n")[0], args.join(" ")).toContain(args[0]!.replace(/=.*/, ""));
     }
     expect(runCli(["stress", "--heapprof", "64K"]).stderr).toMatch(/did you mean --heapprof=64K\?/);
+    expect(runCli(["stress", "--heapprof-sites", "65536"]).stderr).toMatch(/^shardheap: --heapprof-sites 65536 does not fit shards of 64M: .* 31770 sites in this one; 65536 need --memory of 133M or more\n/);
   });
 });

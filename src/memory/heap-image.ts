@@ -24,17 +24,17 @@ import { crc32 } from "node:zlib";
 import { HeapFormatError } from "../errors.js";
 import { plural } from "../units.js";
 import { IMAGE_HEADER_BYTES as HEADER_BYTES, IMAGE_MAGIC as MAGIC, IMAGE_VERSION as VERSION, chunksOfGeometry } from "./heap-image-writer.js";
-import { HEAP_HEADER_BYTES, H_SHARDS, H_SHARD_PAGES, MAX_HEAP_BYTES, PAGE_SIZE } from "./layout.js";
+import { HEAP_HEADER_BYTES, H_PROF_SITES, MAX_HEAP_BYTES } from "./layout.js";
 import { regionProblem } from "./region-validation.js";
-import { MAX_SHARDS, MIN_SHARD_BYTES, SharedHeap } from "./shared-heap.js";
+import { MAX_SHARDS, SharedHeap, headerFields, headerProblem, type HeapHeader } from "./shared-heap.js";
 
 /**
  * The largest heap an image may rebuild, per byte of image. A valid image
- * holds every region's metadata, which is at least 1/26 of the region
+ * holds every region's metadata, which is at least 1/27 of the region
  * (161 bytes of page state per 4 KiB page plus the profiler's tables;
- * regionLayout over shard sizes from 128 KiB to 4 GiB gives at most 26.1,
- * at 4 GiB shards), so a declared heap size beyond this is a lie, refused
- * before anything is allocated.
+ * regionLayout over shard sizes from 128 KiB to 4 GiB gives at most 26.4,
+ * at 4 GiB shards with a one-site profiler), so a declared heap size
+ * beyond this is a lie, refused before anything is allocated.
  */
 export const MAX_HEAP_BYTES_PER_IMAGE_BYTE = 32;
 
@@ -66,7 +66,7 @@ export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {
   if (HEAP_HEADER_BYTES + geometry.shards * geometry.shardBytes !== total) {
     fail(`heap size ${total} disagrees with its header (${plural(geometry.shards, "shard")} of ${geometry.shardBytes} bytes)`);
   }
-  const expected = chunksOfGeometry(geometry.shards, geometry.shardBytes);
+  const expected = chunksOfGeometry(geometry.shards, geometry.shardBytes, geometry.profilerSites);
   if (chunks.length !== expected.length) fail(`${chunks.length} chunks, a heap of ${plural(geometry.shards, "shard")} has ${expected.length}`);
   expected.forEach(([offset, length], i) => {
     if (chunks[i]!.offset !== offset || chunks[i]!.length !== length) {
@@ -83,7 +83,7 @@ export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {
     return fail((e as Error).message);
   }
   for (const r of heap.regions) {
-    const problem = regionProblem(r, heap.shardBytes, heap.regions);
+    const problem = regionProblem(r, heap.shardBytes, heap.profilerSites, heap.regions);
     if (problem) fail(`shard ${r.id}: ${problem}`);
   }
   return heap;
@@ -116,22 +116,27 @@ function readChunkTable(body: Buffer, count: number, fail: (why: string) => neve
   return chunks;
 }
 
-/** Shards and shard size from the heap header's bytes, before any buffer is made for them. */
-function geometryOf(header: Buffer, fail: (why: string) => never): { shards: number; shardBytes: number } {
-  if (header.length < 4 * (H_SHARD_PAGES + 1)) fail(`the first chunk (${header.length} bytes) is not a heap header`);
-  const shards = header.readInt32LE(4 * H_SHARDS);
-  const shardPages = header.readInt32LE(4 * H_SHARD_PAGES);
-  if (shards < 1 || shards > MAX_SHARDS) fail(`${plural(shards, "shard")} (a heap has 1 to ${MAX_SHARDS})`);
-  if (shardPages * PAGE_SIZE < MIN_SHARD_BYTES) fail(`shards of ${shardPages} pages (at least ${MIN_SHARD_BYTES / PAGE_SIZE})`);
-  return { shards, shardBytes: shardPages * PAGE_SIZE };
+/**
+ * Shards, shard size and profiler capacity from the heap header's bytes,
+ * checked as SharedHeap.attach checks them, before any buffer is made for
+ * them or any layout computed from them.
+ */
+function geometryOf(header: Buffer, fail: (why: string) => never): HeapHeader {
+  if (header.length < 4 * (H_PROF_SITES + 1)) fail(`the first chunk (${header.length} bytes) is not a heap header`);
+  const words = Array.from({ length: H_PROF_SITES + 1 }, (_, i) => header.readInt32LE(4 * i));
+  const problem = headerProblem(words);
+  if (problem) fail(problem);
+  return headerFields(words);
 }
 
 /**
- * The largest file read as an image: 256 MiB. An image holds a heap's
- * metadata, not its objects, and the largest any heap has is 232 MiB
- * (1022 shards of 4 MiB, regionLayout's metadata at that size).
+ * The largest file read as an image: 1.25 GiB. An image holds a heap's
+ * metadata, not its objects, and the largest any heap has is 1.13 GiB
+ * (1009 shards of 4.06 MiB whose profilers keep the most sites a shard
+ * may, maxProfilerSites: a quarter of each shard). Under the 2 GiB that
+ * one readFile reads.
  */
-export const MAX_IMAGE_FILE_BYTES = 256 << 20;
+export const MAX_IMAGE_FILE_BYTES = 1280 << 20;
 
 /**
  * Read an image file; HeapFormatError when it is not one. Only a regular

@@ -7,7 +7,7 @@
  */
 import { S_PROF_RATE } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { readSites } from "./site-table.js";
+import { readProfilerFill, readSites, type ProfilerTable } from "./site-table.js";
 import type { Frame } from "./stack-capture.js";
 
 export interface AllocationSite {
@@ -31,6 +31,49 @@ export interface HeapProfile {
   sites: AllocationSite[];
   totalSize: number;
   totalCount: number;
+  /**
+   * What the site tables could not hold, folded into the "(other sites)"
+   * site; absent when nothing was (a profile read from a heap, whose
+   * tables fill; not a diff's, a label filter's or a pprof file's).
+   */
+  folded?: FoldedSites;
+}
+
+export type { ProfilerTable };
+
+/**
+ * The allocations that went to "(other sites)" because a table was full:
+ * the figures of that site (so also in `sites`), and what to raise.
+ */
+export interface FoldedSites {
+  /** Live objects and bytes among them (estimated when sampled). */
+  count: number;
+  size: number;
+  /** Allocations and bytes folded since profiling began (estimated when sampled). */
+  allocCount: number;
+  allocSize: number;
+  /** Stacks each shard keeps exactly: the heap's heapprofSites (--heapprof-sites). */
+  siteCapacity: number;
+  /** The tables that filled: "sites", "frames", "strings" (all grow with heapprofSites). */
+  full: ProfilerTable[];
+}
+
+/*
+ * Keys by object: a profile's sites share frame objects and a region's
+ * reader keeps each site's frame list from one read to the next
+ * (site-table.ts readSites), so a key is built once per frame and once per
+ * site, not once per site and read. At 50,000 sites of 13 frames, building
+ * every key anew made heapProfile() 0.9 s and the dashboard's
+ * once-a-second sample 1.5 s. Frames are values nobody changes.
+ */
+const frameKeys = new WeakMap<Frame, string>();
+const siteKeys = new WeakMap<readonly Frame[], string>();
+
+/** A key that is the same for two frames exactly when their fields are. */
+export function frameKey(f: Frame): string {
+  let key = frameKeys.get(f);
+  if (key === undefined) frameKeys.set(f, (key = `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`));
+  return key;
 }
 
 /**
@@ -38,7 +81,8 @@ export interface HeapProfile {
  * labels are (a site is its frames plus its labels: DESIGN "Labels").
  */
 export function siteKey(frames: readonly Frame[], labels?: Readonly<Record<string, string>>): string {
-  const stack = frames.map((f) => `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`).join("\x01");
+  let stack = siteKeys.get(frames);
+  if (stack === undefined) siteKeys.set(frames, (stack = frames.map(frameKey).join("\x01")));
   return labels === undefined ? stack : `${stack}\x02${labelKey(labels)}`;
 }
 
@@ -53,12 +97,23 @@ export function labelKey(labels: Readonly<Record<string, string>>): string {
 /**
  * Sites added up by frames and labels (shards share a stack; a hand-built
  * or merged profile may list one twice), as new objects: the inputs are
- * not changed.
+ * not changed. The map's keys are siteKey's (so two calls' maps match up,
+ * as a diff needs); the sites are grouped first by frame numbers given
+ * here (one per distinct frame), so a site's key is a few digits a frame
+ * rather than its text, and siteKey runs once a group.
  */
 export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, AllocationSite> {
   const byKey = new Map<string, AllocationSite>();
+  const frameIds = new Map<string, number>();
+  const idOf = (f: Frame): number => {
+    const k = frameKey(f);
+    let id = frameIds.get(k);
+    if (id === undefined) frameIds.set(k, (id = frameIds.size));
+    return id;
+  };
   for (const s of sites) {
-    const key = siteKey(s.frames, s.labels);
+    const stack = s.frames.map(idOf).join(",");
+    const key = s.labels === undefined ? stack : `${stack}\x02${labelKey(s.labels)}`;
     const seen = byKey.get(key);
     if (seen) {
       seen.count += s.count;
@@ -71,24 +126,50 @@ export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, Allo
       byKey.set(key, site);
     }
   }
-  return byKey;
+  return new Map([...byKey.values()].map((s) => [siteKey(s.frames, s.labels), s]));
 }
 
 export function sampleRateOf(r: ShardRegion): number {
   return r.headerSlot(S_PROF_RATE);
 }
 
-/** One shard's profile (`shard` given), or every shard's merged by stack. */
+/**
+ * One shard's profile (`shard` given), or every shard's merged by stack. A
+ * shard's own sites need no merging: its table holds each stack once.
+ */
 export function heapProfileOf(regions: readonly ShardRegion[], shard?: number): HeapProfile {
   const chosen = shard === undefined ? regions : [regions[shard]!];
-  const merged = sitesByFrames(chosen.flatMap((r) => readSites(r)));
+  const read = (r: ShardRegion): AllocationSite[] =>
+    readSites(r).map((s) => {
+      const site: AllocationSite = { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize };
+      if (s.labels !== undefined) site.labels = s.labels;
+      return site;
+    });
+  const unsorted = chosen.length === 1 ? read(chosen[0]!) : [...sitesByFrames(chosen.flatMap(read)).values()];
   const rates = new Set(chosen.map(sampleRateOf));
-  const sites = [...merged.values()].sort((a, b) => b.size - a.size);
+  const sites = unsorted.sort((a, b) => b.size - a.size);
+  const folded = foldedOf(chosen);
   return {
     shard: shard === undefined ? "all" : shard,
     sampleRate: rates.size === 1 ? [...rates][0]! : -1,
     sites,
     totalSize: sites.reduce((n, s) => n + s.size, 0),
     totalCount: sites.reduce((n, s) => n + s.count, 0),
+    ...(folded === undefined ? {} : { folded }),
+  };
+}
+
+/** The regions' folded figures added up, or undefined when none folded anything. */
+export function foldedOf(regions: readonly ShardRegion[]): FoldedSites | undefined {
+  const all = regions.map(readProfilerFill).filter((f) => f.folded.allocCount > 0);
+  if (all.length === 0) return undefined;
+  const full = new Set(all.flatMap((f) => f.full));
+  return {
+    count: all.reduce((n, f) => n + f.folded.count, 0),
+    size: all.reduce((n, f) => n + f.folded.size, 0),
+    allocCount: all.reduce((n, f) => n + f.folded.allocCount, 0),
+    allocSize: all.reduce((n, f) => n + f.folded.allocSize, 0),
+    siteCapacity: Math.min(...all.map((f) => f.siteCapacity)),
+    full: (["sites", "frames", "strings"] as const).filter((t) => full.has(t)),
   };
 }

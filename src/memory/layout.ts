@@ -80,8 +80,13 @@ export const HEAP_MAGIC1 = 0x50414548; // "HEAP" little-endian
 /**
  * 2: the owner word, the outbox and claimed lists (the races of issue 9).
  * 3: free spans of any page count in segregated lists (issue 12).
+ * 4: the profiler's site capacity is an option, kept in H_PROF_SITES
+ *    (issue 22); a version 3 heap is read as one of the default capacity
+ *    (PRE_CAPACITY_HEAP_VERSION).
  */
-export const HEAP_VERSION = 3;
+export const HEAP_VERSION = 4;
+/** The last version whose profiler capacity followed from the shard size alone. */
+export const PRE_CAPACITY_HEAP_VERSION = 3;
 
 export const H_MAGIC0 = 0;
 export const H_MAGIC1 = 1;
@@ -91,6 +96,12 @@ export const H_SHARDS = 3;
 export const H_SHARD_PAGES = 4;
 export const H_PAGE_SIZE = 5;
 export const H_HEADER_BYTES = 6;
+/**
+ * Distinct allocation stacks each shard's profiler keeps exactly (the
+ * heapprofSites option; its tables are sized from it, profilerCapacity):
+ * in the heap header, as every region's layout depends on it.
+ */
+export const H_PROF_SITES = 7;
 
 // ---------------------------------------------------------------------------
 // Shard header: the start of each region, its slots in address order. Int32
@@ -156,6 +167,15 @@ export const S_PROF_EPOCH = 65;
  * no thread has taken it (shared-heap.ts). Taken with compareExchange.
  */
 export const S_OWNER = 66;
+/**
+ * Which profiler tables have refused an entry (PROF_FULL_* bits), so a
+ * reader can say why stacks were folded into "(other sites)". Set by the
+ * owner, never cleared (the tables only grow).
+ */
+export const S_PROF_FULL = 67;
+export const PROF_FULL_SITES = 1;
+export const PROF_FULL_FRAMES = 2;
+export const PROF_FULL_STRINGS = 4;
 
 /**
  * Float64 counters (index relative to region start / 8), bytes 512-575.
@@ -244,7 +264,7 @@ export const SHARD_HEADER_SECTIONS: readonly HeaderSection[] = [
   { name: "config and page accounting (S_ID..S_PROF_RATE)", byte: 0, bytes: (S_PROF_RATE + 1) * 4, alone: false },
   { name: "inbox and doorbell (S_INBOX, S_DOORBELL)", byte: S_INBOX * 4, bytes: 8, alone: true },
   { name: "free-span bitmap (S_SPAN_SUMMARY, S_SPAN_BITMAP)", byte: S_SPAN_SUMMARY * 4, bytes: (1 + SPAN_BITMAP_WORDS) * 4, alone: false },
-  { name: "profiler settings and owner (S_PROF_DEPTH..S_OWNER)", byte: S_PROF_DEPTH * 4, bytes: (S_OWNER - S_PROF_DEPTH + 1) * 4, alone: false },
+  { name: "profiler settings and owner (S_PROF_DEPTH..S_PROF_FULL)", byte: S_PROF_DEPTH * 4, bytes: (S_PROF_FULL - S_PROF_DEPTH + 1) * 4, alone: false },
   { name: "counters (C_BASE)", byte: C_BASE * 8, bytes: C_COUNT * 8, alone: false },
   { name: "pool records (S_POOLS)", byte: S_POOLS * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
   { name: "outbox (S_OUTBOX)", byte: S_OUTBOX * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
@@ -354,23 +374,54 @@ export const FR_LINE = 4;
 export const FR_COLUMN = 5;
 
 export interface ProfilerCapacity {
+  /** Site records: one per stack kept exactly, plus site 0, "(other sites)". */
   readonly sites: number;
   readonly frames: number;
   readonly stringBytes: number;
 }
 
 /**
- * The profiler's tables grow with the shard: one site per 32 KiB of shard,
- * between 64 and 4096, four frames a site, 64 string bytes a frame. About
- * 1.7% of a 64 MiB shard. A full table folds new sites into (other sites).
+ * Stacks a shard keeps exactly unless told (heapprofSites): one per 32 KiB
+ * of shard, between 64 and 4096 (2048 in a 64 MiB shard; its tables then
+ * take 1.7% of it). Kept from before the option existed: a program with
+ * more stacks raises it (issue 22: 8,000 stacks at 4,096 folded 49% of
+ * the allocations into "(other sites)").
  */
-export function profilerCapacity(shardBytes: number): ProfilerCapacity {
-  const sites = Math.min(4096, Math.max(64, Math.floor(shardBytes / 32768)));
+export function defaultProfilerSites(shardBytes: number): number {
+  return Math.min(4096, Math.max(64, Math.floor(shardBytes / 32768)));
+}
+
+/**
+ * The tables for `stacks` distinct stacks: a record each plus site 0, four
+ * frames a record, 64 string bytes a frame (528 bytes a stack: 176 of site
+ * record, 96 of frames, 256 of strings). Frames and strings grow with the
+ * sites, so raising the one option raises every table that can fill; a
+ * full one folds new stacks into (other sites).
+ */
+export function profilerCapacity(stacks: number): ProfilerCapacity {
+  const sites = stacks + 1;
   return { sites, frames: 4 * sites, stringBytes: 256 * sites };
 }
 
 export function profilerBytes(c: ProfilerCapacity): number {
   return RATE_EPOCHS * 8 + c.sites * SITE_STRIDE * 4 + c.frames * FRAME_STRIDE * 4 + c.stringBytes;
+}
+
+/** What one more stack adds to the tables (profilerCapacity): 528 bytes. */
+export const PROFILER_BYTES_PER_SITE = profilerBytes(profilerCapacity(1)) - profilerBytes(profilerCapacity(0));
+
+/**
+ * The most stacks a shard of `shardBytes` may keep: tables of at most a
+ * quarter of the shard, so three quarters or more stay for objects (and a
+ * heap image, which holds the tables, stays under 1.3 GiB: one read), or
+ * the default where that is more (shards under 142 KiB, whose 64 default
+ * sites take up to 26% of 128 KiB). 65,536 stacks need 33 MiB: shards of
+ * 133 MiB or more. Tags name a site in 24 bits (TAG_SITE_MASK), far above
+ * this.
+ */
+export function maxProfilerSites(shardBytes: number): number {
+  const quarter = Math.floor((shardBytes / 4 - profilerBytes(profilerCapacity(0))) / PROFILER_BYTES_PER_SITE);
+  return Math.min(TAG_SITE_MASK - 1, Math.max(defaultProfilerSites(shardBytes), quarter));
 }
 
 /** Page states. Zero-filled memory reads as INNER, which is what fresh pages are. */
@@ -380,7 +431,7 @@ export const PAGE_LARGE = 2; // head of a large (page-span) object
 export const PAGE_POOL = 3; // any page of a small-pool span
 
 
-/** Where the sections of one region sit, derived from the region's size. */
+/** Where the sections of one region sit, derived from the region's size and the profiler's capacity. */
 export interface RegionLayout {
   /** Byte offset of the region in the buffer. */
   readonly base: number;
@@ -393,10 +444,10 @@ export interface RegionLayout {
   readonly dataPages: number;
 }
 
-/** Pages left for objects once a region of `shardBytes` holds its own metadata. */
-export function dataPagesFor(shardBytes: number): number {
+/** Pages left for objects once a region of `shardBytes` holds its own metadata and tables for `profilerSites` stacks. */
+export function dataPagesFor(shardBytes: number, profilerSites: number): number {
   const perPage = PAGE_SIZE + METADATA_BYTES_PER_PAGE;
-  const profiler = profilerBytes(profilerCapacity(shardBytes));
+  const profiler = profilerBytes(profilerCapacity(profilerSites));
   let pages = Math.floor((shardBytes - SHARD_HEADER_BYTES - profiler) / perPage);
   while (pages > 0 && metadataBytes(pages, profiler) + pages * PAGE_SIZE > shardBytes) pages--;
   return Math.max(0, pages);
@@ -411,12 +462,13 @@ function metadataBytes(dataPages: number, profiler: number): number {
   return Math.ceil(raw / PAGE_SIZE) * PAGE_SIZE;
 }
 
-export function regionLayout(shardId: number, shardBytes: number): RegionLayout {
-  const dataPages = dataPagesFor(shardBytes);
+/** Region `shardId`'s layout in a heap of `shardBytes` regions whose profilers keep `profilerSites` stacks. */
+export function regionLayout(shardId: number, shardBytes: number, profilerSites: number): RegionLayout {
+  const dataPages = dataPagesFor(shardBytes, profilerSites);
   const metaOffset = SHARD_HEADER_BYTES;
   const classMapOffset = metaOffset + dataPages * PM_STRIDE * 4;
   const bitmapOffset = Math.ceil((classMapOffset + dataPages) / 64) * 64;
-  const profiler = profilerCapacity(shardBytes);
+  const profiler = profilerCapacity(profilerSites);
   const profilerOffset = bitmapOffset + dataPages * BITMAP_WORDS_PER_PAGE * 4;
   return {
     base: HEAP_HEADER_BYTES + shardId * shardBytes,

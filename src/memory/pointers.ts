@@ -13,6 +13,8 @@ import { classSize, poolStride } from "./size-classes.js";
 export interface HeapGeometry {
   readonly regions: readonly ShardRegion[];
   readonly shardBytes: number;
+  /** Stacks each shard's profiler keeps (its tables, and so its layout, follow from it). */
+  readonly profilerSites: number;
 }
 
 /** The shard whose region holds byte offset `ptr`, or -1. */

@@ -61,12 +61,13 @@ const SHARD_COUNTERS = 8;
 const MAX_CARRY = 2 ** 21;
 
 /**
- * What is wrong with region `r` of a heap of `shardBytes` regions, as a
- * sentence, or undefined when every reader can follow it. Cost: linear in
- * pages and used profiler records (~1 ms for a 64 MiB shard).
+ * What is wrong with region `r` of a heap of `shardBytes` regions whose
+ * profilers keep `profilerSites` stacks, as a sentence, or undefined when
+ * every reader can follow it. Cost: linear in pages and used profiler
+ * records (~1 ms for a 64 MiB shard).
  */
-export function regionProblem(r: ShardRegion, shardBytes: number, regions: readonly ShardRegion[]): string | undefined {
-  const layout = regionLayout(r.id, shardBytes);
+export function regionProblem(r: ShardRegion, shardBytes: number, profilerSites: number, regions: readonly ShardRegion[]): string | undefined {
+  const layout = regionLayout(r.id, shardBytes, profilerSites);
   const slots: Array<[string, number, number]> = [
     ["shard id", S_ID, r.id],
     ["data pages", S_DATA_PAGES, layout.dataPages],

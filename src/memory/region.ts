@@ -82,8 +82,8 @@ export class ShardRegion {
   /** The free spans by address, built on this thread's first page allocation (free-span-index.ts, page-spans.ts). */
   freeIndex: FreeSpanIndex | undefined = undefined;
 
-  constructor(views: HeapViews, id: number, shardBytes: number) {
-    const layout = regionLayout(id, shardBytes);
+  constructor(views: HeapViews, id: number, shardBytes: number, profilerSites: number) {
+    const layout = regionLayout(id, shardBytes, profilerSites);
     this.id = id;
     this.u8 = views.u8;
     this.i32 = views.i32;

@@ -139,7 +139,7 @@ export class ShardAllocator extends ShardRegion {
 
   /** @internal Made by SharedHeap.shard(); one per shard and heap object. */
   constructor(views: HeapViews, id: number, geometry: HeapGeometry, owned: boolean) {
-    super(views, id, geometry.shardBytes);
+    super(views, id, geometry.shardBytes, geometry.profilerSites);
     this.geometry = geometry;
     this.owned = owned;
     this.localBytes = owned ? this.dataBytes : 0;

@@ -6,7 +6,7 @@
  */
 import { HeapFormatError, InvalidPointerError, InvalidValueError, OutOfMemoryError } from "../errors.js";
 import { parseInteger, rejectUnknownKeys } from "../parse.js";
-import { parseSize, plural } from "../units.js";
+import { formatSize, parseSize, plural } from "../units.js";
 import { checkLiveRegions, type LiveCheckOptions } from "./live-check.js";
 import { allocateHeapMemory, isWasmMemory, type WasmMemory } from "./atomics.js";
 import { claimLive, flushOutbox, pushInbox, recoverLostFrees } from "./cross-shard.js";
@@ -23,10 +23,13 @@ import {
   H_PAGE_SIZE,
   H_SHARDS,
   H_SHARD_PAGES,
+  H_PROF_SITES,
   H_VERSION,
   MAX_HEAP_BYTES,
   MAX_SHARDS,
   PAGE_SIZE,
+  PRE_CAPACITY_HEAP_VERSION,
+  PROFILER_BYTES_PER_SITE,
   S_DATA_OFFSET,
   S_DATA_PAGES,
   S_ID,
@@ -34,6 +37,10 @@ import {
   S_CLASS_MAP_OFFSET,
   S_BITMAP_OFFSET,
   dataPagesFor,
+  defaultProfilerSites,
+  maxProfilerSites,
+  profilerBytes,
+  profilerCapacity,
   regionLayout,
 } from "./layout.js";
 import { saveHeapImage } from "./heap-image-writer.js";
@@ -43,7 +50,7 @@ import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
 import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
-import { initSiteTable } from "./site-table.js";
+import { initSiteTable, readProfilerFill, type ProfilerFill } from "./site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 
@@ -61,6 +68,39 @@ export interface SharedHeapOptions {
    * (units.ts parseSize); rounded up to whole pages. At least 128 KiB.
    */
   shardBytes: number | string;
+  /**
+   * Distinct allocation stacks each shard's heap profiler keeps exactly
+   * (further ones fold into "(other sites)"; its frame and string tables
+   * grow with it, 528 bytes a stack). Default: one per 32 KiB of shard,
+   * 64 to 4096. At most what a quarter of the shard holds (63,545 in
+   * 128 MiB; 65,536 need 133 MiB shards).
+   */
+  heapprofSites?: number;
+}
+
+/**
+ * `sites` as the profiler's capacity for shards of `shardBytes` (rounded
+ * up to whole pages, as create() makes them), the default when
+ * undefined: a whole number from 1 to maxProfilerSites, else
+ * an InvalidValueError naming `what`, and `memoryWhat` (the shard size's
+ * own name: "--memory", "options.memoryPerShard") when the shard is too
+ * small for it, with the size that would do.
+ */
+export function profilerSitesFor(sites: number | string | undefined, bytes: number, what: string, memoryWhat: string): number {
+  const shardBytes = Math.ceil(bytes / PAGE_SIZE) * PAGE_SIZE;
+  if (sites === undefined) return defaultProfilerSites(shardBytes);
+  const n = parseInteger(sites, what, 1, maxProfilerSites(MAX_HEAP_BYTES - HEAP_HEADER_BYTES));
+  const max = maxProfilerSites(shardBytes);
+  if (n > max) {
+    // The smallest shard whose quarter holds n stacks' tables, in whole MiB.
+    const needed = Math.ceil((4 * profilerBytes(profilerCapacity(n))) / 2 ** 20) * 2 ** 20;
+    throw new InvalidValueError(
+      what,
+      `${what} ${n} does not fit shards of ${formatSize(shardBytes)}: the profiler's tables (${PROFILER_BYTES_PER_SITE} bytes a site) may take a quarter of a shard, ` +
+        `${max} sites in this one; ${n} need ${memoryWhat} of ${formatSize(needed)} or more`,
+    );
+  }
+  return n;
 }
 
 export class SharedHeap implements HeapGeometry {
@@ -75,6 +115,8 @@ export class SharedHeap implements HeapGeometry {
   readonly shards: number;
   /** Bytes per shard region (a multiple of PAGE_SIZE). */
   readonly shardBytes: number;
+  /** Distinct stacks each shard's profiler keeps exactly before it folds new ones into "(other sites)". */
+  readonly profilerSites: number;
   /** @internal Read-only views of each region. */
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
@@ -82,13 +124,14 @@ export class SharedHeap implements HeapGeometry {
   /** A shard this thread owns, which sends this thread's frees of other shards' objects. */
   private sender: ShardAllocator | undefined;
 
-  private constructor(buffer: SharedArrayBuffer, memory: WasmMemory | undefined, shards: number, shardBytes: number) {
+  private constructor(buffer: SharedArrayBuffer, memory: WasmMemory | undefined, shards: number, shardBytes: number, profilerSites: number) {
     this.buffer = buffer;
     this.memory = memory;
     this.shards = shards;
     this.shardBytes = shardBytes;
+    this.profilerSites = profilerSites;
     this.views = new HeapViews(buffer, memory);
-    this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes));
+    this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes, profilerSites));
     this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
   }
 
@@ -100,12 +143,13 @@ export class SharedHeap implements HeapGeometry {
    */
   static create(o: SharedHeapOptions): SharedHeap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedHeap.create: options must be an object");
-    rejectUnknownKeys(o, ["shards", "shardBytes"], "SharedHeap.create: options");
+    rejectUnknownKeys(o, ["shards", "shardBytes", "heapprofSites"], "SharedHeap.create: options");
     const shardsField = "SharedHeap.create: options.shards";
     const bytesField = "SharedHeap.create: options.shardBytes";
     const shards = parseInteger(o.shards, shardsField, 1, MAX_SHARDS);
     const shardBytes = parseSize(o.shardBytes, bytesField, { min: MIN_SHARD_BYTES });
     const regionBytes = Math.ceil(shardBytes / PAGE_SIZE) * PAGE_SIZE;
+    const profilerSites = profilerSitesFor(o.heapprofSites, regionBytes, "SharedHeap.create: options.heapprofSites", "options.shardBytes");
     const total = HEAP_HEADER_BYTES + shards * regionBytes;
     if (total > MAX_HEAP_BYTES) {
       throw new InvalidValueError(
@@ -130,8 +174,9 @@ export class SharedHeap implements HeapGeometry {
     h[H_SHARD_PAGES] = regionBytes / PAGE_SIZE;
     h[H_PAGE_SIZE] = PAGE_SIZE;
     h[H_HEADER_BYTES] = HEAP_HEADER_BYTES;
-    const heap = new SharedHeap(buffer, memory, shards, regionBytes);
-    for (const r of heap.regions) initRegion(r, regionBytes);
+    h[H_PROF_SITES] = profilerSites;
+    const heap = new SharedHeap(buffer, memory, shards, regionBytes, profilerSites);
+    for (const r of heap.regions) initRegion(r, regionBytes, profilerSites);
     return heap;
   }
 
@@ -151,8 +196,8 @@ export class SharedHeap implements HeapGeometry {
       // can grow was not made by SharedHeap.create and would not stay a heap.
       throw new HeapFormatError("SharedHeap.attach: the buffer is growable; a shardheap heap is a fixed-length SharedArrayBuffer");
     }
-    const { shards, shardBytes } = readHeader(buffer);
-    return new SharedHeap(buffer, memory, shards, shardBytes);
+    const { shards, shardBytes, profilerSites } = readHeader(buffer);
+    return new SharedHeap(buffer, memory, shards, shardBytes, profilerSites);
   }
 
   /** Bytes of the heap: its header and regions (its buffer may be longer, rounded up to whole WebAssembly pages). */
@@ -306,6 +351,15 @@ export class SharedHeap implements HeapGeometry {
     return regions.map((r) => formatDiagnostics(r)).join("\n");
   }
 
+  /**
+   * How full shard `shard`'s profiler tables are and what it folded into
+   * "(other sites)"; from any thread, a few loads (no sites read).
+   */
+  profilerFill(shard: number): ProfilerFill {
+    this.checkShardId(shard, "profilerFill");
+    return readProfilerFill(this.regions[shard]!);
+  }
+
   /** One shard's heap profile, or every shard's merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     if (shard !== undefined) this.checkShardId(shard, "heapProfile");
@@ -346,8 +400,8 @@ export class SharedHeap implements HeapGeometry {
   }
 }
 
-function initRegion(r: ShardRegion, shardBytes: number): void {
-  const layout = regionLayout(r.id, shardBytes);
+function initRegion(r: ShardRegion, shardBytes: number, profilerSites: number): void {
+  const layout = regionLayout(r.id, shardBytes, profilerSites);
   const i32 = r.i32;
   i32[r.hdr + S_ID] = r.id;
   i32[r.hdr + S_DATA_PAGES] = layout.dataPages;
@@ -357,34 +411,64 @@ function initRegion(r: ShardRegion, shardBytes: number): void {
   i32[r.hdr + S_DATA_OFFSET] = layout.dataOffset;
   initPools(r);
   initPageSpans(r);
-  initSiteTable(r, shardBytes);
+  initSiteTable(r, layout);
+}
+
+/** A heap's geometry as its header gives it. */
+export interface HeapHeader {
+  shards: number;
+  shardBytes: number;
+  profilerSites: number;
 }
 
 /** Validate a heap header; returns the geometry or throws HeapFormatError. */
-export function readHeader(buffer: ArrayBufferLike): { shards: number; shardBytes: number } {
+export function readHeader(buffer: ArrayBufferLike): HeapHeader {
   const problem = checkHeader(buffer);
   if (problem) throw new HeapFormatError(problem);
-  const h = new Int32Array(buffer, 0, 8);
-  return { shards: h[H_SHARDS]!, shardBytes: h[H_SHARD_PAGES]! * PAGE_SIZE };
+  return headerFields(new Int32Array(buffer, 0, 8));
+}
+
+/**
+ * The geometry in header words `h` (not yet checked). A version 3 heap
+ * predates the option: its tables were sized by the shard alone, one
+ * record fewer than the default's today (PRE_CAPACITY_HEAP_VERSION).
+ */
+export function headerFields(h: ArrayLike<number>): HeapHeader {
+  const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
+  const profilerSites = h[H_VERSION] === PRE_CAPACITY_HEAP_VERSION ? defaultProfilerSites(shardBytes) - 1 : h[H_PROF_SITES]!;
+  return { shards: h[H_SHARDS]!, shardBytes, profilerSites };
+}
+
+/** What is wrong with header words `h` that claim a heap, or undefined (the buffer's length is checked by the caller). */
+export function headerProblem(h: ArrayLike<number>): string | undefined {
+  if (h[H_MAGIC0] !== HEAP_MAGIC0 || h[H_MAGIC1] !== HEAP_MAGIC1) return "not a shardheap heap: wrong magic number";
+  if (h[H_VERSION] !== HEAP_VERSION && h[H_VERSION] !== PRE_CAPACITY_HEAP_VERSION) {
+    return `shardheap heap format version ${h[H_VERSION]} is not supported (this is version ${HEAP_VERSION}; ${PRE_CAPACITY_HEAP_VERSION} is read too)`;
+  }
+  if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
+  const { shards, shardBytes, profilerSites } = headerFields(h);
+  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes`;
+  if (HEAP_HEADER_BYTES + shards * shardBytes > MAX_HEAP_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes is more than 4 GiB`;
+  if (profilerSites < 1 || profilerSites > maxProfilerSites(shardBytes)) {
+    return `corrupt shardheap header: a profiler of ${profilerSites} sites (shards of ${shardBytes} bytes hold 1 to ${maxProfilerSites(shardBytes)})`;
+  }
+  // A pool takes its smaller fallback span when its preferred one does not
+  // fit, so the floor is the largest fallback span (8 pages), not the
+  // largest preferred span (32 pages, more than a 128 KiB shard holds).
+  if (dataPagesFor(shardBytes, profilerSites) < Math.max(...classFallbackSpanPages)) return `corrupt shardheap header: a shard of ${shardBytes} bytes is too small`;
+  return undefined;
 }
 
 function checkHeader(buffer: ArrayBufferLike): string | undefined {
   if (buffer.byteLength < HEAP_HEADER_BYTES) return `not a shardheap heap: ${buffer.byteLength} bytes is smaller than its header`;
   const h = new Int32Array(buffer, 0, 8);
-  if (h[H_MAGIC0] !== HEAP_MAGIC0 || h[H_MAGIC1] !== HEAP_MAGIC1) return "not a shardheap heap: wrong magic number";
-  if (h[H_VERSION] !== HEAP_VERSION) return `shardheap heap format version ${h[H_VERSION]} is not supported (this is version ${HEAP_VERSION})`;
-  if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
-  const shards = h[H_SHARDS]!;
-  const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
-  if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes`;
+  const problem = headerProblem(h);
+  if (problem) return problem;
+  const { shards, shardBytes } = headerFields(h);
   const expected = HEAP_HEADER_BYTES + shards * shardBytes;
   // A WebAssembly memory's buffer is whole 64 KiB pages: up to one page of padding.
   if (buffer.byteLength < expected || buffer.byteLength >= expected + 65536) {
     return `shardheap heap size mismatch: header says ${plural(shards, "shard")} of ${shardBytes} bytes (${expected} bytes), buffer has ${buffer.byteLength}`;
   }
-  // A pool takes its smaller fallback span when its preferred one does not
-  // fit, so the floor is the largest fallback span (8 pages), not the
-  // largest preferred span (32 pages, more than a 128 KiB shard holds).
-  if (dataPagesFor(shardBytes) < Math.max(...classFallbackSpanPages)) return `corrupt shardheap header: a shard of ${shardBytes} bytes is too small`;
   return undefined;
 }

@@ -13,7 +13,9 @@
  * holds sites rebuilds them from the buffer, so the buffer stays the truth.
  *
  * A full table folds new stacks into site 0, "(other sites)", so totals stay
- * exact; a full frame or string table does the same.
+ * exact; a full frame or string table does the same. Which tables refused
+ * an entry is kept in S_PROF_FULL, and site 0's figures are what was
+ * folded (readFolded), so a reader can say how much and why.
  */
 import { isUtf8 } from "node:buffer";
 import {
@@ -25,6 +27,9 @@ import {
   FR_URL,
   FR_URL_LENGTH,
   OTHER_SITES,
+  PROF_FULL_FRAMES,
+  PROF_FULL_SITES,
+  PROF_FULL_STRINGS,
   PROF_MAX_DEPTH,
   RATE_EPOCHS,
   SITE_STRIDE,
@@ -45,8 +50,8 @@ import {
   S_PROF_STRING_CAPACITY,
   S_PROF_DEPTH,
   S_PROF_EPOCH,
+  S_PROF_FULL,
   S_PROF_RATE,
-  regionLayout,
   type RegionLayout,
 } from "./layout.js";
 import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
@@ -107,9 +112,8 @@ export function setEpochRate(r: ShardRegion, epoch: number, rate: number): void 
   r.f64[(r.base + r.headerSlot(S_PROF_OFFSET)) / 8 + epoch] = rate;
 }
 
-/** Lay out an empty profiler section in a fresh region; site 0 is "(other sites)". */
-export function initSiteTable(r: ShardRegion, shardBytes: number): void {
-  const layout = regionLayout(r.id, shardBytes);
+/** Lay out an empty profiler section in a fresh region of `layout`; site 0 is "(other sites)". */
+export function initSiteTable(r: ShardRegion, layout: RegionLayout): void {
   const i32 = r.i32;
   i32[r.hdr + S_PROF_OFFSET] = layout.profilerOffset;
   i32[r.hdr + S_PROF_MAX_SITES] = layout.profiler.sites;
@@ -121,6 +125,7 @@ export function initSiteTable(r: ShardRegion, shardBytes: number): void {
   i32[r.hdr + S_PROF_RATE] = 0;
   i32[r.hdr + S_PROF_EPOCH] = 0;
   i32[r.hdr + S_PROF_DEPTH] = DEFAULT_PROFILE_DEPTH;
+  i32[r.hdr + S_PROF_FULL] = 0;
 }
 
 /** Frames a site records unless setHeapProfilingDepth says otherwise. */
@@ -227,7 +232,10 @@ export class SiteTable {
     const ids = stack === "" ? [] : stack.split(",").map(Number);
     const i32 = this.r.i32;
     const count = i32[this.r.hdr + S_PROF_SITES]!;
-    if (count >= this.maxSites) return OTHER_SITES;
+    if (count >= this.maxSites) {
+      this.markFull(PROF_FULL_SITES);
+      return OTHER_SITES;
+    }
     const rec = this.t.sites + count * SITE_STRIDE;
     i32.fill(0, rec, rec + SITE_STRIDE);
     i32[rec + SR_HASH] = hashIds(ids);
@@ -298,7 +306,10 @@ export class SiteTable {
     if (known !== undefined) return known;
     const i32 = this.r.i32;
     const count = i32[this.r.hdr + S_PROF_FRAMES]!;
-    if (count >= this.maxFrames) return -1;
+    if (count >= this.maxFrames) {
+      this.markFull(PROF_FULL_FRAMES);
+      return -1;
+    }
     const name = this.stringOf(f.functionName);
     const url = this.stringOf(f.url);
     if (name < 0 || url < 0) return -1;
@@ -314,6 +325,13 @@ export class SiteTable {
     return count;
   }
 
+  /** Note that table `bit` (PROF_FULL_*) refused an entry: its stack goes to (other sites). */
+  private markFull(bit: number): void {
+    const i32 = this.r.i32;
+    const slot = this.r.hdr + S_PROF_FULL;
+    if ((i32[slot]! & bit) === 0) Atomics.store(i32, slot, i32[slot]! | bit);
+  }
+
   private stringLength(text: string): number {
     return this.lengths.get(text)!;
   }
@@ -324,7 +342,10 @@ export class SiteTable {
     if (known !== undefined) return known;
     const bytes = Buffer.from(text, "utf8");
     const used = this.r.i32[this.r.hdr + S_PROF_STRING_BYTES]!;
-    if (used + bytes.length > this.stringCapacity) return -1;
+    if (used + bytes.length > this.stringCapacity) {
+      this.markFull(PROF_FULL_STRINGS);
+      return -1;
+    }
     this.r.u8.set(bytes, this.t.strings + used);
     Atomics.store(this.r.i32, this.r.hdr + S_PROF_STRING_BYTES, used + bytes.length);
     this.stringByText.set(text, used);
@@ -370,28 +391,60 @@ export interface RawSite {
 }
 
 /**
+ * What one thread has decoded of a region's tables: its frames and each
+ * site's frame list, frozen, so every profile read from the region shares
+ * them. Both tables only grow and a record never changes once its count
+ * publishes it, so a reader decodes only what is new since its last read.
+ * Without it, a profile of 50,000 sites decoded every frame's strings and
+ * built every frame list each time (the dashboard reads every shard's
+ * profile once a second), and the reports could not tell a frame seen
+ * before from a new one by identity (frame-name.ts, heap-profile.ts).
+ */
+interface DecodedTables {
+  frames: Frame[];
+  siteFrames: (readonly Frame[])[];
+  /** Each label set's labels by its SR_LABELS slot (undefined: a slot that names no label set). */
+  labelsBySlot: Map<number, Readonly<Record<string, string>> | undefined>;
+}
+
+const decoded = new WeakMap<ShardRegion, DecodedTables>();
+
+const OTHER_SITES_FRAMES: readonly Frame[] = Object.freeze([Object.freeze({ functionName: OTHER_SITES_NAME, url: "", line: 0, column: 0 })]);
+
+/**
  * Every site of a region with live objects or history, read from the
  * buffer alone (any thread, or a saved image). Site 0 appears, with the
  * single frame "(other sites)", only when something was folded into it.
- * Sites of one label set share one labels object.
+ * Frames and frame lists are shared between reads, and frozen; sites of
+ * one label set share one labels object.
  */
 export function readSites(r: ShardRegion): RawSite[] {
   const t = tablesOf(r);
-  const frames = readFrames(r, t);
+  let cache = decoded.get(r);
+  if (cache === undefined) decoded.set(r, (cache = { frames: [], siteFrames: [], labelsBySlot: new Map() }));
   const i32 = r.i32;
   const f64 = r.f64;
-  const out: RawSite[] = [];
-  const labelsBySlot = new Map<number, Record<string, string> | undefined>();
+  const labelsBySlot = cache.labelsBySlot;
+  // Sites before frames: a site's frames are published before it, so every
+  // frame a site counted here names is among the frames counted after.
   const sites = Atomics.load(i32, r.hdr + S_PROF_SITES);
+  const frameCount = Atomics.load(i32, r.hdr + S_PROF_FRAMES);
+  const frames = cache.frames;
+  if (frames.length < frameCount) for (const f of readFrames(r, t, frames.length, frameCount)) frames.push(Object.freeze(f));
+  const out: RawSite[] = [];
   for (let s = 0; s < sites; s++) {
     const rec = t.sites + s * SITE_STRIDE;
     const f = rec >>> 1;
     const allocCount = f64[f + SRF_ALLOC_COUNT]!;
     if (allocCount === 0) continue;
-    const ids = Array.from({ length: i32[rec + SR_FRAME_COUNT]! }, (_, k) => i32[rec + SR_FRAMES + k]!);
+    let siteFrames = cache.siteFrames[s];
+    if (siteFrames === undefined) {
+      siteFrames = s === OTHER_SITES ? OTHER_SITES_FRAMES : Object.freeze(Array.from({ length: i32[rec + SR_FRAME_COUNT]! }, (_, k) => frames[i32[rec + SR_FRAMES + k]!]!));
+      cache.siteFrames[s] = siteFrames;
+    }
     const site: RawSite = {
       id: s,
-      frames: s === OTHER_SITES ? [{ functionName: OTHER_SITES_NAME, url: "", line: 0, column: 0 }] : ids.map((id) => frames[id]!),
+      frames: siteFrames as Frame[],
       count: f64[f + SRF_COUNT]!,
       size: f64[f + SRF_SIZE]!,
       allocCount,
@@ -400,7 +453,11 @@ export function readSites(r: ShardRegion): RawSite[] {
     const labelSlot = i32[rec + SR_LABELS]!;
     if (labelSlot > 0) {
       let labels = labelsBySlot.get(labelSlot);
-      if (!labelsBySlot.has(labelSlot)) labelsBySlot.set(labelSlot, (labels = labelsOfFrame(frames[labelSlot - 1])));
+      if (!labelsBySlot.has(labelSlot)) {
+        const decodedLabels = labelsOfFrame(frames[labelSlot - 1]);
+        labels = decodedLabels === undefined ? undefined : Object.freeze(decodedLabels);
+        labelsBySlot.set(labelSlot, labels);
+      }
       if (labels !== undefined) site.labels = labels;
     }
     out.push(site);
@@ -413,13 +470,51 @@ function labelsOfFrame(f: Frame | undefined): Record<string, string> | undefined
   return f === undefined || f.url !== LABELS_URL ? undefined : decodeHeapLabels(f.functionName);
 }
 
-function readFrames(r: ShardRegion, t: Tables): Frame[] {
+/** A profiler table that can fill up, as HeapProfile.folded names it. */
+export type ProfilerTable = "sites" | "frames" | "strings";
+
+const TABLE_BITS: ReadonlyArray<[ProfilerTable, number]> = [
+  ["sites", PROF_FULL_SITES],
+  ["frames", PROF_FULL_FRAMES],
+  ["strings", PROF_FULL_STRINGS],
+];
+
+/**
+ * How full a region's profiler is: the stacks it keeps and may keep, the
+ * tables that refused an entry (S_PROF_FULL), and what it folded into
+ * "(other sites)" (site 0's raw figures: estimates when sampled).
+ */
+export interface ProfilerFill {
+  /** Stacks recorded (site records but site 0). */
+  sites: number;
+  /** Stacks it keeps exactly at most. */
+  siteCapacity: number;
+  full: ProfilerTable[];
+  folded: { count: number; size: number; allocCount: number; allocSize: number };
+}
+
+/**
+ * A region's ProfilerFill, from the buffer alone: a few loads, so /metrics
+ * reads it at every scrape without reading the sites.
+ */
+export function readProfilerFill(r: ShardRegion): ProfilerFill {
+  const f = (tablesOf(r).sites + OTHER_SITES * SITE_STRIDE) >>> 1;
+  const bits = Atomics.load(r.i32, r.hdr + S_PROF_FULL);
+  return {
+    sites: Atomics.load(r.i32, r.hdr + S_PROF_SITES) - 1,
+    siteCapacity: r.headerSlot(S_PROF_MAX_SITES) - 1,
+    full: TABLE_BITS.filter(([, bit]) => (bits & bit) !== 0).map(([name]) => name),
+    folded: { count: r.f64[f + SRF_COUNT]!, size: r.f64[f + SRF_SIZE]!, allocCount: r.f64[f + SRF_ALLOC_COUNT]!, allocSize: r.f64[f + SRF_ALLOC_SIZE]! },
+  };
+}
+
+/** Frames `from` to `to` (all that are published, by default) of a region, decoded. */
+function readFrames(r: ShardRegion, t: Tables, from = 0, to = Atomics.load(r.i32, r.hdr + S_PROF_FRAMES)): Frame[] {
   const i32 = r.i32;
-  const n = Atomics.load(i32, r.hdr + S_PROF_FRAMES);
   const text = (offset: number, length: number): string =>
     Buffer.from(r.u8.buffer, t.strings + offset, length).toString("utf8");
   const frames: Frame[] = [];
-  for (let id = 0; id < n; id++) {
+  for (let id = from; id < to; id++) {
     const rec = t.frames + id * FRAME_STRIDE;
     frames.push({
       functionName: text(i32[rec + FR_NAME]!, i32[rec + FR_NAME_LENGTH]!),
@@ -469,6 +564,8 @@ export function siteTableProblem(r: ShardRegion, layout: RegionLayout): string |
   if (epoch < 0 || epoch >= RATE_EPOCHS) return `rate epoch ${epoch} (0 to ${RATE_EPOCHS - 1})`;
   const depth = r.headerSlot(S_PROF_DEPTH);
   if (depth < 1 || depth > PROF_MAX_DEPTH) return `profile depth ${depth} (1 to ${PROF_MAX_DEPTH})`;
+  const full = r.headerSlot(S_PROF_FULL);
+  if ((full & ~(PROF_FULL_SITES | PROF_FULL_FRAMES | PROF_FULL_STRINGS)) !== 0) return `full-table bits ${full} name no profiler table`;
   for (let e = 0; e < RATE_EPOCHS; e++) {
     const rateOfEpoch = epochRate(r, e);
     if (!Number.isInteger(rateOfEpoch) || rateOfEpoch < 0 || rateOfEpoch > 0x7fffffff) return `rate epoch ${e} has rate ${rateOfEpoch}`;

@@ -11,6 +11,7 @@
  * left out.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
+import type { Frame } from "../memory/stack-capture.js";
 import { isProfileDiff } from "./diff.js";
 import { frameName } from "./frame-name.js";
 
@@ -34,8 +35,15 @@ export function roundPreservingSum(values: readonly number[]): number[] {
 export function toCollapsed(p: HeapProfile): string {
   const sites = isProfileDiff(p) ? p.sites.filter((s) => s.size !== 0) : p.sites.filter((s) => s.size > 0);
   const bytes = roundPreservingSum(sites.map((s) => s.size));
+  const names = new Map<string, string>(); // frameName gives one string per frame: clean each once
+  const clean = (f: Frame): string => {
+    const name = frameName(f);
+    let cleaned = names.get(name);
+    if (cleaned === undefined) names.set(name, (cleaned = cleanFrameName(name)));
+    return cleaned;
+  };
   return sites
-    .map((s, i) => ({ stack: s.frames.map((f) => cleanFrameName(frameName(f))).reverse().join(";"), bytes: bytes[i]! }))
+    .map((s, i) => ({ stack: s.frames.map(clean).reverse().join(";"), bytes: bytes[i]! }))
     .filter((line) => line.bytes !== 0)
     .map((line) => `${line.stack || "(no frames)"} ${line.bytes}\n`)
     .join("");

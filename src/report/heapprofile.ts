@@ -7,7 +7,7 @@
  * the profile's rounded total. Loadable in the Memory panel and in VS Code.
  */
 import type { Protocol } from "devtools-protocol";
-import type { HeapProfile } from "../memory/heap-profile.js";
+import { frameKey, type HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 
@@ -43,7 +43,7 @@ export function toHeapprofile(p: HeapProfile): Heapprofile {
   sites.forEach((site, i) => {
     let n = head;
     for (const f of [...site.frames].reverse()) {
-      const key = `${f.functionName}\0${f.url}\0${f.line}\0${f.column}`;
+      const key = frameKey(f);
       let children = index.get(n);
       if (!children) index.set(n, (children = new Map()));
       let child = children.get(key);

@@ -54,11 +54,14 @@ export function withLabelRoots(p: HeapProfile, name: string): HeapProfile {
  * Only the sites whose label `name` is `value` (NO_LABEL: those without
  * the label), their totals (a diff's too: its total is its sites' sum).
  * What `label=NAME=VALUE` (the admin API) and `--label` show: the
- * flamegraph of one tenant or prefix, as pprof's -tagfocus.
+ * flamegraph of one tenant or prefix, as pprof's -tagfocus. Without the
+ * profile's `folded`: "(other sites)" holds no labels, so which of its
+ * allocations had this value is not known.
  */
 export function filterByLabel(p: HeapProfile, name: string, value: string): HeapProfile {
+  const { folded: _unknown, ...rest } = p;
   const sites = p.sites.filter((s) => (s.labels?.[name] ?? NO_LABEL) === value);
-  return { ...p, sites, totalSize: sites.reduce((n, s) => n + s.size, 0), totalCount: sites.reduce((n, s) => n + s.count, 0) };
+  return { ...rest, sites, totalSize: sites.reduce((n, s) => n + s.size, 0), totalCount: sites.reduce((n, s) => n + s.count, 0) };
 }
 
 /** `NAME=VALUE` (the first "=" ends the name) as [name, value], or undefined. */

@@ -14,12 +14,16 @@
  * figures did not change are left out. `defaultSampleType` picks the type
  * viewers open with (Go's /debug/pprof/allocs opens on alloc_space), and
  * `durationNanos` says what span a delta covers (/debug/pprof/heap?seconds=N).
+ * A profile whose tables filled carries folded-note.ts's sentence as a
+ * comment (`go tool pprof -comments`).
  */
 import { gzipSync } from "node:zlib";
 import { Function as PprofFunction, Label, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
+import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { isProfileDiff, siteChanged } from "./diff.js";
+import { foldedNote } from "./folded-note.js";
 
 export const PPROF_SAMPLE_TYPES = [
   ["alloc_objects", "count"],
@@ -86,9 +90,13 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
   const locations: Location[] = [];
   const functionIds = new Map<string, number>();
   const locationIds = new Map<string, number>();
+  // Sites share frame objects (heap-profile.ts): one key built per frame, not per frame of every site.
+  const locationOfFrame = new Map<Frame, number>();
   const sites = pprofSites(p);
   const samples = sites.map((site) => {
     const ids = site.frames.map((f) => {
+      const known = locationOfFrame.get(f);
+      if (known !== undefined) return known;
       const name = f.functionName || "(anonymous)";
       const fnKey = `${name}\0${f.url}`;
       let functionId = functionIds.get(fnKey);
@@ -104,12 +112,14 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
         locationIds.set(locKey, locationId);
         locations.push(new Location({ id: locationId, line: [new Line({ functionId, line: f.line, column: f.column })] }));
       }
+      locationOfFrame.set(f, locationId);
       return locationId;
     });
     // A site's labels as string labels, in name order (go tool pprof -tags, -tagfocus).
     const label = site.labels === undefined ? [] : Object.keys(site.labels).sort().map((k) => new Label({ key: strings.dedup(k), str: strings.dedup(site.labels![k]!) }));
     return new Sample({ locationId: ids, value: [site.allocCount, site.allocSize, site.count, site.size], label });
   });
+  const note = isProfileDiff(p) ? undefined : foldedNote(p);
   const profile = new Profile({
     sampleType: PPROF_SAMPLE_TYPES.map(([type, unit]) => new ValueType({ type: strings.dedup(type), unit: strings.dedup(unit) })),
     sample: samples,
@@ -121,6 +131,7 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
     defaultSampleType: strings.dedup(o.defaultSampleType ?? "inuse_space"),
     timeNanos: BigInt(Date.now()) * 1_000_000n,
     ...(o.durationNanos === undefined ? {} : { durationNanos: Math.round(o.durationNanos) }),
+    ...(note === undefined ? {} : { comment: [strings.dedup(note)] }),
   });
   return gzipSync(profile.encode());
 }

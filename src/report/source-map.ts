@@ -269,5 +269,12 @@ export async function mapProfileToSources(profile: HeapProfile, cache: SourceMap
     })(),
     cache,
   );
-  return { ...profile, sites: profile.sites.map((s) => ({ ...s, frames: s.frames.map((f) => mapWith(f, maps.get(f.url) ?? null)) })) };
+  // Sites share frame objects: each is mapped once, and the mapped frames are shared alike.
+  const mapped = new Map<Frame, Frame>();
+  const map = (f: Frame): Frame => {
+    let m = mapped.get(f);
+    if (m === undefined) mapped.set(f, (m = mapWith(f, maps.get(f.url) ?? null)));
+    return m;
+  };
+  return { ...profile, sites: profile.sites.map((s) => ({ ...s, frames: s.frames.map(map) })) };
 }

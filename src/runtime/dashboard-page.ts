@@ -69,6 +69,7 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
 </section>
 <section id="flame-section">
   <h2>Live heap <label class="search">Search <input type="search" id="search" placeholder="regular expression, e.g. ^allocate"></label></h2>
+  <p id="folded-warning" class="warning" role="status" hidden></p>
   <iframe id="flame" title="live heap flamegraph"></iframe>
 </section>
 <section id="growth-section">
@@ -124,4 +125,5 @@ ol.frames { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.
 #downloads button, #token-box button { margin: 0 0.4em 0.4em 0; }
 #token-box { margin: 1em; padding: 1em; border: 2px solid #ff7043; background: #fff3e0; border-radius: 4px; }
 label.search { font-weight: normal; }
+.warning { margin: 0.3em 0; padding: 0.3em 0.6em; border-left: 4px solid #ff7043; background: #fff3e0; }
 `;

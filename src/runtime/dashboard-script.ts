@@ -25,7 +25,9 @@
  *   it from the other sites listed beside it (two stacks through one
  *   `allocate` read differently), its labels when it has them, and opens
  *   to the whole stack (also its tooltip);
- * - downloads through fetch + blob, so the token stays a header.
+ * - downloads through fetch + blob, so the token stays a header;
+ * - a warning over the flamegraph while the chosen shards' profilers fold
+ *   allocations into "(other sites)" (their site tables are full).
  * With a token (the body says so) it asks first; the token lives in a
  * variable, goes only into an Authorization header, never into a URL.
  * Errors show in the status line, never as console errors.
@@ -268,6 +270,20 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       if ((state.rateSetAt[s] || 0) > latest.t) continue;
       showRate(s, latest.shards[s].sampleRate);
     }
+  }
+
+  // ---- the folded-sites warning: a full site table hides stacks in "(other sites)" ----
+  function drawFolded() {
+    var latest = state.samples[state.samples.length - 1];
+    if (!latest) return;
+    var shards = state.shard === "all" ? latest.shards.map(function (_, i) { return i; }) : [Number(state.shard)];
+    var folding = shards.filter(function (s) { return latest.shards[s].foldedAllocations > 0; });
+    var warning = $("folded-warning");
+    warning.hidden = folding.length === 0;
+    if (!folding.length) return;
+    var n = folding.reduce(function (sum, s) { return sum + latest.shards[s].foldedAllocations; }, 0);
+    warning.textContent = count(n) + " allocations went to \"(other sites)\" on " + (folding.length > 1 ? "shards " : "shard ") + folding.join(", ") +
+      ": the profiler's site table is full (" + latest.shards[folding[0]].siteCapacity + (latest.shards[folding[0]].siteCapacity === 1 ? " site" : " sites") + " a shard), so their stacks are not told apart. Start with --heapprof-sites N (heapprofSites) for more.";
   }
 
   // ---- flamegraphs: our SVG renderer, in frames, searchable ----
@@ -580,6 +596,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     drawCharts();
     drawRates();
     drawFailures();
+    drawFolded();
   }
   var timers = [];
   function every(ms, fn) {
@@ -619,6 +636,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     $("token").addEventListener("keydown", function (e) { if (e.key === "Enter") useToken(); });
     $("shard").addEventListener("change", function () {
       state.shard = $("shard").value;
+      drawFolded();
       refreshFlame();
       refreshGrowth();
       refreshGrowing();

@@ -1,11 +1,13 @@
 /**
  * The runtime's command-line flags (`--smp N`, `--memory SIZE`,
- * `--heapprof[=RATE]`), shared by every command that starts shards; they
- * become Smp options (smp/options.ts), where the rules live. `--name=value`
- * and `--name value` are both accepted wherever a flag takes a value.
+ * `--heapprof[=RATE]`, `--heapprof-sites N`), shared by every command that
+ * starts shards; they become Smp options (smp/options.ts), where the rules
+ * live. `--name=value` and `--name value` are both accepted wherever a
+ * flag takes a value.
  */
 import { UsageError } from "../errors.js";
-import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
+import { MAX_HEAP_BYTES, HEAP_HEADER_BYTES, maxProfilerSites } from "../memory/layout.js";
+import { MAX_SHARDS, MIN_SHARD_BYTES, profilerSitesFor } from "../memory/shared-heap.js";
 import { parseInteger } from "../parse.js";
 import { heapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
@@ -17,6 +19,8 @@ export interface RuntimeFlags {
   memory?: number;
   /** true: every allocation; N: sample rate in bytes (0 off). */
   heapprof?: boolean | number;
+  /** Stacks each shard's profiler keeps exactly (checked against the shard size by checkProfilerSitesFlag). */
+  heapprofSites?: number;
 }
 
 /** `--name=value` -> ["--name", "value"]; `--name` -> ["--name", undefined]. */
@@ -29,8 +33,9 @@ export function splitFlag(arg: string): [name: string, inline: string | undefine
  * Parse one runtime flag at argv[i]. Returns how many argv entries it used
  * (0 when argv[i] is not a runtime flag). Accepts `--smp N`, `--smp=N`,
  * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
- * (RATE in bytes, units allowed: --heapprof=512KiB). `--heapprof RATE` is
- * a UsageError that says to write `--heapprof=RATE`.
+ * (RATE in bytes, units allowed: --heapprof=512KiB), `--heapprof-sites N`
+ * and `--heapprof-sites=N`. `--heapprof RATE` is a UsageError that says to
+ * write `--heapprof=RATE`.
  */
 export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
   const [name, inline] = splitFlag(argv[i]!);
@@ -51,6 +56,11 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
       into.memory = parseSize(v, "--memory", { min: MIN_SHARD_BYTES });
       return used;
     }
+    case "--heapprof-sites": {
+      const [v, used] = value();
+      into.heapprofSites = parseInteger(v, "--heapprof-sites", 1, maxProfilerSites(MAX_HEAP_BYTES - HEAP_HEADER_BYTES));
+      return used;
+    }
     case "--heapprof": {
       if (inline === undefined && looksLikeRate(argv[i + 1])) {
         // The rate takes "=" (a bare --heapprof records every allocation):
@@ -63,6 +73,15 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
     default:
       return 0;
   }
+}
+
+/**
+ * --heapprof-sites against the shards it is for (`memoryPerShard` bytes,
+ * given as `memoryFlag`), so a value too big for them is refused naming
+ * the flags rather than Smp.start's options; the number is unchanged.
+ */
+export function checkProfilerSitesFlag(flags: RuntimeFlags, memoryPerShard: number, memoryFlag: string): void {
+  if (flags.heapprofSites !== undefined) profilerSitesFor(flags.heapprofSites, memoryPerShard, "--heapprof-sites", memoryFlag);
 }
 
 /** Whether a command-line argument reads as a byte count (64K, 65536, 1.5MiB). */

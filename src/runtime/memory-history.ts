@@ -47,6 +47,9 @@ export interface ShardSample {
   largestFreeSpan: number;
   /** The profiler's sample rate (0 off, 1 every allocation). */
   sampleRate: number;
+  /** Allocations folded into "(other sites)" since profiling began (the dashboard warns when > 0), and the stacks the shard keeps. */
+  foldedAllocations: number;
+  siteCapacity: number;
 }
 
 export interface HistorySample {
@@ -135,6 +138,7 @@ export class MemoryHistory {
       for (let s = 0; s < this.smp.shards; s++) {
         const st = this.smp.stats(s);
         const profile = this.smp.heapProfile(s);
+        const fill = this.smp.heap.profilerFill(s);
         shards.push({
           used: st.allocatedMemory,
           free: st.freeMemory,
@@ -143,6 +147,8 @@ export class MemoryHistory {
           failedAllocations: st.failedAllocations,
           largestFreeSpan: this.smp.heap.largestFreeSpan(s),
           sampleRate: profile.sampleRate,
+          foldedAllocations: fill.folded.allocCount,
+          siteCapacity: fill.siteCapacity,
         });
         const row: Array<[number, number]> = [];
         for (const site of profile.sites) {

@@ -3,11 +3,13 @@
  * under `shardheap_memory_` and a `shard` label, read from the heap's
  * buffer at scrape time (no shard is asked). One table maps MemoryStats
  * fields to metric names, another the per-shard figures that are not
- * MemoryStats fields (the largest free span), so the names live in one
- * place.
+ * MemoryStats fields (the largest free span), a third the heap profiler's
+ * under `shardheap_profiler_` (how full its site table is, what it folded
+ * into "(other sites)"), so the names live in one place.
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { SharedHeap } from "../memory/shared-heap.js";
+import type { ProfilerFill } from "../memory/site-table.js";
 import { MEMORY_STAT_FIELDS, type MemoryStatName } from "../memory/stats.js";
 
 const METRIC_NAMES: Partial<Record<MemoryStatName, string>> = {
@@ -24,7 +26,7 @@ const METRIC_NAMES: Partial<Record<MemoryStatName, string>> = {
 
 /** A per-shard figure of the heap, as a metric. */
 interface ShardMetric {
-  suffix: string;
+  name: string;
   kind: "counter" | "gauge";
   help: string;
   read(heap: SharedHeap, shard: number): number;
@@ -39,7 +41,7 @@ interface ShardMetric {
  */
 const EXTRA_METRICS: readonly ShardMetric[] = [
   {
-    suffix: "largest_free_span_bytes",
+    name: "shardheap_memory_largest_free_span_bytes",
     kind: "gauge",
     help: "Bytes in the shard's longest free page span: the largest allocation it can serve without a reclaim",
     read: (heap, shard) => heap.largestFreeSpan(shard),
@@ -49,18 +51,43 @@ const EXTRA_METRICS: readonly ShardMetric[] = [
 const SHARD_METRICS: readonly ShardMetric[] = [
   ...MEMORY_STAT_FIELDS.flatMap((field): ShardMetric[] => {
     const suffix = METRIC_NAMES[field.name];
-    return suffix === undefined ? [] : [{ suffix, kind: field.kind, help: field.help, read: (heap, shard) => heap.stats(shard)[field.name] }];
+    return suffix === undefined ? [] : [{ name: `shardheap_memory_${suffix}`, kind: field.kind, help: field.help, read: (heap, shard) => heap.stats(shard)[field.name] }];
   }),
   ...EXTRA_METRICS,
 ];
 
-/** Every metric's full name (what /metrics serves), in the order served. */
-export const MEMORY_METRIC_NAMES: readonly string[] = SHARD_METRICS.map((m) => `shardheap_memory_${m.suffix}`);
+/**
+ * The heap profiler's figures, from SharedHeap.profilerFill: a few loads
+ * a shard, no site read, so a scrape costs the same at 65,536 sites as at
+ * 64. Alert on folded_allocations_total rising, or on sites nearing
+ * site_capacity: raise --heapprof-sites. Folded figures are estimates
+ * when sampled.
+ */
+const profilerMetric = (name: string, kind: ShardMetric["kind"], help: string, value: (f: ProfilerFill) => number): ShardMetric => ({
+  name: `shardheap_profiler_${name}`,
+  kind,
+  help,
+  read: (heap, shard) => value(heap.profilerFill(shard)),
+});
+
+const PROFILER_METRICS: readonly ShardMetric[] = [
+  profilerMetric("sites", "gauge", "Distinct allocation stacks the shard's profiler has recorded", (f) => f.sites),
+  profilerMetric("site_capacity", "gauge", "Stacks the shard's profiler keeps exactly before it folds new ones into (other sites) (--heapprof-sites)", (f) => f.siteCapacity),
+  profilerMetric("folded_allocations_total", "counter", "Allocations counted in (other sites) because a profiler table was full", (f) => f.folded.allocCount),
+  profilerMetric("folded_bytes_total", "counter", "Bytes of the allocations counted in (other sites)", (f) => f.folded.allocSize),
+  profilerMetric("folded_live_objects", "gauge", "Live objects counted in (other sites)", (f) => f.folded.count),
+  profilerMetric("folded_live_bytes", "gauge", "Live bytes counted in (other sites)", (f) => f.folded.size),
+];
+
+/** Every memory metric's full name (what /metrics serves), in the order served. */
+export const MEMORY_METRIC_NAMES: readonly string[] = SHARD_METRICS.map((m) => m.name);
+/** The profiler's, served after them. */
+export const PROFILER_METRIC_NAMES: readonly string[] = PROFILER_METRICS.map((m) => m.name);
 
 export function memoryMetricsRegistry(heap: SharedHeap): Registry {
   const registry = new Registry();
-  for (const m of SHARD_METRICS) {
-    const options = { name: `shardheap_memory_${m.suffix}`, help: m.help, labelNames: ["shard"], registers: [registry] };
+  for (const m of [...SHARD_METRICS, ...PROFILER_METRICS]) {
+    const options = { name: m.name, help: m.help, labelNames: ["shard"], registers: [registry] };
     if (m.kind === "counter") {
       new Counter({
         ...options,

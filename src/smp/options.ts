@@ -1,7 +1,7 @@
 /**
  * Smp.start's options, shared by programmatic use and the command line
- * (runtime/flags.ts turns `--smp`, `--memory`, `--heapprof[=RATE]` into
- * these). Two shapes, as piscina does: the
+ * (runtime/flags.ts turns `--smp`, `--memory`, `--heapprof[=RATE]`,
+ * `--heapprof-sites N` into these). Two shapes, as piscina does: the
  * public all-optional `SmpOptions` and the internal, validated, filled
  * `FilledSmpOptions`. Every rule is checked here, at the edge, with one
  * message per field that names the option and the rule.
@@ -10,7 +10,7 @@ import { availableParallelism } from "node:os";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { InvalidValueError } from "../errors.js";
-import { MAX_SHARDS, MIN_SHARD_BYTES } from "../memory/shared-heap.js";
+import { MAX_SHARDS, MIN_SHARD_BYTES, profilerSitesFor } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
 import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
 import { parseInteger, rejectUnknownKeys } from "../parse.js";
@@ -28,6 +28,14 @@ export interface SmpOptions {
    * "512KiB"; at most 2^31 - 1), false / 0 = off.
    */
   heapprof?: boolean | number | string;
+  /**
+   * Distinct allocation stacks each shard's heap profiler keeps exactly,
+   * as --heapprof-sites (SharedHeapOptions.heapprofSites): further stacks
+   * fold into "(other sites)" (HeapProfile.folded says how much). Default:
+   * one per 32 KiB of shard, 64 to 4096; at most what a quarter of a
+   * shard holds (528 bytes a site).
+   */
+  heapprofSites?: number;
   /**
    * Module every shard loads; its exported functions are the tasks. A URL
    * (`new URL("./tasks.mjs", import.meta.url)`, or a string such as
@@ -94,6 +102,8 @@ export interface FilledSmpOptions {
   memoryPerShard: number;
   /** Sample rate in bytes: 0 off, 1 every allocation. */
   heapprofRate: number;
+  /** Stacks each shard's profiler keeps exactly (the default filled in). */
+  heapprofSites: number;
   /** The module as a URL string (file paths already resolved). */
   module: string | undefined;
   loadTimeoutMs: number;
@@ -129,6 +139,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   shards: true,
   memoryPerShard: true,
   heapprof: true,
+  heapprofSites: true,
   module: true,
   loadTimeoutMs: true,
   stopTimeoutMs: true,
@@ -151,6 +162,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     shards,
     memoryPerShard,
     heapprofRate: heapprofRate(o.heapprof, "options.heapprof"),
+    heapprofSites: profilerSitesFor(o.heapprofSites, memoryPerShard, "options.heapprofSites", "options.memoryPerShard"),
     module: moduleSpecifier(o.module),
     loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
     stopTimeoutMs: timeoutMs(o.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS, "options.stopTimeoutMs"),

@@ -164,7 +164,7 @@ export class Smp extends EventEmitter<SmpEvents> {
    */
   static async start(o: SmpOptions = {}): Promise<Smp> {
     const options = fillSmpOptions(o);
-    const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard });
+    const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites });
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
     const pools = Array.from({ length: options.shards }, (_, shard) => {

@@ -11,7 +11,7 @@ import { parseBoolean, parseInteger } from "../../parse.js";
 import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
-import { parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
+import { checkProfilerSitesFlag, parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
@@ -21,7 +21,7 @@ import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type Memca
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
-                        [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
+                        [--heapprof-sites N] [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
                         [memcached's: -p P -l H -U 0 -m MB -c N -t N -I SIZE -M -F -R N
                          -D C -v -o idle_timeout=N -h]`;
 
@@ -34,7 +34,7 @@ accepts; Ctrl-C stops it and prints its statistics and the heap profile tree.
                      authentication, so 0.0.0.0 only on a trusted network)
   --max-item-size S  largest item, key and header included (default ${formatSize(DEFAULT_MAX_ITEM_SIZE)}, or
                      half of --memory when less; at most half of --memory, as memcached's -I)
-  --smp, --memory, --heapprof, --admin-port, --admin-heap-image: as for stress
+  --smp, --memory, --heapprof, --heapprof-sites, --admin-port, --admin-heap-image: as for stress
                      (--memory is each shard's, items and all; the heap
                      profiler is off unless --heapprof is given)
 ${MEMCACHED_FLAGS_HELP}`;
@@ -127,6 +127,8 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   if (maxItemSize !== undefined) itemSizeLimit(maxItemSize, memory ?? DEFAULT_MEMORY_PER_SHARD, itemFlag, memoryFlag);
   if (memory !== undefined) a.memoryPerShard = memory;
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
+  checkProfilerSitesFlag(flags, memory ?? DEFAULT_MEMORY_PER_SHARD, memoryFlag === "-m" ? "each shard's share of -m" : memoryFlag);
+  if (flags.heapprofSites !== undefined) a.heapprofSites = flags.heapprofSites;
   return a;
 }
 

@@ -25,6 +25,8 @@ export interface MemcachedOptions {
   memoryPerShard?: number | string;
   /** As --heapprof: true every allocation, N one sample per N bytes, 0/false off (the default). */
   heapprof?: boolean | number;
+  /** As --heapprof-sites: stacks each shard's profiler keeps exactly (Smp.start's heapprofSites). */
+  heapprofSites?: number;
   /** Default 127.0.0.1 (memcached has no authentication: listen wider on purpose, with --host 0.0.0.0). */
   host?: string;
   /** Default 11211; 0 picks a free port. */
@@ -113,6 +115,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     ...(o.shards === undefined ? {} : { shards: o.shards }),
     ...(o.memoryPerShard === undefined ? {} : { memoryPerShard: o.memoryPerShard }),
     heapprof: o.heapprof ?? false,
+    ...(o.heapprofSites === undefined ? {} : { heapprofSites: o.heapprofSites }),
   });
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? DEFAULT_PORT;
@@ -130,7 +133,13 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     throw new InvalidValueError("prefixDelimiter", `prefixDelimiter must be one printable ASCII character, not a space, got ${JSON.stringify(prefixDelimiter)}`);
   }
   const mode = o.listenMode ?? listenMode();
-  const smp = await Smp.start({ shards: options.shards, memoryPerShard: options.memoryPerShard, heapprof: options.heapprofRate, module: SHARD_MODULE });
+  const smp = await Smp.start({
+    shards: options.shards,
+    memoryPerShard: options.memoryPerShard,
+    heapprof: options.heapprofRate,
+    heapprofSites: options.heapprofSites,
+    module: SHARD_MODULE,
+  });
   let socket: SharedSocket | undefined;
   let indexes: number[] = [];
   try {

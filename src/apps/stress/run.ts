@@ -24,6 +24,8 @@ export interface StressOptions {
   memoryPerShard: number;
   /** Heap-profiler sample rate in bytes (0 off, 1 exact). */
   heapprofRate: number;
+  /** Stacks each shard's profiler keeps exactly (default: Smp.start's). */
+  heapprofSites?: number;
   durationSeconds: number;
   /** Share of frees handed to another shard, 0..1. */
   crossShard: number;
@@ -69,7 +71,13 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
     `shardheap stress: ${plural(o.shards, "shard")} x ${formatSize(o.memoryPerShard)}, heap profiler ${profiling}, ` +
       `${o.durationSeconds} s, ${o.shards > 1 ? `${Math.round(o.crossShard * 100)}% of frees cross-shard` : "no cross-shard frees (one shard)"}, live set ${Math.round(liveRatio * 100)}% of each shard${o.leakRate ? `, leaking ${formatSize(o.leakRate)}/s per shard` : ""}; reports in ${outDir}`,
   );
-  const smp = await Smp.start({ shards: o.shards, memoryPerShard: o.memoryPerShard, heapprof: o.heapprofRate, module: WORKLOAD });
+  const smp = await Smp.start({
+    shards: o.shards,
+    memoryPerShard: o.memoryPerShard,
+    heapprof: o.heapprofRate,
+    ...(o.heapprofSites === undefined ? {} : { heapprofSites: o.heapprofSites }),
+    module: WORKLOAD,
+  });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
   const admin =
     o.adminPort === undefined
