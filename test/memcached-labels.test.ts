@@ -1,0 +1,60 @@
+/**
+ * memcached's items labeled by key prefix: with the profiler on, the
+ * profile grouped by `prefix` gives each prefix's item bytes, exactly (in
+ * exact mode), whichever shard owns the key and whichever took the set;
+ * `report --by prefix` and the admin API group the same.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SharedMap, groupByLabel } from "../dist/index.js";
+import { keyOwner } from "../dist/apps/memcached/key-owner.js";
+import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
+import { renderProfile } from "../dist/report/render.js";
+import { lines, RawClient } from "./memcached-client.js";
+
+let server: MemcachedServer;
+beforeAll(async () => {
+  process.env.SHARDHEAP_LOG = "silent";
+  server = await startMemcached({ shards: 2, memoryPerShard: "16MiB", port: 0, heapprof: true });
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+describe("memcached's items labeled by prefix", () => {
+  it("the profile by prefix is each prefix's item bytes, to the byte, keys of both shards", async () => {
+    const c = await RawClient.open(server.port);
+    try {
+      const users = Array.from({ length: 300 }, (_, i) => `user:${i}`);
+      const sessions = Array.from({ length: 120 }, (_, i) => `session:${i}`);
+      const plain = Array.from({ length: 50 }, (_, i) => `plain${i}`);
+      expect(new Set(users.map((k) => keyOwner(k, 2))).size).toBe(2);
+      const set = (keys: string[], bytes: number): string => keys.map((k) => `set ${k} 0 0 ${bytes}\r\n${"v".repeat(bytes)}\r\n`).join("");
+      const n = users.length + sessions.length + plain.length;
+      expect(await c.request(set(users, 1000) + set(sessions, 3000) + set(plain, 200), lines("STORED", n), 20_000)).toBe("STORED\r\n".repeat(n));
+      // Replaced values: the old item's bytes leave its prefix.
+      expect(await c.request(set(users.slice(0, 10), 5000), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
+      await c.request("stats\r\n", "END\r\n"); // every store on the other shard answered
+      // The truth: each item's entry in its owner's map (its allocation, objectSize).
+      const maps = server.indexes.map((h) => SharedMap.attach(server.smp.heap, h));
+      const bytesOf = (keys: string[]): number =>
+        keys.reduce((sum, k) => {
+          const map = maps[keyOwner(k, 2)]!;
+          const ref = map.acquire(k);
+          expect(ref, k).not.toBe(0);
+          const b = map.entryBytes(ref);
+          map.release(ref);
+          return sum + b;
+        }, 0);
+      const groups = Object.fromEntries(groupByLabel(server.smp.heapProfile(), "prefix").map((g) => [g.value ?? "(none)", g.size]));
+      expect(groups.user).toBe(bytesOf(users));
+      expect(groups.session).toBe(bytesOf(sessions));
+      // Keys without the delimiter carry no prefix label: with the index's own memory, under (none).
+      expect(groups["(none)"]).toBeGreaterThanOrEqual(bytesOf(plain));
+      const tree = renderProfile(server.smp.heapProfile(), "tree", { by: "prefix" }).body as string;
+      expect(tree).toMatch(new RegExp(`^ [|\\\\]-- prefix=user \\(${groups.user}, #300\\)$`, "m"));
+      expect(server.smp.heap.check()).toEqual([]);
+    } finally {
+      c.close();
+    }
+  });
+});
