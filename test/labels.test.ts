@@ -6,14 +6,16 @@
  * within 10% sampled (16 KiB) for every value holding >= 5% of the heap;
  * `go tool pprof -tags` reads the same figures from our pprof (where Go is
  * installed), a heap image keeps the labels, and a hostile image whose
- * label record is not one is refused.
+ * label record is not one is refused. The admin API's label view
+ * (GET /v1/heapprof/labels, the dashboard's) gives the names and one
+ * label's groups, the same truth, without the sites.
  */
 import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { Smp, groupByLabel, type HeapProfile } from "../dist/index.js";
+import { Smp, groupByLabel, serveAdmin, type HeapProfile } from "../dist/index.js";
 import { readHeapImage } from "../dist/memory/heap-image.js";
 import { renderProfile } from "../dist/report/render.js";
 
@@ -82,6 +84,31 @@ describe("allocation labels", () => {
       expect(bytesByTenant(heap.heapProfile())).toEqual(TRUTH);
       expect(smp.heap.check()).toEqual([]);
     } finally {
+      await smp.stop();
+    }
+  });
+
+  it("GET /v1/heapprof/labels: the names, and by=NAME that label's groups (the truth, per shard too), without the sites", async () => {
+    const { smp } = await run(true, 1);
+    const admin = await serveAdmin(smp);
+    try {
+      const get = async (query: string): Promise<{ status: number; body: Record<string, unknown> }> => {
+        const r = await fetch(`${admin.url}/v1/heapprof/labels${query}`);
+        return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+      };
+      const names = await get("");
+      expect(names).toEqual({ status: 200, body: { names: ["route", "tenant"], totalSize: Object.values(TRUTH).reduce((a, b) => a + b, 0), totalCount: 580 } });
+      const all = await get("?by=tenant");
+      expect(all.body.by).toBe("tenant");
+      expect(all.body.groups).toEqual(JSON.parse(JSON.stringify(groupByLabel(smp.heapProfile(), "tenant"))));
+      expect(Object.fromEntries((all.body.groups as Array<{ value?: string; size: number }>).map((g) => [g.value ?? "(none)", g.size]))).toEqual(TRUTH);
+      // Shard 1 holds tenant b's 200 and 60 of tenant a's: nothing unlabeled.
+      const one = await get("?shard=1&by=tenant");
+      expect((one.body.groups as Array<{ value?: string; size: number }>).map((g) => [g.value, g.size])).toEqual([["b", 200 * RECORD], ["a", 60 * RECORD]]);
+      expect((await get("?by=")).status).toBe(400);
+      expect((await get("?shard=2")).status).toBe(404);
+    } finally {
+      await admin.close();
       await smp.stop();
     }
   });

@@ -5,7 +5,8 @@
  * as heap-image-download.ts bounds it) and Prometheus metrics; for leak
  * hunting, named baselines and the growth since (baselines.ts), Go's
  * /debug/pprof/heap and /allocs (debug-pprof.ts), the memory history and
- * growing sites (memory-history.ts), the figures the app publishes
+ * growing sites (memory-history.ts), a profile's label names and one
+ * label's groups (GET /v1/heapprof/labels), the figures the app publishes
  * (smp.publishAppStats: GET /v1/app/stats) and the dashboard page that
  * shows them all (dashboard.ts: its page and assets are served without the
  * token, which the page asks for and sends as a header). Reads go to
@@ -26,7 +27,7 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { HttpError, InvalidValueError, UsageError, errorRow } from "../errors.js";
 import { formatMappedDiagnostics } from "../report/mapped-diagnostics.js";
-import { NO_LABEL, parseLabelFilter } from "../report/labels.js";
+import { NO_LABEL, groupByLabel, labelNames, parseLabelFilter } from "../report/labels.js";
 import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
@@ -269,6 +270,14 @@ const ROUTES: readonly Route[] = [
     // The name is required here: a bare DELETE forgetting "default" would surprise whoever meant "all of them".
     if (!q.get("name")) throw new UsageError("name is required: DELETE /v1/heapprof/baseline?name=NAME (GET /v1/heapprof/baseline lists them)");
     json(res, { deleted: parts.baselines.delete(baselineName(q.get("name")), shardParam(q, smp) as number | undefined) });
+  }),
+  // The dashboard's label view, apart from the profile: names and one label's groups are a few hundred bytes where
+  // format=json&by= sends every site too (20,000 sites under 3 values: 16.6 MB in 370-640 ms against 369 B in 16-31 ms).
+  data("GET", "/v1/heapprof/labels", ["shard", "by"], ({ smp, q, res }) => {
+    const p = smp.heapProfile(shardParam(q, smp) as number | undefined);
+    const by = q.get("by");
+    if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
+    json(res, { names: labelNames(p), totalSize: p.totalSize, totalCount: p.totalCount, ...(by === null ? {} : { by, groups: groupByLabel(p, by) }) });
   }),
   data("GET", "/v1/heapprof/growing", ["shard", "limit"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;

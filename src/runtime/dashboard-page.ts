@@ -67,8 +67,14 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
   <h2>Growing sites <span class="hint">(live bytes rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span></h2>
   <ol id="growing-list"></ol>
 </section>
+<section id="labels-section">
+  <h2>Memory by label <label class="search">Label <select id="label-name" aria-label="heap label to group by" disabled></select></label></h2>
+  <p id="no-labels" class="hint">No labels in this profile: allocations made inside <code>withHeapLabels({ tenant: "a" }, fn)</code> carry them (<code>shardheap memcached</code> labels each item with its <code>prefix</code>).</p>
+  <table class="by-label" id="label-table" hidden><thead><tr><th>Value <span class="hint">(click for its flamegraph)</span></th><th>Live bytes</th><th>Objects</th><th>Share</th></tr></thead><tbody id="label-rows"></tbody></table>
+</section>
 <section id="flame-section">
   <h2>Live heap <label class="search">Search <input type="search" id="search" placeholder="regular expression, e.g. ^allocate"></label></h2>
+  <p id="label-filter" class="filter" role="status" hidden>Only <span class="name" id="label-filter-name"></span> <button id="label-filter-clear">Show all</button></p>
   <p id="folded-warning" class="warning" role="status" hidden></p>
   <iframe id="flame" title="live heap flamegraph"></iframe>
 </section>
@@ -125,5 +131,9 @@ ol.frames { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.
 #downloads button, #token-box button { margin: 0 0.4em 0.4em 0; }
 #token-box { margin: 1em; padding: 1em; border: 2px solid #ff7043; background: #fff3e0; border-radius: 4px; }
 label.search { font-weight: normal; }
+table.by-label button.value { font: inherit; font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 0.9em; background: none; border: none; padding: 0; color: #0d47a1; cursor: pointer; text-decoration: underline; text-align: left; }
+table.by-label tr.chosen { background: #e3f2fd; }
+table.by-label tr.chosen button.value { font-weight: bold; text-decoration: none; }
+.filter { margin: 0.3em 0; padding: 0.3em 0.6em; border-left: 4px solid #1e88e5; background: #e3f2fd; }
 .warning { margin: 0.3em 0; padding: 0.3em 0.6em; border-left: 4px solid #ff7043; background: #fff3e0; }
 `;

@@ -27,13 +27,22 @@
  *   to the whole stack (also its tooltip);
  * - downloads through fetch + blob, so the token stays a header;
  * - a warning over the flamegraph while the chosen shards' profilers fold
- *   allocations into "(other sites)" (their site tables are full).
+ *   allocations into "(other sites)" (their site tables are full);
+ * - memory by label (GET /v1/heapprof/labels): the label names the profile
+ *   carries (the first chosen until another is), the chosen label's values
+ *   with live bytes, objects and share, largest first, NO_LABEL for the
+ *   sites without it; a value's click shows the flamegraph of its sites
+ *   only (label=NAME=VALUE, by=NAME so its root names the value), until
+ *   "Show all".
  * With a token (the body says so) it asks first; the token lives in a
  * variable, goes only into an Authorization header, never into a URL.
  * Errors show in the status line, never as console errors.
  */
+import { NO_LABEL } from "../report/labels.js";
+
 export const DASHBOARD_SCRIPT = String.raw`"use strict";
 (function () {
+  var NO_LABEL = ${JSON.stringify(NO_LABEL)};
   var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   var REFRESH_MS = 5000;
   var token = null;
@@ -50,6 +59,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     apps: [],
     appsBefore: {},
     shard: "all",
+    labelName: null,
+    labelFilter: null,
     rateSetAt: {},
     charts: [],
     paused: false,
@@ -316,11 +327,77 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     applySearch($("flame"));
     applySearch($("growth-flame"));
   }
+  /** The live flamegraph's query: all sites, or one label value's (its root frame then names the value). */
+  function flamePath() {
+    var f = state.labelFilter;
+    var only = f ? "&by=" + encodeURIComponent(f.name) + "&label=" + encodeURIComponent(f.name + "=" + f.value) : "";
+    return withShard("/v1/heapprof?format=svg" + only);
+  }
   async function refreshFlame() {
     try {
-      await loadSvg("flame", withShard("/v1/heapprof?format=svg"));
+      await loadSvg("flame", flamePath());
     } catch (e) {
       status("flamegraph: " + e.message, true);
+    }
+  }
+
+  // ---- memory by label: the chosen label's values, each opening the flamegraph of its sites ----
+  function drawLabelChoice(names) {
+    if (names.indexOf(state.labelName) < 0) state.labelName = names.length ? names[0] : null;
+    var select = $("label-name");
+    if (Array.from(select.options).map(function (o) { return o.value; }).join("\n") !== names.join("\n")) {
+      select.textContent = "";
+      names.forEach(function (n) { select.appendChild(el("option", { value: n }, n)); });
+    }
+    if (state.labelName !== null) select.value = state.labelName;
+    select.disabled = names.length === 0;
+    $("no-labels").hidden = names.length > 0;
+    $("label-table").hidden = names.length === 0;
+  }
+  function drawLabelFilter() {
+    var f = state.labelFilter;
+    $("label-filter").hidden = !f;
+    $("label-filter-name").textContent = f ? f.name + "=" + f.value : "";
+    Array.from($("label-rows").rows).forEach(function (row) {
+      row.classList.toggle("chosen", !!f && f.name === state.labelName && f.value === row.getAttribute("data-value"));
+    });
+  }
+  function showLabelValue(name, value) {
+    state.labelFilter = value === null ? null : { name: name, value: value };
+    drawLabelFilter();
+    refreshFlame();
+    if (value !== null) $("flame-section").scrollIntoView();
+  }
+  function drawLabelTable(body) {
+    var rows = $("label-rows");
+    rows.textContent = "";
+    body.groups.forEach(function (g) {
+      var value = g.value === undefined ? NO_LABEL : g.value;
+      var row = el("tr", { "data-value": value });
+      var cell = el("td", { class: "name" });
+      var pick = el("button", { class: "value", title: "the flamegraph of " + body.by + "=" + value + " only" }, value);
+      pick.addEventListener("click", function () { showLabelValue(body.by, value); });
+      cell.appendChild(pick);
+      row.appendChild(cell);
+      row.appendChild(el("td", { class: "num bytes", "data-bytes": String(g.size), title: exact(g.size) + " bytes" }, size(g.size)));
+      row.appendChild(el("td", { class: "num objects", "data-count": String(g.count), title: exact(g.count) + " objects in " + exact(g.sites) + (g.sites === 1 ? " site" : " sites") }, count(g.count)));
+      row.appendChild(el("td", { class: "num share" }, body.totalSize > 0 ? (100 * g.size / body.totalSize).toFixed(1) + "%" : "-"));
+      rows.appendChild(row);
+    });
+    drawLabelFilter();
+  }
+  async function refreshLabels() {
+    try {
+      // A second ask when the names say the chosen label is not the one asked for (the first view, or it went away).
+      for (var attempt = 0; attempt < 2; attempt++) {
+        var asked = state.labelName;
+        var body = await (await api(withShard("/v1/heapprof/labels" + (asked === null ? "" : "?by=" + encodeURIComponent(asked))))).json();
+        drawLabelChoice(body.names);
+        if (state.labelName === null) { $("label-rows").textContent = ""; return; }
+        if (body.by === state.labelName) { drawLabelTable(body); return; }
+      }
+    } catch (e) {
+      status("labels: " + e.message, true);
     }
   }
 
@@ -610,6 +687,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   async function refreshViews() {
     if ($("auto").checked && !state.paused) {
       await refreshFlame();
+      await refreshLabels();
       await refreshGrowth();
     }
     await refreshGrowing();
@@ -625,6 +703,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     }
     status("connected");
     await refreshFlame();
+    await refreshLabels();
     await refreshGrowth();
     await refreshGrowing();
     every(state.intervalMs, poll);
@@ -638,11 +717,17 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       state.shard = $("shard").value;
       drawFolded();
       refreshFlame();
+      refreshLabels();
       refreshGrowth();
       refreshGrowing();
     });
     $("search").addEventListener("input", searchAll);
-    $("refresh").addEventListener("click", function () { refreshFlame(); refreshGrowth(); refreshGrowing(); });
+    $("refresh").addEventListener("click", function () { refreshFlame(); refreshLabels(); refreshGrowth(); refreshGrowing(); });
+    $("label-name").addEventListener("change", function () {
+      state.labelName = $("label-name").value;
+      refreshLabels();
+    });
+    $("label-filter-clear").addEventListener("click", function () { showLabelValue(null, null); });
     $("set-baseline").addEventListener("click", setBaseline);
     $("baseline-name").addEventListener("keydown", function (e) { if (e.key === "Enter") setBaseline(); });
     $("delete-baseline").addEventListener("click", deleteBaseline);
