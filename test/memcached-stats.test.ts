@@ -397,9 +397,10 @@ describe("shardheap memcached: what no hit fetched", () => {
       // No flush_all: the items it removed would count as reclaimed by the next stores (t/issue_183.t).
       expect(await c.request("stats reset\r\n")).toBe("RESET\r\n");
       const [unfetched, hit] = [...keysOf(0, 1, "soon"), ...keysOf(1, 1, "soon")];
-      expect(await c.request(`set ${unfetched} 0 1 1\r\nx\r\nset ${hit} 0 1 1\r\ny\r\nget ${hit}\r\n`, "END\r\n")).toBe(`STORED\r\nSTORED\r\nVALUE ${hit} 0 1\r\ny\r\nEND\r\n`);
+      // A TTL of 3 s: at least 2 s (whole seconds) for the get and the me of a loaded machine to find it.
+      expect(await c.request(`set ${unfetched} 0 3 1\r\nx\r\nset ${hit} 0 3 1\r\ny\r\nget ${hit}\r\n`, "END\r\n")).toBe(`STORED\r\nSTORED\r\nVALUE ${hit} 0 1\r\ny\r\nEND\r\n`);
       expect(await c.request(`me ${hit}\r\nme nothere\r\n`, answers(2))).toMatch(/^ME \S+ exp=\d+ la=\d+ cas=\d+ fetch=yes [^\r\n]*\r\nEN\r\n$/);
-      await new Promise((r) => setTimeout(r, 2100));
+      await new Promise((r) => setTimeout(r, 4100));
       expect(await c.request(`get ${unfetched} ${hit}\r\n`, "END\r\n")).toBe("END\r\n");
       const s = await stats(c);
       expect([num(s, "get_expired"), num(s, "reclaimed"), num(s, "expired_unfetched"), num(s, "cmd_meta")]).toEqual([2, 2, 1, 2]);
