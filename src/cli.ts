@@ -23,16 +23,26 @@ import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
 
-const USAGE = `usage: shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--duration S]
-                        [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
-                        [--admin-port P [--admin-heap-image]]
-       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]
-       shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]
-${MEMCACHED_USAGE}
+/**
+ * Each command's help: its synopsis (how to write it) and what its flags
+ * do. A mistake on a command's line prints one line saying what is wrong,
+ * then that command's help alone (issue 23: every mistake printed all
+ * four commands, 87 lines, the one that mattered somewhere among them);
+ * `shardheap --help` prints them all, `shardheap COMMAND --help` one.
+ */
+interface CommandHelp {
+  /** The synopsis, each line indented as the combined usage sets it (7 spaces: under "usage: "). */
+  readonly synopsis: string;
+  readonly help: string;
+  /** Flags another command's help explains: printed with this command's help alone, not in the whole text. */
+  readonly sharedFlags?: string;
+}
 
-stress runs shards under a mixed allocation workload with cross-shard frees,
+const STRESS: CommandHelp = {
+  synopsis: `       shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--duration S]
+                        [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
+                        [--admin-port P [--admin-heap-image]]`,
+  help: `stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
 heapprof.svg, heapprof.collapsed, heapprof.pb.gz, heapprof.heapprofile (not
 with --heapprof=0) and heap.img into --out (default: a new
@@ -56,9 +66,10 @@ Ctrl-C ends it early and still writes the report.
                      it runs (0: any free port; the URL is printed first as
                      "admin: http://..."; open it in a browser for the dashboard)
   --admin-heap-image let the admin API serve the heap image (it exposes the heap)
+`,
+};
 
-report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
-  --format F    tree (default): the seed's text tree; collapsed: folded stacks
+const REPORT_FLAGS_HELP = `  --format F    tree (default): the seed's text tree; collapsed: folded stacks
                 (flamegraph.pl, inferno, speedscope); svg: flamegraph; pprof:
                 gzipped profile.proto; heapprofile: Chrome DevTools; json
   --inverted    tree: caller-first instead of callee-first
@@ -70,15 +81,50 @@ report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
                 go tool pprof's -tagfocus
   --shard N     one shard (default: all shards merged)
   -o OUT        write to OUT instead of standard output
+`;
 
-diff renders NEXT minus BASE, each a heap image or a pprof file written by
+const REPORT: CommandHelp = {
+  synopsis: `       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
+                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]`,
+  help: `report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
+${REPORT_FLAGS_HELP}`,
+};
+
+const DIFF: CommandHelp = {
+  synopsis: `       shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
+                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]`,
+  help: `diff renders NEXT minus BASE, each a heap image or a pprof file written by
 shardheap (--shard: heap images only), per allocation site: the tree with
 signed sizes (+1.5M +1572864), collapsed stacks with signed bytes, a
 differential flamegraph (widths from NEXT, red grew, blue shrank), pprof
 with signed values (as go tool pprof -diff_base BASE NEXT), json.
+`,
+  sharedFlags: `Its flags are report's (--format: ${DIFF_FORMATS.join(", ")}):
+${REPORT_FLAGS_HELP}`,
+};
 
-${MEMCACHED_HELP}
-shardheap --help prints this text, shardheap --version the version.
+const MEMCACHED: CommandHelp = { synopsis: MEMCACHED_USAGE, help: MEMCACHED_HELP };
+
+const COMMANDS: Readonly<Record<string, CommandHelp>> = { stress: STRESS, report: REPORT, diff: DIFF, memcached: MEMCACHED };
+
+/** Synopses under one "usage:" (the first line's indent becomes the word). */
+function usageOf(helps: readonly CommandHelp[]): string {
+  return `usage:${helps.map((h) => h.synopsis).join("\n").slice("usage:".length)}\n`;
+}
+
+/** One command's usage and help: what `shardheap COMMAND --help` prints, and what follows a mistake on its line. */
+function commandHelp(help: CommandHelp): string {
+  return `${usageOf([help])}\n${help.help}${help.sharedFlags ?? ""}`;
+}
+
+/** Everything: `shardheap --help`. */
+const USAGE = `${usageOf(Object.values(COMMANDS))}
+${STRESS.help}
+${REPORT.help}
+${DIFF.help}
+${MEMCACHED.help}
+shardheap --help prints this text, shardheap COMMAND --help that command's alone,
+shardheap --version the version.
 `;
 
 interface ReportArgs {
@@ -256,10 +302,15 @@ function packageVersion(): string {
 
 async function main(argv: readonly string[]): Promise<number> {
   const [command, ...rest] = argv;
+  const help = command === undefined ? undefined : COMMANDS[command];
   try {
     if (command === undefined) throw new UsageError("a command is needed");
-    if (command === "--help" || command === "-h" || rest.includes("--help")) {
+    if (command === "--help" || command === "-h") {
       process.stdout.write(USAGE);
+      return 0;
+    }
+    if (help !== undefined && rest.includes("--help")) {
+      process.stdout.write(commandHelp(help));
       return 0;
     }
     if (command === "--version" || command === "-v") {
@@ -287,8 +338,11 @@ async function main(argv: readonly string[]): Promise<number> {
     const row = errorRow(e);
     if (row === UNEXPECTED_ERROR_ROW) process.stderr.write(`shardheap: ${(e as Error)?.stack ?? String(e)}\n`);
     else process.stderr.write(`shardheap: ${(e as Error).message}\n`);
-    // The command line itself was wrong: show how to write it.
-    if (e instanceof UsageError || e instanceof InvalidValueError) process.stderr.write(`\n${USAGE}`);
+    // The command line itself was wrong: show how to write that command
+    // (no command, or one that does not exist: how to write each).
+    if (e instanceof UsageError || e instanceof InvalidValueError) {
+      process.stderr.write(`\n${help === undefined ? `${usageOf(Object.values(COMMANDS))}shardheap --help explains every command.\n` : commandHelp(help)}`);
+    }
     return row.exitCode;
   }
 }

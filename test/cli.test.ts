@@ -49,14 +49,52 @@ describe("shardheap report", () => {
     expect(decoded.sample.reduce((n, s) => n + Number(s.value[3]), 0)).toBe(133120);
   });
 
-  it("bad flags: usage on stderr, exit 2", () => {
-    for (const args of [[], ["report"], ["report", image, "--format", "png"], ["report", image, "--min", "lots"], ["report", image, "--shard", "7"], ["report", image, "--bogus"], ["frobnicate"]]) {
+  it("bad flags: one line saying what is wrong, then report's usage alone, exit 2", () => {
+    for (const args of [["report"], ["report", image, "--format", "png"], ["report", image, "--min", "lots"], ["report", image, "--shard", "7"], ["report", image, "--bogus"], ["report", image, image]]) {
       const r = run(...args);
       expect(r.status, args.join(" ")).toBe(2);
-      expect(r.stderr, args.join(" ")).toMatch(/^usage: shardheap stress/m);
-      expect(r.stderr, args.join(" ")).toMatch(/^ +shardheap report FILE/m);
+      const [what, blank, usage] = r.stderr.split("\n");
+      expect(what, args.join(" ")).toMatch(/^shardheap: \S/);
+      expect([blank, usage], args.join(" ")).toEqual(["", "usage: shardheap report FILE [--format tree|collapsed|svg|pprof|heapprofile|json]"]);
+      expect(r.stderr, args.join(" ")).toMatch(/^ {2}--min BYTES /m); // its flags, explained
+      expect(r.stderr, args.join(" ")).not.toMatch(/shardheap (stress|diff|memcached)|^diff renders|^memcached serves/m);
     }
-    expect(run("--help").status).toBe(0);
+    const diff = run("diff", image);
+    expect(diff.stderr).toMatch(/^shardheap: diff needs BASE and NEXT\n\nusage: shardheap diff BASE NEXT /);
+    expect(diff.stderr).toMatch(/^Its flags are report's \(--format: tree, collapsed, svg, pprof, json\):\n {2}--format F/m);
+    expect(diff.stderr).not.toMatch(/shardheap (stress|report|memcached)/);
+  });
+
+  it("no command, or one that does not exist: every command's synopsis, not their help; exit 2", () => {
+    for (const args of [[], ["frobnicate"], ["--bogus"]]) {
+      const r = run(...args);
+      expect(r.status, args.join(" ")).toBe(2);
+      expect(r.stderr.split("\n").slice(1, 3), args.join(" ")).toEqual(["", expect.stringMatching(/^usage: shardheap stress /)]);
+      for (const command of ["report FILE", "diff BASE NEXT", "memcached"]) expect(r.stderr, args.join(" ")).toMatch(new RegExp(`^ {7}shardheap ${command} `, "m"));
+      expect(r.stderr, args.join(" ")).not.toMatch(/^ {2}--/m); // no flag's explanation
+      expect(r.stderr, args.join(" ")).toMatch(/^shardheap --help explains every command\.$/m);
+    }
+    expect(run("frobnicate").stderr.split("\n")[0]).toBe('shardheap: unknown command "frobnicate"');
+  });
+
+  it("--help prints every command's usage and help; COMMAND --help that command's alone", () => {
+    const all = run("--help");
+    expect(all.status).toBe(0);
+    expect(all.stderr).toBe("");
+    for (const text of [/^usage: shardheap stress /m, /^ {7}shardheap report FILE /m, /^ {7}shardheap diff BASE NEXT /m, /^ {7}shardheap memcached /m, /^ {2}--cross-shard R /m, /^ {2}--label N=V /m, /^diff renders NEXT minus BASE/m, /^ {2}-o idle_timeout=N /m]) {
+      expect(all.stdout).toMatch(text);
+    }
+    expect(run("-h").stdout).toBe(all.stdout);
+    const report = run("report", "--help");
+    expect(report).toMatchObject({ status: 0, stderr: "" });
+    expect(report.stdout).toMatch(/^usage: shardheap report FILE /);
+    expect(report.stdout).not.toMatch(/shardheap (stress|diff|memcached)/);
+    // The same text as a mistake's, after its first line.
+    expect(run("report", "--bogus").stderr).toBe(`shardheap: unknown flag --bogus\n\n${report.stdout}`);
+    const memcached = run("memcached", "--help");
+    expect(memcached.status).toBe(0);
+    expect(memcached.stdout).toBe(run("memcached", "-h").stdout);
+    expect(memcached.stdout).toMatch(/^usage: shardheap memcached /);
   });
 
   it("--version prints the package's version", () => {

@@ -195,11 +195,16 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
     }
   });
 
-  it("bad flags: the usage and exit code 2", () => {
-    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"], ["--memory", "1M", "--max-item-size", "2M"], ["--max-item-size", "33M"]]) {
+  it("bad flags: one line saying what is wrong, memcached's usage alone, exit code 2", () => {
+    for (const args of [["--port", "70000"], ["--max-item-size", "12"], ["--bogus"], ["--smp"], ["--memory", "1M", "--max-item-size", "2M"], ["--max-item-size", "33M"], ["-t", "0"]]) {
       const r = runCli(["memcached", ...args], { timeoutMs: 30_000 });
       expect(r.status, args.join(" ")).toBe(2);
-      expect(r.stderr).toMatch(/shardheap memcached \[--smp N\]/);
+      const [what, blank, usage] = r.stderr.split("\n");
+      expect(what, args.join(" ")).toMatch(/^shardheap: \S/);
+      expect(blank).toBe("");
+      expect(usage).toMatch(/^usage: shardheap memcached \[--smp N\]/);
+      expect(r.stderr).toMatch(/^memcached's own options/m); // its flags, memcached's among them
+      expect(r.stderr, args.join(" ")).not.toMatch(/shardheap (stress|report|diff)/);
     }
     // As memcached 1.6 ("Cannot set item size limit higher than 1/2 of memory max."): an item lives in one shard.
     const r = runCli(["memcached", "--memory", "1M", "--max-item-size", "2M"], { timeoutMs: 30_000 });
