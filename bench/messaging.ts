@@ -14,6 +14,15 @@
  *                     id (bench/fixtures/message-channel-peer.mjs)
  *                     target: shard->shard >= 3x faster (ratio <= 1/3)
  *   main->shard       the main thread makes N_FLOOD calls to shard 0
+ *   typed main->shard the same calls through smp.tasks() (src/smp/typed-tasks.ts);
+ *                     its ratio to main->shard is shown, no target: here
+ *                     it read 1.04-1.16 (the candidate after main->shard
+ *                     pays for its garbage), while the two alternated
+ *                     flood for flood, 80 rounds each, read 0.97-1.01
+ *   typed call        what a typed call adds: N_OVERHEAD calls through
+ *                     typedTasks and straight to a caller that does
+ *                     nothing, the difference per call
+ *                     target: <= 5% of a main->shard call (number)
  *   piscina.run       piscina's own run() to a one-thread pool set up as Smp
  *                     set up its pools before issue 11 (atomics disabled,
  *                     64 tasks per worker); the old submitTo cost this plus
@@ -39,6 +48,7 @@ import { MessageChannel } from "node:worker_threads";
 import { Piscina } from "piscina";
 import { Smp } from "../src/index.js";
 import { queueGeometry, createQueueBuffer } from "../src/smp/queue-layout.js";
+import { typedTasks } from "../src/smp/typed-tasks.js";
 import { runRounds, type AsyncCandidate } from "./async-rounds.js";
 import { fixture, PeerWorker } from "./peer-worker.js";
 import { compare, loadAverage, type BenchModule, type BenchRecord } from "./report.js";
@@ -47,6 +57,7 @@ import { median } from "./timing.js";
 const BENCH = "messaging";
 const N_FLOOD = 50_000;
 const N_SEQ = 2_000;
+const N_OVERHEAD = 1_000_000;
 const RING_BYTES = 64 * 1024;
 const VALUES = {
   number: 12345.5,
@@ -65,6 +76,22 @@ async function promisesOnly(): Promise<number> {
   });
   await Promise.all(all);
   return Number(process.hrtime.bigint() - t0) / N_FLOOD;
+}
+
+/** What typedTasks adds to a call: N_OVERHEAD calls each way to a caller that does nothing, ns per call. */
+async function typedCallOverhead(): Promise<number> {
+  const answer = Promise.resolve<unknown>(0);
+  const caller = { submitTo: (_shard: number, _task: string, _arg?: unknown) => answer, invokeOnAll: () => Promise.resolve<unknown[]>([]) };
+  const typed = typedTasks<{ echo(value: number): number }>(caller);
+  let last: unknown;
+  let t0 = process.hrtime.bigint();
+  for (let i = 0; i < N_OVERHEAD; i++) last = caller.submitTo(0, "echo", i);
+  const direct = Number(process.hrtime.bigint() - t0);
+  t0 = process.hrtime.bigint();
+  for (let i = 0; i < N_OVERHEAD; i++) last = typed.echo(0, i);
+  const through = Number(process.hrtime.bigint() - t0);
+  if (last !== answer) throw new Error("typedCallOverhead: the typed call did not reach the caller");
+  return Math.max(0, through - direct) / N_OVERHEAD;
 }
 
 /** One round: ns per call. */
@@ -92,6 +119,7 @@ export const messaging: BenchModule = {
       idleTimeout: Infinity,
       concurrentTasksPerWorker: 64,
     });
+    const typed = smp.tasks<{ echo(value: (typeof VALUES)[ValueKind]): unknown }>();
     try {
       const candidates: Candidate[] = [];
       for (const kind of Object.keys(VALUES) as ValueKind[]) {
@@ -115,6 +143,17 @@ export const messaging: BenchModule = {
             },
           },
           {
+            name: "typed main->shard",
+            metric: kind,
+            round: async () => {
+              const t0 = process.hrtime.bigint();
+              const calls = new Array<Promise<unknown>>(N_FLOOD);
+              for (let i = 0; i < N_FLOOD; i++) calls[i] = typed.echo(0, value);
+              await Promise.all(calls);
+              return Number(process.hrtime.bigint() - t0) / N_FLOOD;
+            },
+          },
+          {
             name: "piscina.run",
             metric: kind,
             round: async () => {
@@ -132,6 +171,7 @@ export const messaging: BenchModule = {
         { name: "MessageChannel", metric: "sequential", round: async () => (await mcClient.request({ type: "pingPong", n: N_SEQ })) / N_SEQ },
         { name: "floor", metric: "integers", round: async () => (await bareClient.request({ n: N_FLOOD })) / N_FLOOD },
         { name: "promises", metric: "one thread", round: promisesOnly },
+        { name: "typed call", metric: "added to submitTo", round: typedCallOverhead },
       );
 
       const { rounds, get } = await runRounds(ctx, BENCH, candidates, `load average ${loadBefore}`);
@@ -148,7 +188,7 @@ export const messaging: BenchModule = {
           nsPerOp: median(xs),
           minNsPerOp: Math.min(...xs),
           maxNsPerOp: Math.max(...xs),
-          opsPerRound: metric === "sequential" ? N_SEQ : N_FLOOD,
+          opsPerRound: metric === "sequential" ? N_SEQ : name === "typed call" ? N_OVERHEAD : N_FLOOD,
           rounds,
           ...extra,
         });
@@ -163,6 +203,7 @@ export const messaging: BenchModule = {
         record("MessageChannel", kind);
         const m2s = find("main->shard", kind).ns;
         record("main->shard", kind, compare(m2s, "piscina.run", find("piscina.run", kind).ns, 1 / 10, "ratio <= 1/10 (>= 10x)"));
+        record("typed main->shard", kind, compare(find("typed main->shard", kind).ns, "main->shard", m2s));
         record("piscina.run", kind);
       }
       record("shard->shard", "sequential", compare(find("shard->shard", "sequential").ns, "MessageChannel", find("MessageChannel", "sequential").ns, 1, "ratio <= 1 (no slower)"));
@@ -170,6 +211,11 @@ export const messaging: BenchModule = {
       record("floor", "integers", {
         note: `bare SPSC ring of integers with the same doorbell; load average before ${loadBefore}, after ${loadAfter} (${os.cpus().length} cores)`,
       });
+      record(
+        "typed call",
+        "added to submitTo",
+        compare(find("typed call", "added to submitTo").ns, "main->shard (number)", find("main->shard", "number").ns, 0.05, "<= 5% of a call"),
+      );
       record("promises", "one thread", { note: "a promise per call made, resolved and awaited with Promise.all, no messaging: in every call's cost, not in the floor's" });
     } finally {
       await smp.stop();

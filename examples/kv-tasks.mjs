@@ -1,12 +1,15 @@
 // Tasks for examples/messaging.mjs: a key-value store sharded by key, as a
 // Seastar service is. Every shard owns the keys that hash to it; a task
-// that lands on the wrong shard sends the work to the owner with
-// currentShard.submitTo, shard to shard, without the main thread. Values
-// live in the shared heap: what travels between threads is a pointer.
+// that lands on the wrong shard sends the work to the owner through
+// currentShard.tasks() (this module's tasks as calls: kv.put(shard, arg) is
+// submitTo(shard, "put", arg)), shard to shard, without the main thread.
+// Values live in the shared heap: what travels between threads is a pointer.
 import { currentShard } from "shardheap";
 
 /** This shard's keys -> { ptr, length } of the value's bytes in the heap. */
 const store = new Map();
+/** This module's tasks on any shard (made now, used once the exports exist). */
+const kv = currentShard.tasks();
 
 function ownerOf(key) {
   let h = 0;
@@ -16,7 +19,7 @@ function ownerOf(key) {
 
 export function put({ key, value }, shard) {
   const home = ownerOf(key);
-  if (home !== shard.id) return shard.submitTo(home, "put", { key, value }); // not ours: ask the owner
+  if (home !== shard.id) return kv.put(home, { key, value }); // not ours: ask the owner
   const bytes = new TextEncoder().encode(value);
   const ptr = shard.memory.malloc(bytes.length);
   shard.heap.bytes(ptr, bytes.length).set(bytes);
@@ -29,13 +32,13 @@ export function put({ key, value }, shard) {
 /** Where the value is ({ ptr, length } in the shared heap), or null: the caller reads it without a copy. */
 export function get(key, shard) {
   const home = ownerOf(key);
-  if (home !== shard.id) return shard.submitTo(home, "get", key);
+  if (home !== shard.id) return kv.get(home, key);
   return store.get(key) ?? null;
 }
 
 /** Keys in the whole store: every shard counts its own. */
-export async function count(_arg, shard) {
-  const counts = await shard.invokeOnAll("localCount");
+export async function count() {
+  const counts = await kv.localCount.onAll();
   return counts.reduce((a, b) => a + b, 0);
 }
 

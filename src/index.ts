@@ -25,7 +25,8 @@ export {
 } from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
 export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans } from "./smp/smp.js";
-export { currentShard, type ShardContext } from "./smp/current-shard.js";
+export { currentShard } from "./smp/current-shard.js";
+export { type ShardContext, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";

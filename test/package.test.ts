@@ -6,19 +6,11 @@
  * dependencies are linked from this repository's.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
-
-const root = fileURLToPath(new URL("..", import.meta.url));
-const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { name: string; version: string; dependencies: Record<string, string> };
-
-/** npm with the test's bounds; the build already ran (npm test's pretest), so no scripts. */
-function npm(args: string[], cwd = root): string {
-  return execFileSync("npm", [...args, "--ignore-scripts"], { cwd, encoding: "utf8", timeout: 120_000, stdio: ["ignore", "pipe", "pipe"] });
-}
+import { npm, packedProject, pkg, root } from "./packed-package.js";
 
 describe("the npm package", () => {
   let files: string[];
@@ -43,20 +35,7 @@ describe("the npm package", () => {
 
   it("a TypeScript user's ESM project compiles against it and runs", () => {
     const dir = tempDir("shardheap-consumer-");
-    npm(["pack", "--pack-destination", dir, "--silent"]);
-    const tarball = join(dir, `${pkg.name}-${pkg.version}.tgz`);
-    const modules = join(dir, "node_modules");
-    mkdirSync(join(modules, "shardheap"), { recursive: true });
-    mkdirSync(join(modules, "@types"));
-    execFileSync("tar", ["-xzf", tarball, "-C", join(modules, "shardheap"), "--strip-components=1"]);
-    for (const dep of [...Object.keys(pkg.dependencies), "@types/node", "typescript"]) {
-      symlinkSync(join(root, "node_modules", dep), join(modules, dep), "dir");
-    }
-    writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }));
-    writeFileSync(
-      join(dir, "tsconfig.json"),
-      JSON.stringify({ compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, types: ["node"], outDir: "out" }, include: ["main.ts"] }),
-    );
+    const { tsc, modules } = packedProject(dir, { strict: true });
     writeFileSync(
       join(dir, "main.ts"),
       `import { SharedHeap, Smp, formatTree, serveAdmin, type HeapProfile, type MemoryStats, type SmpOptions } from "shardheap";
@@ -73,7 +52,7 @@ void start;
 console.log(JSON.stringify({ p: p > 0, live: stats.liveObjects, options: options.shards, tree: formatTree(profile).split("\\n")[0] }));
 `,
     );
-    execFileSync(process.execPath, [join(modules, "typescript", "bin", "tsc"), "-p", dir], { cwd: dir, encoding: "utf8", timeout: 120_000 });
+    execFileSync(process.execPath, [tsc, "-p", dir], { cwd: dir, encoding: "utf8", timeout: 120_000 });
     const out = execFileSync(process.execPath, [join(dir, "out", "main.js")], { cwd: dir, encoding: "utf8", env: { ...process.env, SHARDHEAP_LOG: "silent" }, timeout: 60_000 });
     expect(JSON.parse(out)).toEqual({ p: true, live: 1, options: 1, tree: "All (112, #1)" });
     // The command as installed: executable, and it knows its version.

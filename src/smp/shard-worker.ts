@@ -26,6 +26,8 @@ import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./p
 import { queueGeometry } from "./queue-layout.js";
 import { ShardSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
+import { typedTasks } from "./typed-tasks.js";
+import type { Tasks } from "./task-types.js";
 import { importUserModule } from "./user-module.js";
 
 const boot = workerData as ShardBootData;
@@ -48,6 +50,8 @@ memory.batchCrossShardFrees(true);
 if (boot.heapprofRate > 0) memory.setHeapProfilingSampleRate(boot.heapprofRate);
 /** This thread's end of the messaging buffer, from the "init" request on. */
 let endpoint: Endpoint | undefined;
+/** currentShard.tasks(): one object for every type argument (they exist only at compile time). */
+let tasks: Tasks<object> | undefined;
 const context: ShardContext = Object.freeze({
   id: boot.shard,
   shards: boot.shards,
@@ -58,6 +62,10 @@ const context: ShardContext = Object.freeze({
   },
   invokeOnAll<T>(task: string, arg?: unknown): Promise<T[]> {
     return invokeOnAllVia<T>(joined(), task, arg);
+  },
+  tasks<M extends object>(): Tasks<M> {
+    tasks ??= typedTasks(context);
+    return tasks as Tasks<M>;
   },
 });
 setCurrentShard(context);

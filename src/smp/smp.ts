@@ -50,6 +50,8 @@ import {
 } from "./queue-layout.js";
 import { MainSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
+import type { NoTaskModuleNamed, Tasks } from "./task-types.js";
+import { typedTasks } from "./typed-tasks.js";
 import { AppStatsSources, type AppStats, type AppStatsReader } from "./app-stats.js";
 
 /** What piscina starts each shard thread with: a CommonJS file that import()s shard-worker.js (shard-entry.cts says why). */
@@ -123,6 +125,8 @@ export class Smp extends EventEmitter<SmpEvents> {
   private readonly failed = new Set<number>();
   /** What the apps running here publish about themselves (app-stats.ts). */
   private readonly apps = new AppStatsSources();
+  /** smp.tasks(): one object for every type argument (they exist only at compile time). */
+  private typed: Tasks<object> | undefined;
 
   private constructor(options: FilledSmpOptions, heap: SharedHeap, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
     super();
@@ -275,6 +279,18 @@ export class Smp extends EventEmitter<SmpEvents> {
   invokeOnAll<T = unknown>(task: string, arg?: unknown): Promise<T[]> {
     if (this.stopping) return this.refuse(0, () => `invokeOnAll(${JSON.stringify(task)})`, task);
     return invokeOnAllVia<T>(this.endpoint, task, arg);
+  }
+
+  /**
+   * The module's tasks as typed calls (task-types.ts):
+   * `smp.tasks<typeof import("./tasks.js")>()` gives `put(shard, arg)` with
+   * put's argument and result types, and `put.onAll(arg)` (invokeOnAll).
+   * They are submitTo and invokeOnAll underneath, with the same checks,
+   * errors and order. The same object every time.
+   */
+  tasks<M extends object = NoTaskModuleNamed>(): Tasks<M> {
+    this.typed ??= typedTasks(this);
+    return this.typed as Tasks<M>;
   }
 
   /** A call made once stop() has begun: its task name is still checked first. */
