@@ -95,6 +95,19 @@ export interface SmpOptions {
    * elsewhere is invalid from then on.
    */
   orphans?: "keep" | "free";
+  /**
+   * Node flags the shards' threads run with, as worker_threads' execArgv:
+   * given, they replace the parent's; left out, each shard runs with the
+   * parent's execArgv (`process.execArgv`: `--import tsx`, `--loader`,
+   * `--experimental-strip-types`, ...). Either way a shard also gets the
+   * parent's NODE_OPTIONS, as every worker does. So a TypeScript task
+   * module loads in the shards of a program run under tsx (npx tsx,
+   * node --import tsx, NODE_OPTIONS=--import tsx), and `execArgv:
+   * ["--import", "tsx"]` loads one from a program that is not. Flags Node
+   * refuses for a thread (V8's and process-wide ones: --expose-gc,
+   * --max-old-space-size) are an InvalidValueError at start().
+   */
+  execArgv?: readonly string[];
 }
 
 export interface FilledSmpOptions {
@@ -114,6 +127,8 @@ export interface FilledSmpOptions {
   /** Calls pending from one thread to one shard, at most (Infinity: no bound). */
   maxPendingCalls: number;
   orphans: "keep" | "free";
+  /** The shards' execArgv; undefined: the parent's, as Node inherits it (which tolerates flags an explicit list may not name). */
+  execArgv: readonly string[] | undefined;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -147,6 +162,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   queueBytes: true,
   maxPendingCalls: true,
   orphans: true,
+  execArgv: true,
 };
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
@@ -170,7 +186,16 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     queueBytes: o.queueBytes === undefined ? defaultRingBytes(shards + 1) : checkRingBytes(parseSize(o.queueBytes, "options.queueBytes"), "options.queueBytes"),
     maxPendingCalls: o.maxPendingCalls === Infinity ? Infinity : parseInteger(o.maxPendingCalls ?? DEFAULT_MAX_PENDING_CALLS, "options.maxPendingCalls", 1, 2 ** 31 - 1),
     orphans: orphansOption(o.orphans),
+    execArgv: execArgvOption(o.execArgv),
   };
+}
+
+function execArgvOption(value: unknown): readonly string[] | undefined {
+  if (value === undefined) return undefined;
+  if (!Array.isArray(value) || !value.every((a): a is string => typeof a === "string")) {
+    throw new InvalidValueError("options.execArgv", "options.execArgv must be an array of strings (Node flags, as worker_threads' execArgv)");
+  }
+  return Object.freeze([...value]);
 }
 
 function orphansOption(value: unknown): "keep" | "free" {

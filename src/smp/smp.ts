@@ -23,7 +23,7 @@ import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
 import type { TransferListItem } from "node:worker_threads";
 import { Piscina } from "piscina";
-import { ShardError } from "../errors.js";
+import { InvalidValueError, ShardError } from "../errors.js";
 import { rejectUnknownKeys } from "../parse.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
@@ -171,7 +171,8 @@ export class Smp extends EventEmitter<SmpEvents> {
     const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites });
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
-    const pools = Array.from({ length: options.shards }, (_, shard) => {
+    const pools: Piscina[] = [];
+    for (let shard = 0; shard < options.shards; shard++) {
       const workerData: ShardBootData = {
         buffer: heap.buffer,
         memory: heap.memory,
@@ -185,16 +186,26 @@ export class Smp extends EventEmitter<SmpEvents> {
         maxPendingCalls: options.maxPendingCalls,
         orphans: options.orphans,
       };
-      return new Piscina({
-        filename: WORKER_FILE,
-        minThreads: 1,
-        maxThreads: 1,
-        atomics: "disabled",
-        idleTimeout: Infinity,
-        concurrentTasksPerWorker: 64,
-        workerData,
-      });
-    });
+      try {
+        pools.push(
+          new Piscina({
+            filename: WORKER_FILE,
+            minThreads: 1,
+            maxThreads: 1,
+            atomics: "disabled",
+            idleTimeout: Infinity,
+            concurrentTasksPerWorker: 64,
+            workerData,
+            // Left out, Node gives the thread the parent's flags (an explicit list is checked more strictly).
+            ...(options.execArgv === undefined ? {} : { execArgv: [...options.execArgv] }),
+          }),
+        );
+      } catch (e) {
+        // Node checks a thread's flags as it makes the thread, inside the pool's constructor.
+        await Promise.allSettled(pools.map((pool) => pool.destroy()));
+        throw refusedExecArgv(e) ?? e;
+      }
+    }
     const smp = new Smp(options, heap, pools, geometry, queues);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
@@ -601,6 +612,13 @@ async function settlesBy(p: Promise<unknown>, deadline: number | undefined): Pro
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Node's refusal of Smp.start's execArgv for a thread, said as the option's error. */
+function refusedExecArgv(e: unknown): InvalidValueError | undefined {
+  if ((e as { code?: unknown })?.code !== "ERR_WORKER_INVALID_EXEC_ARGV") return undefined;
+  const flags = errorMessage(e).replace(/^.*?flags: /, "");
+  return new InvalidValueError("options.execArgv", `options.execArgv: Node refuses ${flags} for a worker thread (V8 flags and process-wide ones cannot be given to a thread)`);
 }
 
 function describeRequest(request: ShardRequest): string {

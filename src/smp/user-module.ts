@@ -10,17 +10,33 @@
  * in its stack. The check runs only on that failure path (a child process,
  * ~50 ms). When the module itself parses (the error is in a module it
  * imports, or is a missing export), the error is left as it was.
+ *
+ * Before the import, the loaders this thread runs under are put in force
+ * where Node leaves one out (shard-loaders.ts: tsx on Node 20). A
+ * TypeScript file that still finds no loader says how to give it one:
+ * Node's own message names only the extension.
  */
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { registerShardLoaders } from "./shard-loaders.js";
 
 /** A check that has not answered by then is abandoned: the original error is kept. */
 const CHECK_TIMEOUT_MS = 10_000;
 
+/** Node's refusal of a TypeScript file (the module or one it imports), which it loads only under a loader or its own type stripping. */
+const TYPESCRIPT_REFUSED = /Unknown file extension "\.[cm]?tsx?"/;
+
 export async function importUserModule(url: string): Promise<Record<string, unknown>> {
+  await registerShardLoaders(process.execArgv, process.env.NODE_OPTIONS);
   try {
     return (await import(url)) as Record<string, unknown>;
   } catch (e) {
+    if (isUnknownExtension(e) && TYPESCRIPT_REFUSED.test(e.message)) {
+      e.message +=
+        ": a TypeScript task module needs a loader in the shards: run the program under tsx (npx tsx main.ts, node --import tsx main.ts), " +
+        'or give Smp.start execArgv: ["--import", "tsx"]; on Node 22.6 and later --experimental-strip-types works too';
+      throw e;
+    }
     if (!(e instanceof SyntaxError) || !url.startsWith("file:")) throw e;
     const place = await syntaxErrorPlace(fileURLToPath(url));
     if (place === undefined) throw e;
@@ -48,4 +64,8 @@ function syntaxErrorPlace(path: string): Promise<{ where: string; excerpt: strin
       resolve({ where: `${m[1]}:${m[2]}:${caret.indexOf("^") + 1}`, excerpt: `${source}\n${caret}` });
     });
   });
+}
+
+function isUnknownExtension(e: unknown): e is Error {
+  return e instanceof Error && (e as { code?: unknown }).code === "ERR_UNKNOWN_FILE_EXTENSION";
 }
