@@ -3,8 +3,11 @@
  * line is `// NAME.mjs: ...` is a file the others use (written, not run);
  * every other block is a program, run on its own in a temp dir where
  * `import ... from "shardheap"` finds this package, in the README's order.
+ * The TypeScript blocks (each `// NAME.ts: ...`) compile together under
+ * strict, exactOptionalPropertyTypes and noUncheckedIndexedAccess, and
+ * those that say `npx tsx NAME.ts` run under tsx.
  */
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -53,4 +56,37 @@ describe("README", () => {
       expect(r).toEqual({ code: 0, stderr: "" });
     });
   });
+});
+
+const tsBlocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
+
+describe("README's TypeScript", () => {
+  const tsDir = tempDir("shardheap-readme-ts-");
+  mkdirSync(join(tsDir, "node_modules", "@types"), { recursive: true });
+  symlinkSync(root, join(tsDir, "node_modules", "shardheap"), "dir");
+  symlinkSync(join(root, "node_modules", "tsx"), join(tsDir, "node_modules", "tsx"), "dir");
+  symlinkSync(join(root, "node_modules", "@types", "node"), join(tsDir, "node_modules", "@types", "node"), "dir");
+  writeFileSync(join(tsDir, "package.json"), JSON.stringify({ name: "readme-ts", private: true, type: "module" }));
+  const compilerOptions = { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, exactOptionalPropertyTypes: true, noUncheckedIndexedAccess: true, types: ["node"], noEmit: true };
+  writeFileSync(join(tsDir, "tsconfig.json"), JSON.stringify({ compilerOptions, include: ["*.ts"] }));
+  const named = tsBlocks.map((block) => ({ block, name: /^\/\/ ([\w-]+\.ts): /.exec(block)?.[1] }));
+  for (const { block, name } of named) if (name !== undefined) writeFileSync(join(tsDir, name), block);
+
+  it("every block is a file (// NAME.ts: ...), and they compile together", () => {
+    expect(named.length).toBeGreaterThanOrEqual(2);
+    expect(named.filter((b) => b.name === undefined).map((b) => b.block.split("\n")[0])).toEqual([]);
+    const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
+    expect(() => execFileSync(process.execPath, [tsc, "-p", tsDir, "--pretty", "false"], { cwd: tsDir, encoding: "utf8", timeout: 120_000 })).not.toThrow();
+  }, 120_000);
+
+  for (const { block, name } of named) {
+    if (name === undefined || !block.split("\n")[0]!.includes(`npx tsx ${name}`)) continue;
+    it(`${name} runs under tsx`, async () => {
+      const r = await run(process.execPath, ["--import", "tsx", name], { cwd: tsDir, timeout: 60_000, env: { ...process.env, SHARDHEAP_LOG: "silent" } }).then(
+        ({ stderr }) => ({ code: 0, stderr }),
+        (e: { code?: unknown; signal?: unknown; stderr?: string }) => ({ code: e.code ?? e.signal, stderr: e.stderr ?? "" }),
+      );
+      expect(r).toEqual({ code: 0, stderr: "" });
+    }, 60_000);
+  }
 });

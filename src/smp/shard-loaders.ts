@@ -22,7 +22,7 @@
  * themselves.
  *
  * Node's own type stripping (`--experimental-strip-types`, 22.6 and
- * later; on by default from 23.6) is an execArgv flag like any other: the
+ * later; on by default from 22.18 and 23.6) is an execArgv flag like any other: the
  * shards inherit it.
  */
 import { existsSync, readFileSync } from "node:fs";
