@@ -22,15 +22,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { gunzipSync } from "node:zlib";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { type Browser, type Page } from "playwright-core";
 import { Profile } from "pprof-format";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Smp, formatSize, serveAdmin, type AdminServer, type HeapProfile } from "../dist/index.js";
 import { runStress, type StressSummary } from "../dist/apps/stress/run.js";
+import { haveChromium, launchChromium, watchPage } from "./browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`dashboard browser check SKIPPED: ${CHROMIUM} is not installed (apt-get install chromium)`);
+const hasChromium = haveChromium("dashboard browser check");
 
 const RATE = 4096;
 const LEAK = "allocateLeakedRecord";
@@ -78,10 +77,7 @@ describe.runIf(hasChromium)("dashboard in Chromium", () => {
     url = await Promise.race([announced, stress.then(() => Promise.reject(new Error(`stress ended first:\n${printed}`)))]);
     smp = await Smp.start({ shards: 2, memoryPerShard: "8MiB", heapprof: RATE });
     locked = await serveAdmin(smp, { token: TOKEN });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     stop?.();
@@ -94,16 +90,9 @@ describe.runIf(hasChromium)("dashboard in Chromium", () => {
   /** A page of the dashboard at `base`, recording console errors, page errors and every request that leaves `base`. */
   async function open(base: string): Promise<{ page: Page; problems: string[]; requests: Array<{ url: string; authorization: string | undefined }> }> {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1800 }, acceptDownloads: true });
-    const problems: string[] = [];
+    const problems = watchPage(page, base, { warnings: true });
     const requests: Array<{ url: string; authorization: string | undefined }> = [];
-    page.on("console", (m) => {
-      if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
-    });
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    page.on("request", (r) => {
-      requests.push({ url: r.url(), authorization: r.headers()["authorization"] });
-      if (!r.url().startsWith(`${base}/`) && !r.url().startsWith(`blob:${base}/`) && !r.url().startsWith("data:")) problems.push(`request left the server: ${r.url()}`);
-    });
+    page.on("request", (r) => requests.push({ url: r.url(), authorization: r.headers()["authorization"] }));
     await page.goto(`${base}/`);
     return { page, problems, requests };
   }

@@ -7,17 +7,16 @@
  * for shard 1, which folded nothing, it is hidden. No request leaves the
  * admin server.
  */
-import { existsSync, mkdtempSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser } from "playwright-core";
+import { type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Smp, serveAdmin, type AdminServer } from "../dist/index.js";
 import { TASKS } from "./helpers.js";
+import { haveChromium, launchChromium, watchPage } from "./browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`dashboard folded-sites check SKIPPED: ${CHROMIUM} is not installed (apt-get install chromium)`);
+const hasChromium = haveChromium("dashboard folded-sites check");
 
 describe.runIf(hasChromium)("the dashboard's folded-sites warning in Chromium", () => {
   let smp: Smp;
@@ -33,10 +32,7 @@ describe.runIf(hasChromium)("the dashboard's folded-sites warning in Chromium", 
     expect(smp.heapProfile(0).folded).toMatchObject({ allocCount: 5, siteCapacity: 1, full: ["sites"] });
     expect(smp.heapProfile(1).folded).toBeUndefined();
     admin = await serveAdmin(smp, { dashboard: { sampleIntervalMs: 100 } });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
@@ -46,14 +42,7 @@ describe.runIf(hasChromium)("the dashboard's folded-sites warning in Chromium", 
 
   it("shows for the shards that folded, names them and the flag, hides for one that did not", async () => {
     const page = await browser.newPage();
-    const problems: string[] = [];
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    page.on("console", (m) => {
-      if (m.type() === "error") problems.push(`console error: ${m.text()}`);
-    });
-    page.on("request", (r) => {
-      if (!r.url().startsWith(`${admin.url}/`) && !r.url().startsWith(`blob:${admin.url}/`) && !r.url().startsWith("data:")) problems.push(`request left the server: ${r.url()}`);
-    });
+    const problems = watchPage(page, admin.url);
     await page.goto(`${admin.url}/`);
     const warning = page.locator("#folded-warning");
     await warning.waitFor({ state: "visible", timeout: 30_000 });

@@ -11,16 +11,15 @@
  * `prefix=VALUE`, no other value's frames); "Show all" brings every one
  * back. "Grew most" shows the sites' labels. No request leaves the server.
  */
-import { existsSync, mkdtempSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { NO_LABEL, Smp, groupByLabel, serveAdmin, type AdminServer } from "../dist/index.js";
+import { haveChromium, launchChromium, watchPage } from "./browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`dashboard label view check SKIPPED: ${CHROMIUM} is not installed (apt-get install chromium)`);
+const hasChromium = haveChromium("dashboard label view check");
 
 const TASKS = new URL("./fixtures/label-tasks.mjs", import.meta.url);
 const LEAVES = { user: "allocUserRecord", session: "allocSessionRecord", plain: "allocPlainRecord" } as const;
@@ -34,10 +33,7 @@ describe.runIf(hasChromium)("the dashboard's label view in Chromium", () => {
     process.env.SHARDHEAP_LOG = "silent";
     smp = await Smp.start({ shards: 2, memoryPerShard: "8MiB", heapprof: true, module: TASKS });
     admin = await serveAdmin(smp, { dashboard: { sampleIntervalMs: 100 } });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launchChromium();
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
@@ -70,14 +66,7 @@ describe.runIf(hasChromium)("the dashboard's label view in Chromium", () => {
 
   it("groups live memory by a chosen label to the byte, and a value's click shows its flamegraph only", async () => {
     const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
-    const problems: string[] = [];
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    page.on("console", (m) => {
-      if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
-    });
-    page.on("request", (r) => {
-      if (!r.url().startsWith(`${admin.url}/`) && !r.url().startsWith(`blob:${admin.url}/`) && !r.url().startsWith("data:")) problems.push(`request left the server: ${r.url()}`);
-    });
+    const problems = watchPage(page, admin.url, { warnings: true });
     // The baseline first, so that "Grew most" holds the labeled sites below.
     expect((await fetch(`${admin.url}/v1/heapprof/baseline?shard=all`, { method: "POST" })).status).toBe(200);
     await page.goto(`${admin.url}/`);

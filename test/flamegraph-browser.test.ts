@@ -9,14 +9,13 @@ import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { chromium, type Browser } from "playwright-core";
+import { type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";
 import { profileOf, siteOf as site } from "./helpers.js";
+import { haveChromium, launchChromium } from "./browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasChromium = existsSync(CHROMIUM);
-if (!hasChromium) console.warn(`flamegraph browser check SKIPPED: ${CHROMIUM} is not installed (apt-get install chromium)`);
+const hasChromium = haveChromium("flamegraph browser check");
 
 const profile = profileOf([site(["makeBuffer", "handleRequest", "main"], 3000), site(["makeKey", "handleRequest", "main"], 600), site(["startup", "main"], 400)], { shard: "all" });
 
@@ -25,10 +24,7 @@ describe.runIf(hasChromium)("flamegraph in Chromium", () => {
   let dir: string;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "shardheap-svg-"));
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

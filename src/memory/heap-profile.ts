@@ -41,6 +41,20 @@ export interface HeapProfile {
 
 export type { ProfilerTable };
 
+/** A site's four figures. */
+export type SiteFigures = Pick<AllocationSite, "count" | "size" | "allocCount" | "allocSize">;
+
+/**
+ * A new site of `from`'s frames and labels (when it has any) with
+ * `figures` (by default its own): how every reader and renderer copies a
+ * site, so a site's labels go wherever its frames go.
+ */
+export function siteWith(from: Pick<AllocationSite, "frames" | "labels">, figures: SiteFigures): AllocationSite {
+  const site: AllocationSite = { frames: from.frames, count: figures.count, size: figures.size, allocCount: figures.allocCount, allocSize: figures.allocSize };
+  if (from.labels !== undefined) site.labels = from.labels;
+  return site;
+}
+
 /**
  * The allocations that went to "(other sites)" because a table was full:
  * the figures of that site (so also in `sites`), and what to raise.
@@ -121,9 +135,7 @@ export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, Allo
       seen.allocCount += s.allocCount;
       seen.allocSize += s.allocSize;
     } else {
-      const site: AllocationSite = { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize };
-      if (s.labels !== undefined) site.labels = s.labels;
-      byKey.set(key, site);
+      byKey.set(key, siteWith(s, s));
     }
   }
   return new Map([...byKey.values()].map((s) => [siteKey(s.frames, s.labels), s]));
@@ -139,12 +151,7 @@ export function sampleRateOf(r: ShardRegion): number {
  */
 export function heapProfileOf(regions: readonly ShardRegion[], shard?: number): HeapProfile {
   const chosen = shard === undefined ? regions : [regions[shard]!];
-  const read = (r: ShardRegion): AllocationSite[] =>
-    readSites(r).map((s) => {
-      const site: AllocationSite = { frames: s.frames, count: s.count, size: s.size, allocCount: s.allocCount, allocSize: s.allocSize };
-      if (s.labels !== undefined) site.labels = s.labels;
-      return site;
-    });
+  const read = (r: ShardRegion): AllocationSite[] => readSites(r).map((s) => siteWith(s, s));
   const unsorted = chosen.length === 1 ? read(chosen[0]!) : [...sitesByFrames(chosen.flatMap(read)).values()];
   const rates = new Set(chosen.map(sampleRateOf));
   const sites = unsorted.sort((a, b) => b.size - a.size);

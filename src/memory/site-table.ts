@@ -15,7 +15,7 @@
  * A full table folds new stacks into site 0, "(other sites)", so totals stay
  * exact; a full frame or string table does the same. Which tables refused
  * an entry is kept in S_PROF_FULL, and site 0's figures are what was
- * folded (readFolded), so a reader can say how much and why.
+ * folded (readProfilerFill), so a reader can say how much and why.
  */
 import { isUtf8 } from "node:buffer";
 import {
@@ -208,7 +208,7 @@ export class SiteTable {
     // A known stack: one numeric Map lookup, confirmed against the record.
     const candidate = this.siteByHash.get(hash);
     if (candidate !== undefined && this.recordHolds(candidate, ids, n, labelSlot)) return candidate;
-    const site = this.siteOfIds(siteKeyOf(ids.slice(0, n).join(","), labelSlot));
+    const site = this.siteOfIds(ids.slice(0, n).join(","), labelSlot);
     if (site !== OTHER_SITES && candidate === undefined) this.siteByHash.set(hash, site);
     return site;
   }
@@ -222,13 +222,11 @@ export class SiteTable {
     return true;
   }
 
-  /** The site of a stack given as siteKeyOf(its frame ids joined by commas, its label slot), interned if new. */
-  private siteOfIds(key: string): number {
+  /** The site of a stack given as its frame ids joined by commas, with label slot `labelSlot`, interned if new. */
+  private siteOfIds(stack: string, labelSlot: number): number {
+    const key = siteKeyOf(stack, labelSlot);
     const known = this.siteByStack.get(key);
     if (known !== undefined) return known;
-    const bar = key.indexOf("|");
-    const stack = bar < 0 ? key : key.slice(0, bar);
-    const labelSlot = bar < 0 ? 0 : Number(key.slice(bar + 1));
     const ids = stack === "" ? [] : stack.split(",").map(Number);
     const i32 = this.r.i32;
     const count = i32[this.r.hdr + S_PROF_SITES]!;
@@ -594,10 +592,8 @@ export function siteTableProblem(r: ShardRegion, layout: RegionLayout): string |
     const labelSlot = i32[rec + SR_LABELS]!;
     if (labelSlot !== 0) {
       if (labelSlot < 0 || labelSlot > frames) return `site ${s} names label set ${labelSlot - 1}, of ${frames} frames`;
-      const lrec = t.frames + (labelSlot - 1) * FRAME_STRIDE;
-      const text = (offset: number, length: number): string => Buffer.from(r.u8.buffer, t.strings + offset, length).toString("utf8");
-      const label = { functionName: text(i32[lrec + FR_NAME]!, i32[lrec + FR_NAME_LENGTH]!), url: text(i32[lrec + FR_URL]!, i32[lrec + FR_URL_LENGTH]!), line: 0, column: 0 };
-      if (labelsOfFrame(label) === undefined) return `site ${s}'s label set (frame ${labelSlot - 1}) is not one`;
+      // Its frame's strings were checked above: decoding it is safe.
+      if (labelsOfFrame(readFrames(r, t, labelSlot - 1, labelSlot)[0]) === undefined) return `site ${s}'s label set (frame ${labelSlot - 1}) is not one`;
     }
     const f = rec >>> 1;
     for (const [what, field] of [["count", SRF_COUNT], ["size", SRF_SIZE], ["allocCount", SRF_ALLOC_COUNT], ["allocSize", SRF_ALLOC_SIZE]] as const) {

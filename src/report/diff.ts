@@ -16,7 +16,7 @@
  * differential palette. `mergeProfiles` adds profiles up by site (the admin
  * server keeps one baseline per shard and merges them for "all").
  */
-import { sitesByFrames, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
+import { siteWith, sitesByFrames, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
 
 export interface DiffSite extends AllocationSite {
   /** The site's live bytes in the next profile (0 when it is only in base). */
@@ -57,30 +57,18 @@ function sitesByKey(p: HeapProfile): Map<string, AllocationSite> {
   return sitesByFrames(p.sites);
 }
 
-/** `site` with `from`'s labels, when it has any. */
-function withLabels<T extends AllocationSite>(from: AllocationSite, site: T): T {
-  if (from.labels !== undefined) site.labels = from.labels;
-  return site;
-}
-
 export function diffProfiles(base: HeapProfile, next: HeapProfile): ProfileDiff {
   const before = sitesByKey(base);
   const after = sitesByKey(next);
   const sites: DiffSite[] = [];
   for (const [key, n] of after) {
     const b = before.get(key);
-    sites.push(withLabels(n, {
-      frames: n.frames,
-      count: n.count - (b?.count ?? 0),
-      size: n.size - (b?.size ?? 0),
-      allocCount: n.allocCount - (b?.allocCount ?? 0),
-      allocSize: n.allocSize - (b?.allocSize ?? 0),
-      nextSize: n.size,
-    }));
+    const change = { count: n.count - (b?.count ?? 0), size: n.size - (b?.size ?? 0), allocCount: n.allocCount - (b?.allocCount ?? 0), allocSize: n.allocSize - (b?.allocSize ?? 0) };
+    sites.push({ ...siteWith(n, change), nextSize: n.size });
   }
   for (const [key, b] of before) {
     if (after.has(key)) continue;
-    sites.push(withLabels(b, { frames: b.frames, count: -b.count, size: -b.size, allocCount: -b.allocCount, allocSize: -b.allocSize, nextSize: 0 }));
+    sites.push({ ...siteWith(b, { count: -b.count, size: -b.size, allocCount: -b.allocCount, allocSize: -b.allocSize }), nextSize: 0 });
   }
   // Growth first, shrinkage last: the order a leak hunter reads in.
   sites.sort((a, b) => b.size - a.size);

@@ -19,7 +19,7 @@
  */
 import { gzipSync } from "node:zlib";
 import { Function as PprofFunction, Label, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
-import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
+import { siteWith, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { isProfileDiff, siteChanged } from "./diff.js";
@@ -57,11 +57,7 @@ export function pprofSites(p: HeapProfile): AllocationSite[] {
     roundPreservingSum(sites.map((s) => s.count)),
     roundPreservingSum(sites.map((s) => s.size)),
   ];
-  return sites.map((s, i) => {
-    const site: AllocationSite = { frames: s.frames, allocCount: allocCount[i]!, allocSize: allocSize[i]!, count: count[i]!, size: size[i]! };
-    if (s.labels !== undefined) site.labels = s.labels;
-    return site;
-  });
+  return sites.map((s, i) => siteWith(s, { allocCount: allocCount[i]!, allocSize: allocSize[i]!, count: count[i]!, size: size[i]! }));
 }
 
 /** pprof's period for a profile of `sampleRate` (0 off and -1 mixed have no period of their own). */

@@ -6,18 +6,19 @@
  *
  * The store asks only while the heap profiler is on (a label is read only
  * by a profiled allocation); each prefix's set is interned once, and at
- * most MAX_PREFIX_LABELS prefixes are remembered (memcached's own bound on
+ * most MAX_PREFIXES prefixes are remembered (memcached's own bound on
  * stats detail's prefixes): further ones are made per item, still right,
  * just not cached.
  */
 import { heapLabelSet, type HeapLabelSet } from "../../memory/heap-labels.js";
+import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
 
 /** The label's name. */
 export const PREFIX_LABEL = "prefix";
-const MAX_PREFIX_LABELS = 1 << 16;
 
 export class PrefixLabels {
-  private readonly delimiter: string;
+  /** Where a key's prefix ends (-D): the store's bytesByPrefix cuts keys here too. */
+  readonly delimiter: string;
   private readonly sets = new Map<string, HeapLabelSet>();
 
   constructor(delimiter: string) {
@@ -26,14 +27,13 @@ export class PrefixLabels {
 
   /** The label set of `key`'s item, or undefined (no delimiter in it). */
   of(key: string): HeapLabelSet | undefined {
-    const end = key.indexOf(this.delimiter);
-    if (end < 0) return undefined;
-    const prefix = key.slice(0, end);
+    const prefix = keyPrefix(key, this.delimiter);
+    if (prefix === undefined) return undefined;
     let set = this.sets.get(prefix);
     if (set === undefined) {
       // A key is at most 250 bytes: always a valid label value.
       set = heapLabelSet({ [PREFIX_LABEL]: prefix });
-      if (this.sets.size < MAX_PREFIX_LABELS) this.sets.set(prefix, set);
+      if (this.sets.size < MAX_PREFIXES) this.sets.set(prefix, set);
     }
     return set;
   }

@@ -21,6 +21,12 @@
 
 /** memcached's MAX_PREFIX_COUNT. */
 export const MAX_PREFIXES = 1 << 16;
+
+/** A key's prefix: what comes before the first `delimiter` (-D), or undefined when it has none (stats detail counts no such key). */
+export function keyPrefix(key: string, delimiter: string): string | undefined {
+  const end = key.indexOf(delimiter);
+  return end < 0 ? undefined : key.slice(0, end);
+}
 const GET = 0;
 const HIT = 1;
 const SET = 2;
@@ -74,9 +80,8 @@ export class PrefixStats {
   }
 
   private of(key: string): Float64Array | undefined {
-    const end = key.indexOf(this.delimiter);
-    if (end < 0) return undefined;
-    const prefix = key.slice(0, end);
+    const prefix = keyPrefix(key, this.delimiter);
+    if (prefix === undefined) return undefined;
     let c = this.counts.get(prefix);
     if (c === undefined && this.counts.size < MAX_PREFIXES) {
       c = new Float64Array(4);

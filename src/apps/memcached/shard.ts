@@ -20,7 +20,7 @@ import { absoluteExptime } from "./protocol.js";
 import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
 import { StagingArea } from "./staging.js";
 import { ITEM_CLASSES } from "./item-classes.js";
-import { MAX_PREFIXES, PrefixStats, type PrefixCounts } from "./prefix-stats.js";
+import { PrefixStats, type PrefixCounts } from "./prefix-stats.js";
 import { descriptorOf, addressText, type ConnEntry } from "./stats-conns.js";
 import { classCounters, resetCounters, shardCounters, STAT, totals } from "./stats.js";
 import { ItemStore } from "./store.js";
@@ -170,7 +170,7 @@ export function statsDetail(on: boolean): void {
 /** `stats detail dump [bytes]`: this shard's per-prefix counts (with `withBytes`, and its items' bytes per prefix). */
 export function prefixCounts(withBytes: boolean): PrefixCounts[] {
   const { ctx } = configured();
-  return ctx.detail.list(withBytes ? ctx.store.bytesByPrefix(ctx.config.prefixDelimiter, MAX_PREFIXES) : undefined);
+  return ctx.detail.list(withBytes ? ctx.store.bytesByPrefix() : undefined);
 }
 
 /** `stats items`: this shard's age per class id (store.ts classAges). */

@@ -54,6 +54,7 @@ import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, itemSize, type ItemViews 
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, expired, type StoreMode } from "./protocol.js";
 import { classSlot, itemClass } from "./item-classes.js";
 import { PrefixLabels } from "./prefix-labels.js";
+import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
 import { STAT } from "./stats.js";
 
 /** Outcomes of the store's operations, as numbers (they travel between shards). */
@@ -1024,20 +1025,20 @@ export class ItemStore {
    */
   /**
    * The bytes of this shard's items (as `bytes` counts them) per key
-   * prefix, the part before `delimiter`; keys without one are left out.
-   * Walks every item: for `stats detail dump`, an operator's command, so
-   * a set pays nothing for it (at most MAX_PREFIXES prefixes, as stats
-   * detail's own bound).
+   * prefix (prefix-stats.ts keyPrefix, with the store's -D delimiter);
+   * keys without one are left out. Walks every item: for `stats detail
+   * dump bytes`, an operator's command, so a set pays nothing for it (at
+   * most MAX_PREFIXES prefixes, as stats detail's own bound).
    */
-  bytesByPrefix(delimiter: string, max: number): Map<string, number> {
+  bytesByPrefix(): Map<string, number> {
     const v = this.v;
+    const delimiter = this.prefixLabels.delimiter;
     const out = new Map<string, number>();
     for (const [key, ref] of this.items) {
-      const end = key.indexOf(delimiter);
-      if (end < 0) continue;
-      const prefix = key.slice(0, end);
+      const prefix = keyPrefix(key, delimiter);
+      if (prefix === undefined) continue;
       const seen = out.get(prefix);
-      if (seen === undefined && out.size >= max) continue;
+      if (seen === undefined && out.size >= MAX_PREFIXES) continue;
       out.set(prefix, (seen ?? 0) + v.itemBytes(this.map.valuePointer(ref)));
     }
     return out;
