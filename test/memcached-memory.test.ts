@@ -299,17 +299,19 @@ describe("shardheap memcached on the shared heap", () => {
       const mine = keys.filter((k) => keyOwner(k, 2) === s);
       // The index's structure stays (31,000 entries of 100 B made it 1.6 MB here: its descriptors outlive the entries).
       const index = (await shardMemory(server, s)).indexBytes;
-      // And the chunks it grew among the small items cut runs of 220 free pages: one item fewer (measured 5 of 6);
-      // on the connection's shard one more while the staging copies of the other shard's values are in flight
-      // (a loaded full run of the suite kept 4 on shard 0: the copies of a slow owner pile up there).
-      const fits = Math.floor(((server.smp.stats(s).totalMemory - index) * 0.85) / bigBytes) - (s === 0 ? 2 : 1);
+      // And the chunks it grew among the small items cut runs of 220 free pages: one item fewer (measured 5 of 6).
+      // The connection's shard likewise: its staging copies of the other shard's values stay in the staging
+      // area (the reader stops at MAX_STAGING_BYTES in flight: connection.ts). When it only paused the socket,
+      // a loaded run overshot the area, copies came from the heap, and shard 0 kept 3.
+      const fits = Math.floor(((server.smp.stats(s).totalMemory - index) * 0.85) / bigBytes) - 1;
       const kept = held.filter((k) => keyOwner(k, 2) === s);
       expect(kept.length, `shard ${s}'s big items`).toBeGreaterThanOrEqual(Math.min(fits, mine.length));
       expect(kept, `shard ${s} kept its most recent`).toEqual(mine.slice(mine.length - kept.length));
-      // Nothing refused for good (store_no_memory 0 above); a malloc refused and retried after an eviction is
-      // counted here. Alone, none; a loaded full run of the suite saw 7 on the connection's shard, where the
-      // staging copies of a slow owner's values pile up (which allocation was refused is not traced yet).
-      expect(server.smp.stats(s).failedAllocations, `shard ${s}`).toBeLessThanOrEqual(s === 0 ? 16 : 0);
+      // Nothing refused for good (store_no_memory 0 above), and no malloc refused and retried after an eviction
+      // either: the store keeps 10% of the shard free, and nothing but items takes it. (Staging copies from the
+      // heap did, when the reader went on past the staging bound: 45-259 failed 192 B mallocs on shard 0 in
+      // loaded runs, traced to the items' own pool refills finding no free page.)
+      expect(server.smp.stats(s).failedAllocations, `shard ${s}`).toBe(0);
     }
     expect(server.smp.heap.check()).toEqual([]);
   });
