@@ -428,7 +428,6 @@ export class Connection implements ReaderSink {
       this.staging -= bytes;
       if (meta) this.metaStoreAnswer(pending, cmd, result);
       else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
-      else this.maybeResume();
       // After the answer is in its place: what the reader held may answer at once.
       if (this.stagingFull && this.staging <= MAX_STAGING_BYTES / 2) {
         this.stagingFull = false;
@@ -1059,7 +1058,8 @@ export class Connection implements ReaderSink {
   }
 
   private maybeResume(): void {
-    if (!this.paused || this.reader.suspended || this.staging > MAX_STAGING_BYTES / 2) return;
+    // (The staging bound holds the reader, stagingFull, and so this.)
+    if (!this.paused || this.reader.suspended) return;
     if (this.socket.writableLength > MAX_UNSENT_BYTES || this.queue.length > MAX_WAITING / 2) return;
     this.paused = false;
     this.socket.resume();
