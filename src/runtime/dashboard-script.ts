@@ -476,34 +476,62 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     select.value = state.baselineName;
     $("delete-baseline").disabled = names.length === 0;
   }
-  async function setBaseline() {
+  /*
+   * Baseline changes and growth reads take turns: a growth read in flight
+   * when its baseline is deleted would ask for a name the server no longer
+   * has (a 409, which the browser logs however the page handles it). And a
+   * history answer that was in flight across a change lists the baselines
+   * of before it, so poll() drops it (baselineEpoch moves on both sides of
+   * every change).
+   */
+  var growthTurn = Promise.resolve();
+  var baselineEpoch = 0;
+  function inGrowthTurn(fn) {
+    var turn = growthTurn.then(fn, fn);
+    growthTurn = turn.catch(function () { /* reported by fn itself */ });
+    return turn;
+  }
+  async function changeBaselines(fn) {
+    baselineEpoch++;
+    try { return await fn(); } finally { baselineEpoch++; }
+  }
+  function setBaseline() {
     var name = $("baseline-name").value.trim() || state.baselineName;
-    try {
-      var r = await api("/v1/heapprof/baseline?shard=" + state.shard + "&name=" + encodeURIComponent(name), { method: "POST" });
-      var set = (await r.json()).baselines;
-      state.baselines = state.baselines.filter(function (o) { return !set.some(function (b) { return b.name === o.name && b.shard === o.shard; }); }).concat(set);
-      state.baselineName = name;
-      $("baseline-name").value = "";
-      drawBaselineChoice();
-      status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : "shard " + state.shard));
-      await refreshGrowth();
-    } catch (e) {
-      status("baseline: " + e.message, true);
-    }
+    return inGrowthTurn(async function () {
+      try {
+        var r = await changeBaselines(function () {
+          return api("/v1/heapprof/baseline?shard=" + state.shard + "&name=" + encodeURIComponent(name), { method: "POST" });
+        });
+        var set = (await r.json()).baselines;
+        state.baselines = state.baselines.filter(function (o) { return !set.some(function (b) { return b.name === o.name && b.shard === o.shard; }); }).concat(set);
+        state.baselineName = name;
+        $("baseline-name").value = "";
+        drawBaselineChoice();
+        status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : "shard " + state.shard));
+        await refreshGrowthNow();
+      } catch (e) {
+        status("baseline: " + e.message, true);
+      }
+    });
   }
-  async function deleteBaseline() {
+  function deleteBaseline() {
     var name = state.baselineName;
-    try {
-      await api("/v1/heapprof/baseline?name=" + encodeURIComponent(name), { method: "DELETE" });
-      state.baselines = state.baselines.filter(function (b) { return b.name !== name; });
-      drawBaselineChoice();
-      status("baseline " + name + " deleted");
-      await refreshGrowth();
-    } catch (e) {
-      status("baseline: " + e.message, true);
-    }
+    return inGrowthTurn(async function () {
+      try {
+        await changeBaselines(function () {
+          return api("/v1/heapprof/baseline?name=" + encodeURIComponent(name), { method: "DELETE" });
+        });
+        state.baselines = state.baselines.filter(function (b) { return b.name !== name; });
+        drawBaselineChoice();
+        status("baseline " + name + " deleted");
+        await refreshGrowthNow();
+      } catch (e) {
+        status("baseline: " + e.message, true);
+      }
+    });
   }
-  async function refreshGrowth() {
+  function refreshGrowth() { return inGrowthTurn(refreshGrowthNow); }
+  async function refreshGrowthNow() {
     var base = baselineFor(state.shard);
     $("growth").hidden = !base;
     $("no-baseline").hidden = !!base;
@@ -650,6 +678,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
 
   // ---- polling ----
   async function poll() {
+    var epoch = baselineEpoch;
     var body = await (await api("/v1/memory/history?since=" + state.lastT)).json();
     if (!state.started) {
       state.started = true;
@@ -664,8 +693,10 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       makeProfilerTable();
       makeDownloads();
     }
-    state.baselines = body.baselines;
-    drawBaselineChoice();
+    if (epoch === baselineEpoch) {
+      state.baselines = body.baselines;
+      drawBaselineChoice();
+    }
     drawApps(body.apps);
     state.samples = state.samples.concat(body.samples).filter(function (s) { return s.t > Date.now() - state.historySeconds * 1000; });
     if (body.samples.length) state.lastT = body.samples[body.samples.length - 1].t;
