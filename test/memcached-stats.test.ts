@@ -7,9 +7,10 @@
  * both): each figure is the sum of what each shard counted.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { itemSize } from "../dist/apps/memcached/item.js";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { serveAdmin } from "../dist/index.js";
+import { PAGE_SIZE, serveAdmin } from "../dist/index.js";
 import { installed, lines, RawClient, startReferenceMemcached } from "./memcached-client.js";
 
 /** STAT lines -> name -> value. */
@@ -86,14 +87,20 @@ describe("shardheap memcached: stats across two shards", () => {
       const value = "v".repeat(66_000);
       const keys = keysOf(0, 20, "expire");
       const setAll = (names: string[], ttl: number): string => names.map((n) => `set ${n} 0 ${ttl} ${value.length}\r\n${value}\r\n`).join("");
+      // Each item is a page span of its own: what ten of them take, at most.
+      const itemBytes = Math.ceil(itemSize(Math.max(...keys.map((k) => k.length)), 0, value.length) / PAGE_SIZE) * PAGE_SIZE;
+      const base = server.smp.stats(0).allocatedMemory;
       expect(await c.request(setAll(keys.slice(0, 10), 1), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
-      const before = server.smp.stats(0).allocatedMemory;
       await new Promise((r) => setTimeout(r, 2100));
       expect(await c.request(setAll(keys.slice(10), 0), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
       const s = await stats(c);
       expect(num(s, "reclaimed")).toBe(11); // the 10 expired, and the one the second flush_all removed
       expect(num(s, "curr_items")).toBe(10);
-      expect(server.smp.stats(0).allocatedMemory).toBeLessThanOrEqual(before);
+      // Twenty items were stored, ten live: the new ones took the expired ones' memory (taking more would
+      // be ten items' worth over). Measured from before the first ten, not after them: a first batch that
+      // crosses a second boundary (a loaded machine) already reuses its own first items, which expire at
+      // that boundary, so what it holds when it is done varies (CI saw 5 of 10).
+      expect(server.smp.stats(0).allocatedMemory).toBeLessThanOrEqual(base + 10 * itemBytes + 2 * PAGE_SIZE);
     } finally {
       // Leave no item behind for the other tests (deleted, not flushed: a flush's items count as reclaimed later).
       await c.request(keysOf(0, 20, "expire").map((n) => `delete ${n} noreply\r\n`).join("") + "version\r\n", /VERSION/);
