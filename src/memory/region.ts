@@ -30,6 +30,8 @@ export class HeapViews {
   readonly i32: Int32Array;
   readonly u32: Uint32Array;
   readonly f64: Float64Array;
+  /** The same bytes as a Buffer: UTF-8 written and read in place (Buffer.write, toString), no copy. */
+  readonly buf: Buffer;
   readonly atomics: HeapAtomics;
   constructor(
     readonly buffer: SharedArrayBuffer,
@@ -39,6 +41,7 @@ export class HeapViews {
     this.i32 = new Int32Array(buffer);
     this.u32 = new Uint32Array(buffer);
     this.f64 = new Float64Array(buffer);
+    this.buf = Buffer.from(buffer);
     this.atomics = heapAtomics(buffer, memory);
   }
 }

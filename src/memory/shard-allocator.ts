@@ -42,6 +42,7 @@ import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
 import { refillPool, sampledTagIndex, trimPool } from "./small-pool.js";
 import { readStats, type MemoryStats } from "./stats.js";
+import { bytesOf, STORED_HEADER_BYTES, writeStoredHeader } from "./stored-values.js";
 import { formatDiagnostics } from "./diagnostics.js";
 
 // V8 reads an imported binding through a module cell, with a hole check, on
@@ -88,6 +89,8 @@ const {
 
 export class ShardAllocator extends ShardRegion {
   private readonly geometry: HeapGeometry;
+  /** The heap as a Buffer, for UTF-8 written in place (mallocString). */
+  private readonly buf: Buffer;
   private readonly cMallocs: number;
   private readonly cFrees: number;
   private readonly cBytes: number;
@@ -141,6 +144,7 @@ export class ShardAllocator extends ShardRegion {
   constructor(views: HeapViews, id: number, geometry: HeapGeometry, owned: boolean) {
     super(views, id, geometry.shardBytes, geometry.profilerSites);
     this.geometry = geometry;
+    this.buf = views.buf;
     this.owned = owned;
     this.localBytes = owned ? this.dataBytes : 0;
     this.outbox = new Outbox(this, geometry.regions);
@@ -230,6 +234,36 @@ export class ShardAllocator extends ShardRegion {
       }
     }
     this.freeSlow(ptr, size);
+  }
+
+  /**
+   * A new object holding `text` as UTF-8 and its length (stored-values.ts):
+   * one call instead of Buffer.byteLength, malloc and writeString, and one
+   * number to hand over. Read it back from any thread with
+   * heap.storedString(ptr); free it with free(ptr). TypeError for a
+   * `text` that is not a string; OutOfMemoryError as malloc.
+   */
+  mallocString(text: string): number {
+    if (typeof text !== "string") throw new TypeError(`mallocString: text must be a string, got ${typeof text}`);
+    const length = Buffer.byteLength(text, "utf8");
+    const ptr = this.mallocFor(ShardAllocator.prototype.mallocString, STORED_HEADER_BYTES + length);
+    writeStoredHeader(this.u32, ptr, length);
+    this.buf.write(text, ptr + STORED_HEADER_BYTES, length, "utf8");
+    return ptr;
+  }
+
+  /**
+   * A new object holding a copy of `bytes` (a Uint8Array, Buffer, any
+   * ArrayBuffer view, an ArrayBuffer or a SharedArrayBuffer) and its
+   * length. Read it back with heap.storedBytes(ptr) (a copy) or
+   * heap.storedView(ptr) (in place); free it with free(ptr).
+   */
+  mallocBytes(bytes: ArrayBufferView | ArrayBuffer | SharedArrayBuffer): number {
+    const src = bytesOf(bytes, "mallocBytes");
+    const ptr = this.mallocFor(ShardAllocator.prototype.mallocBytes, STORED_HEADER_BYTES + src.byteLength);
+    writeStoredHeader(this.u32, ptr, src.byteLength);
+    this.u8.set(src, ptr + STORED_HEADER_BYTES);
+    return ptr;
   }
 
   /**

@@ -53,6 +53,7 @@ import { initPools } from "./small-pool.js";
 import { initSiteTable, readProfilerFill, type ProfilerFill } from "./site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
+import { STORED_HEADER_BYTES, storedLengthIn } from "./stored-values.js";
 
 const utf8 = new TextEncoder();
 
@@ -329,6 +330,39 @@ export class SharedHeap implements HeapGeometry {
   readString(ptr: number, length: number): string {
     const bytes = this.objectBytes(ptr, length);
     return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+  }
+
+  /**
+   * The length in bytes of the stored value at `ptr` (written by
+   * mallocString or mallocBytes), from any thread. InvalidPointerError
+   * unless `ptr` is a live object holding a stored value.
+   */
+  storedLength(ptr: number): number {
+    return storedLengthIn(this, this.views.u32, ptr, "storedLength");
+  }
+
+  /** The string stored at `ptr` by mallocString (checked as storedLength). */
+  storedString(ptr: number): string {
+    const length = storedLengthIn(this, this.views.u32, ptr, "storedString");
+    const start = ptr + STORED_HEADER_BYTES;
+    return this.views.buf.toString("utf8", start, start + length);
+  }
+
+  /** A copy of the bytes stored at `ptr` by mallocBytes (or mallocString: its UTF-8), checked as storedLength. */
+  storedBytes(ptr: number): Uint8Array {
+    const length = storedLengthIn(this, this.views.u32, ptr, "storedBytes");
+    const start = ptr + STORED_HEADER_BYTES;
+    return this.views.u8.slice(start, start + length);
+  }
+
+  /**
+   * A view (no copy) of the bytes stored at `ptr`, checked as
+   * storedLength. Like objectBytes' view, it is the value's only while the
+   * object lives: after free(ptr) the same bytes are somebody else's.
+   */
+  storedView(ptr: number): Uint8Array {
+    const length = storedLengthIn(this, this.views.u32, ptr, "storedView");
+    return new Uint8Array(this.buffer, ptr + STORED_HEADER_BYTES, length);
   }
 
   /** One shard's statistics, or every shard's summed when `shard` is omitted. */
