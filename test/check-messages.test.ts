@@ -18,6 +18,7 @@ import {
   HEAP_VERSION,
   H_MAGIC0,
   H_PAGE_SIZE,
+  H_FLAGS,
   H_PROF_SITES,
   H_SHARDS,
   H_SHARD_PAGES,
@@ -42,6 +43,11 @@ import {
   P_SPAN_FREE,
   P_SPAN_LIST,
   S_FREE_PAGES,
+  S_QUARANTINE_BYTES,
+  S_QUARANTINE_HEAD,
+  S_QUARANTINE_OBJECTS,
+  S_QUARANTINE_TAIL,
+  S_QUARANTINE_WRITTEN,
   S_SPAN_BITMAP,
   S_SPAN_SUMMARY,
   dataPagesFor,
@@ -207,6 +213,8 @@ interface Case {
   /** What is corrupted (and what else the expected list holds, and why). */
   readonly what: string;
   readonly shards?: number;
+  /** Made with debug pointers (the quarantine's messages). */
+  readonly debugPointers?: boolean;
   /**
    * Bring the heap to the state to corrupt, with the allocator (check() is
    * then [], asserted), and return the corruption: it writes words and
@@ -800,6 +808,86 @@ const CASES: readonly Case[] = [
       return [`shardheap heap format version 99 is not supported (this is version ${HEAP_VERSION}; 3 is read too)`];
     },
   },
+  // --- Debug pointers' quarantine (checkQuarantine).
+  {
+    shape: `the debug quarantine holds ${HOLE}, which is not a freed object it may hold`,
+    what: "a freed object's quarantine link pointed at a live object, the counts raised to match (the count check names the one not held)",
+    debugPointers: true,
+    arrange: (heap) => {
+      const a = heap.shard(0);
+      const p = a.malloc(64);
+      const q = a.malloc(64);
+      a.free(p);
+      return () => {
+        const r = heap.regions[0]!;
+        r.u32[p >>> 2] = q;
+        r.u32[q >>> 2] = 0; // q's own first word (its data) ends the chain
+        r.u32[r.hdr + S_QUARANTINE_TAIL] = q;
+        r.u32[r.hdr + S_QUARANTINE_OBJECTS] = 2;
+        r.u32[r.hdr + S_QUARANTINE_BYTES] = 128;
+        return [`shard 0: the debug quarantine holds ${q}, which is not a freed object it may hold`, "shard 0: the debug quarantine counts 2 objects of 128 bytes but holds 1 of 64"];
+      };
+    },
+  },
+  {
+    shape: `object ${HOLE} (${HOLE} bytes) was written after it was freed, at byte ${HOLE} (debug pointers)`,
+    what: "byte 20 of a held object written",
+    debugPointers: true,
+    arrange: (heap) => {
+      const p = heap.shard(0).malloc(64);
+      heap.shard(0).free(p);
+      return () => {
+        heap.regions[0]!.u8[p + 20] = 1;
+        return [`shard 0: object ${p} (64 bytes) was written after it was freed, at byte 20 (debug pointers)`];
+      };
+    },
+  },
+  {
+    shape: `the debug quarantine's chain is corrupt at ${HOLE}`,
+    what: "the only held object's link set to 8 (the heap header)",
+    debugPointers: true,
+    arrange: (heap) => {
+      const p = heap.shard(0).malloc(64);
+      heap.shard(0).free(p);
+      return () => {
+        heap.regions[0]!.u32[p >>> 2] = 8;
+        return ["shard 0: the debug quarantine's chain is corrupt at 8"];
+      };
+    },
+  },
+  {
+    shape: `the debug quarantine counts ${HOLE} objects of ${HOLE} bytes but holds ${HOLE} of ${HOLE}`,
+    what: "the held-bytes count set to 999 with one 64-byte object held",
+    debugPointers: true,
+    arrange: (heap) => {
+      const p = heap.shard(0).malloc(64);
+      heap.shard(0).free(p);
+      return () => {
+        const r = heap.regions[0]!;
+        r.u32[r.hdr + S_QUARANTINE_BYTES] = 999;
+        expect(r.u32[r.hdr + S_QUARANTINE_HEAD]).toBe(p);
+        return ["shard 0: the debug quarantine counts 1 objects of 999 bytes but holds 1 of 64"];
+      };
+    },
+  },
+  {
+    shape: `${HOLE} freed object${HOLE} written after ${HOLE} free (debug pointers found them as they left the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)`,
+    what: "the count of objects found written as they left set to 2",
+    debugPointers: true,
+    arrange: (heap) => () => {
+      const r = heap.regions[0]!;
+      r.i32[r.hdr + S_QUARANTINE_WRITTEN] = 2;
+      return ["shard 0: 2 freed objects were written after their free (debug pointers found them as they left the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)"];
+    },
+  },
+  {
+    shape: `corrupt shardheap header: unknown mode flags ${HOLE}`,
+    what: "the mode word set to 6 (a debug-pointers bit and two no version knows)",
+    arrange: (heap) => () => {
+      new Int32Array(heap.buffer)[H_FLAGS] = 6;
+      return ["corrupt shardheap header: unknown mode flags 6"];
+    },
+  },
   {
     shape: "not a shardheap heap: page or header size differs",
     what: "the page-size word set to 8192",
@@ -887,7 +975,7 @@ describe("heap.check() messages", () => {
 
   for (const c of CASES) {
     it(`${c.shape}: ${c.what}`, () => {
-      const heap = SharedHeap.create({ shards: c.shards ?? 1, shardBytes: MiB });
+      const heap = SharedHeap.create({ shards: c.shards ?? 1, shardBytes: MiB, debugPointers: c.debugPointers ?? false });
       const corrupt = c.arrange(heap);
       expect(heap.check(), "the heap before the corruption").toEqual([]);
       const saved = new Uint8Array(heap.buffer).slice();

@@ -10,6 +10,8 @@
  * linear in pages plus cached objects.
  */
 import { forEachChained } from "./cross-shard.js";
+import { firstWrittenByte, forEachQuarantined } from "./quarantine.js";
+import { objectSizeIn } from "./pointers.js";
 import {
   GRANULE,
   PAGE_FREE,
@@ -37,6 +39,9 @@ import {
   P_SPAN_LIST,
   SPAN_BITMAP_WORDS,
   SPAN_LIST_COUNT,
+  S_QUARANTINE_BYTES,
+  S_QUARANTINE_OBJECTS,
+  S_QUARANTINE_WRITTEN,
   S_SPAN_BITMAP,
   S_SPAN_SUMMARY,
 } from "./layout.js";
@@ -84,6 +89,7 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
     if (errors.length < MAX_REPORTS) errors.push(`shard ${r.id}: ${msg}`);
   };
   const i32 = r.i32;
+  const held = checkQuarantine(r, fail);
   const meta = (p: number, f: number): number => i32[r.pageMeta(p) + f]!;
 
   // 1. Walk the spans head to head; they must tile the region exactly.
@@ -109,12 +115,13 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
     } else if (state === PAGE_LARGE) {
       if (r.poolOfPage(p) !== -1) fail(`large span at page ${p} names pool ${r.poolOfPage(p)}`);
       for (let q = p + 1; q < p + len; q++) if (meta(q, PM_STATE) !== PAGE_INNER) fail(`page ${q} inside large span ${p} is marked ${meta(q, PM_STATE)}`);
-      if (!r.isLive(r.pageAddress(p))) fail(`large span at page ${p} is used but its object is not live`);
-      if (r.isPendingFree(r.pageAddress(p)) && !inFlight.has(r.pageAddress(p))) fail(stuckPending(r.pageAddress(p)));
+      const heldNow = held.has(r.pageAddress(p));
+      if (!r.isLive(r.pageAddress(p)) && !heldNow) fail(`large span at page ${p} is used but its object is not live`);
+      if (r.isPendingFree(r.pageAddress(p)) && !inFlight.has(r.pageAddress(p)) && !heldNow) fail(stuckPending(r.pageAddress(p)));
       const tag = meta(p, PM_SITE);
       if (tag !== 0 && !validTag(r, tag)) fail(`large span at page ${p} has a bad site tag ${tag}`);
       if (anyBitsSet(r, r.pageAddress(p) + GRANULE, len * PAGE_SIZE - GRANULE)) fail(`large span at page ${p} has live bits inside the object`);
-      liveLarge++;
+      if (!heldNow) liveLarge++;
     } else if (state === PAGE_POOL) {
       checkPoolSpan(r, p, inFlight, fail);
       const cls = r.poolOfPage(p);
@@ -157,13 +164,42 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
 
   // 3. Pools: cached objects are free objects of the pool, counts add up.
   let livePool = 0;
-  for (let c = 0; c < POOL_COUNT; c++) livePool += checkPool(r, c, poolSpans[c]!, fail);
+  for (let c = 0; c < POOL_COUNT; c++) livePool += checkPool(r, c, poolSpans[c]!, held, fail);
 
   // 4. Counters: every live bit is a malloc without a free.
   const live = readStats(r).liveObjects;
   if (live !== liveLarge + livePool) fail(`mallocs - frees = ${live} but ${liveLarge + livePool} objects are live`);
 
   return errors;
+}
+
+/**
+ * Debug pointers' quarantine (quarantine.ts): its chain holds what its
+ * counts say, each object a freed one (live bit clear) whose claim is
+ * kept, still poisoned: a byte changed is a write after the free, reported
+ * with the ones found earlier as they left. Returns the held objects.
+ */
+function checkQuarantine(r: ShardRegion, fail: (m: string) => void): Set<number> {
+  const held = new Set<number>();
+  let bytes = 0;
+  forEachQuarantined(
+    r,
+    (p) => {
+      if (r.isLive(p) || !r.isPendingFree(p) || held.has(p)) return fail(`the debug quarantine holds ${p}, which is not a freed object it may hold`);
+      held.add(p);
+      const size = objectSizeIn(r, p);
+      bytes += size;
+      const written = firstWrittenByte(r, p, size);
+      if (written >= 0) fail(`object ${p} (${size} bytes) was written after it was freed, at byte ${written} (debug pointers)`);
+    },
+    (p) => fail(`the debug quarantine's chain is corrupt at ${p}`),
+  );
+  if (held.size !== r.u32[r.hdr + S_QUARANTINE_OBJECTS] || bytes !== r.u32[r.hdr + S_QUARANTINE_BYTES]) {
+    fail(`the debug quarantine counts ${r.u32[r.hdr + S_QUARANTINE_OBJECTS]} objects of ${r.u32[r.hdr + S_QUARANTINE_BYTES]} bytes but holds ${held.size} of ${bytes}`);
+  }
+  const earlier = r.i32[r.hdr + S_QUARANTINE_WRITTEN]!;
+  if (earlier > 0) fail(`${earlier} freed object${earlier === 1 ? " was" : "s were"} written after ${earlier === 1 ? "its" : "their"} free (debug pointers found them as they left the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)`);
+  return held;
 }
 
 function stuckPending(ptr: number): string {
@@ -200,7 +236,7 @@ function checkPoolSpan(r: ShardRegion, head: number, inFlight: Set<number>, fail
 }
 
 /** Check one pool; returns its live object count. */
-function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: (m: string) => void): number {
+function checkPool(r: ShardRegion, cls: number, heads: readonly number[], held: ReadonlySet<number>, fail: (m: string) => void): number {
   const i32 = r.i32;
   const u32 = r.u32;
   const pool = poolRecord(r, cls);
@@ -271,14 +307,17 @@ function checkPool(r: ShardRegion, cls: number, heads: readonly number[], fail: 
   if (clean + claimed !== i32[pool + P_FREE_COUNT]) {
     fail(`class ${size}: free count ${i32[pool + P_FREE_COUNT]}, lists hold ${clean} clean + ${claimed} claimed`);
   }
+  let heldHere = 0;
   for (const p of heads) {
     forEachMarkedGranule(r, r.pageAddress(p), i32[r.pageMeta(p) + PM_SPAN_PAGES]! * PAGE_SIZE, (obj) => {
-      if (!r.isLive(obj) && r.isPendingFree(obj) && !claimedObjects.has(obj)) {
+      if (held.has(obj)) heldHere++;
+      else if (!r.isLive(obj) && r.isPendingFree(obj) && !claimedObjects.has(obj)) {
         fail(`class ${size}: free object ${obj} has a pending bit but is not on the claimed list`);
       }
     });
   }
-  const cached = clean + claimed;
+  // Objects held in the debug quarantine are freed but neither cached nor back in their span.
+  const cached = clean + claimed + heldHere;
   if (capacity - i32[pool + P_SPAN_FREE]! !== used) fail(`class ${size}: span-free count ${i32[pool + P_SPAN_FREE]} disagrees with spans`);
   if (used - cached !== liveBits) fail(`class ${size}: ${used} used - ${cached} cached != ${liveBits} live objects`);
   // Spans with objects in their own freelist are on the pool's span list.

@@ -102,6 +102,16 @@ export const H_HEADER_BYTES = 6;
  * in the heap header, as every region's layout depends on it.
  */
 export const H_PROF_SITES = 7;
+/**
+ * Modes every thread of the heap follows (HEAP_FLAG_*), set by create: in
+ * the header, as a thread attaching must follow the mode the heap was made
+ * in. Heaps made before it hold 0 here (the header is a zeroed page), which
+ * reads as no flags, so the version did not change.
+ */
+export const H_FLAGS = 8;
+/** Debug pointers (quarantine.ts): freed objects are poisoned and held back from reuse. */
+export const HEAP_FLAG_DEBUG_POINTERS = 1;
+export const HEAP_FLAGS_KNOWN = HEAP_FLAG_DEBUG_POINTERS;
 
 // ---------------------------------------------------------------------------
 // Shard header: the start of each region, its slots in address order. Int32
@@ -176,6 +186,18 @@ export const S_PROF_FULL = 67;
 export const PROF_FULL_SITES = 1;
 export const PROF_FULL_FRAMES = 2;
 export const PROF_FULL_STRINGS = 4;
+/**
+ * Debug pointers' quarantine (quarantine.ts), the owner's: a FIFO chain of
+ * freed objects held back from reuse, linked through their first word.
+ * Oldest (Uint32 pointer, 0 = empty), newest, and how many objects and
+ * bytes it holds; S_QUARANTINE_WRITTEN counts the objects found written
+ * after their free as they left it. All 0 in a heap without the mode.
+ */
+export const S_QUARANTINE_HEAD = 68;
+export const S_QUARANTINE_TAIL = 69;
+export const S_QUARANTINE_OBJECTS = 70;
+export const S_QUARANTINE_BYTES = 71;
+export const S_QUARANTINE_WRITTEN = 72;
 
 /**
  * Float64 counters (index relative to region start / 8), bytes 512-575.
@@ -265,6 +287,7 @@ export const SHARD_HEADER_SECTIONS: readonly HeaderSection[] = [
   { name: "inbox and doorbell (S_INBOX, S_DOORBELL)", byte: S_INBOX * 4, bytes: 8, alone: true },
   { name: "free-span bitmap (S_SPAN_SUMMARY, S_SPAN_BITMAP)", byte: S_SPAN_SUMMARY * 4, bytes: (1 + SPAN_BITMAP_WORDS) * 4, alone: false },
   { name: "profiler settings and owner (S_PROF_DEPTH..S_PROF_FULL)", byte: S_PROF_DEPTH * 4, bytes: (S_PROF_FULL - S_PROF_DEPTH + 1) * 4, alone: false },
+  { name: "debug pointers' quarantine (S_QUARANTINE_HEAD..S_QUARANTINE_WRITTEN)", byte: S_QUARANTINE_HEAD * 4, bytes: (S_QUARANTINE_WRITTEN - S_QUARANTINE_HEAD + 1) * 4, alone: false },
   { name: "counters (C_BASE)", byte: C_BASE * 8, bytes: C_COUNT * 8, alone: false },
   { name: "pool records (S_POOLS)", byte: S_POOLS * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
   { name: "outbox (S_OUTBOX)", byte: S_OUTBOX * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },

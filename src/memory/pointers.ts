@@ -51,6 +51,8 @@ export function liveObjectRegion(g: HeapGeometry, ptr: unknown, op: string): Sha
         fail(`interior pointer, ${offset % stride} bytes into a ${classSize[pool]}-byte object`);
       }
     }
+    // Debug pointers keep a freed object's claim while it is held back from reuse (quarantine.ts).
+    if (r.debugPointers && r.isPendingFree(ptr)) fail("already freed: a use after free (debug pointers hold freed objects back from reuse to catch it)");
     fail("not a live object (already freed, never allocated, or inside a larger object)");
   }
   if (r.isPendingFree(ptr)) fail("already freed (its cross-shard free is pending)");

@@ -11,6 +11,8 @@ import { FreeSpanIndex } from "./free-span-index.js";
 import { heapAtomics, type HeapAtomics, type WasmMemory } from "./atomics.js";
 import {
   C_BASE,
+  HEAP_FLAG_DEBUG_POINTERS,
+  H_FLAGS,
   PM_STRIDE,
   PAGE_SHIFT,
   PAGE_SIZE,
@@ -82,6 +84,8 @@ export class ShardRegion {
   readonly dataStart: number;
   readonly dataPages: number;
   readonly dataBytes: number;
+  /** The heap was made with debug pointers (quarantine.ts): freed objects are poisoned and held back from reuse. */
+  readonly debugPointers: boolean;
   /** The free spans by address, built on this thread's first page allocation (free-span-index.ts, page-spans.ts). */
   freeIndex: FreeSpanIndex | undefined = undefined;
 
@@ -109,6 +113,7 @@ export class ShardRegion {
     this.dataStart = layout.base + layout.dataOffset;
     this.dataPages = layout.dataPages;
     this.dataBytes = layout.dataPages * PAGE_SIZE;
+    this.debugPointers = (views.i32[H_FLAGS]! & HEAP_FLAG_DEBUG_POINTERS) !== 0;
   }
 
   /** Int32 index of page `p`'s metadata record. */

@@ -43,6 +43,7 @@ import * as sizeClasses from "./size-classes.js";
 import { refillPool, sampledTagIndex, trimPool } from "./small-pool.js";
 import { readStats, type MemoryStats } from "./stats.js";
 import { bytesOf, STORED_HEADER_BYTES, writeStoredHeader } from "./stored-values.js";
+import { firstWrittenByte, holdInQuarantine, quarantineBudget, quarantinedBytes, takeOldest } from "./quarantine.js";
 import { formatDiagnostics } from "./diagnostics.js";
 
 // V8 reads an imported binding through a module cell, with a hole check, on
@@ -67,6 +68,7 @@ const {
   PM_SPAN_PAGES,
   PM_STATE,
   POOL_STRIDE,
+  S_QUARANTINE_WRITTEN,
   P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
@@ -106,7 +108,9 @@ export class ShardAllocator extends ShardRegion {
    * sends every pointer of a shard this thread does not own to the slow
    * path, which throws, so the ownership rule costs the fast path nothing.
    * 0 too while orphans are tracked: every local free then takes the slow
-   * path, which ends in releaseClaimed, where an orphan's mark is cleared.
+   * path, which ends in releaseClaimed, where an orphan's mark is cleared;
+   * and always in a heap with debug pointers, whose frees go to the
+   * quarantine from there (quarantine.ts).
    */
   private localBytes: number;
   /**
@@ -146,7 +150,7 @@ export class ShardAllocator extends ShardRegion {
     this.geometry = geometry;
     this.buf = views.buf;
     this.owned = owned;
-    this.localBytes = owned ? this.dataBytes : 0;
+    this.localBytes = owned && !this.debugPointers ? this.dataBytes : 0;
     this.outbox = new Outbox(this, geometry.regions);
     this.profiler = new AllocationProfiler(this);
     this.cMallocs = this.counters + C_MALLOCS;
@@ -396,7 +400,7 @@ export class ShardAllocator extends ShardRegion {
     if (marks === null) return freed;
     // Let go of the marks first: releaseClaimed below must not look them up.
     this.orphanMarks = null;
-    this.localBytes = this.dataBytes;
+    this.localBytes = this.debugPointers ? 0 : this.dataBytes;
     forEachMarked(this, marks, (ptr) => {
       if (kept.has(ptr)) {
         freed.kept++;
@@ -699,15 +703,25 @@ export class ShardAllocator extends ShardRegion {
 
   /**
    * Free a live object of this shard that this shard holds the claim on
-   * (its own free's claim, or a remote's taken from the inbox). Pool
-   * objects go to the pool's claimed list with the bit still set; a page
-   * span gives its pages back and its bit is cleared at once.
+   * (its own free's claim, or a remote's taken from the inbox): count the
+   * free, then give the memory back for reuse, or, with debug pointers,
+   * hold it in the quarantine first.
    */
   private releaseClaimed(ptr: number): void {
+    const pool1 = this.retire(ptr);
+    if (this.debugPointers) this.quarantine(ptr);
+    else this.recycle(ptr, pool1);
+  }
+
+  /**
+   * Count a claimed object's free: its live bit, its orphan mark, its
+   * profiler site and the free counters. Returns its pool + 1 (0: a page
+   * span). Its claim (pending bit) stays: recycle settles it.
+   */
+  private retire(ptr: number): number {
     this.i32[this.liveWord(ptr)] &= ~this.liveBit(ptr);
     if (this.orphanMarks !== null) clearMark(this, this.orphanMarks, ptr);
     const page = this.pageOf(ptr);
-    const m = this.pageMeta(page);
     const pool1 = this.poolOfPage(page) + 1;
     if (pool1 !== 0) {
       const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
@@ -715,20 +729,66 @@ export class ShardAllocator extends ShardRegion {
         this.profiler.unrecordSample(this.i32[sampledTagIndex(this, ptr, pool1 - 1)]!, classSize[pool1 - 1]!);
       }
       if (++this.i32[pool + P_FREES_LO]! === 0) this.i32[pool + P_FREES_HI]++;
+      return pool1;
+    }
+    const m = this.pageMeta(page);
+    const tag = this.i32[m + PM_SITE]!;
+    if (tag !== 0) {
+      this.profiler.unrecordSample(tag, this.i32[m + PM_SPAN_PAGES]! * PAGE_SIZE);
+      this.i32[m + PM_SITE] = 0;
+    }
+    this.f64[this.cFrees]++;
+    return 0;
+  }
+
+  /**
+   * Give a retired object's memory back: a pool object to the pool's
+   * claimed list with its pending bit still set (malloc or a trim clears
+   * it), a page span's pages to the free spans, its bit cleared at once.
+   */
+  private recycle(ptr: number, pool1: number): void {
+    if (pool1 !== 0) {
+      const pool = this.pools + (pool1 - 1) * POOL_STRIDE;
       this.u32[ptr >>> 2] = this.u32[pool + P_CLAIMED_HEAD]!;
       this.u32[pool + P_CLAIMED_HEAD] = ptr;
       if (++this.i32[pool + P_FREE_COUNT]! > this.i32[pool + P_MAX_FREE]!) this.trimAfterFree(pool1 - 1);
       return;
     }
-    const pages = this.i32[m + PM_SPAN_PAGES]!;
-    const tag = this.i32[m + PM_SITE]!;
-    if (tag !== 0) {
-      this.profiler.unrecordSample(tag, pages * PAGE_SIZE);
-      this.i32[m + PM_SITE] = 0;
-    }
-    this.f64[this.cFrees]++;
-    this.releaseLargeSpan(page, pages);
+    const page = this.pageOf(ptr);
+    this.releaseLargeSpan(page, this.i32[this.pageMeta(page) + PM_SPAN_PAGES]!);
     this.atomics.and(this.pendingWord(ptr) << 2, ~this.liveBit(ptr));
+  }
+
+  /**
+   * Debug pointers: hold a retired object back from reuse, poisoned
+   * (quarantine.ts), and let the oldest go while the quarantine holds more
+   * than its budget.
+   */
+  private quarantine(ptr: number): void {
+    holdInQuarantine(this, ptr, objectSizeIn(this, ptr));
+    const budget = quarantineBudget(this);
+    while (quarantinedBytes(this) > budget && this.releaseOldest());
+  }
+
+  /**
+   * The quarantine's oldest object goes back for reuse, checked first for
+   * writes made after its free (counted, and a process warning naming it).
+   * False when the quarantine is empty.
+   */
+  private releaseOldest(): boolean {
+    const ptr = takeOldest(this);
+    if (ptr === 0) return false;
+    const size = objectSizeIn(this, ptr);
+    const written = firstWrittenByte(this, ptr, size);
+    if (written >= 0) {
+      this.i32[this.hdr + S_QUARANTINE_WRITTEN]++;
+      process.emitWarning(
+        `shard ${this.id}: object ${ptr} (${size} bytes) was written after it was freed, at byte ${written} (debug pointers found it as it left the quarantine)`,
+        { code: "SHARDHEAP_WRITE_AFTER_FREE" },
+      );
+    }
+    this.recycle(ptr, this.poolOfPage(this.pageOf(ptr)) + 1);
+    return true;
   }
 
   /**
@@ -794,6 +854,8 @@ export class ShardAllocator extends ShardRegion {
    */
   private reclaim(): void {
     this.f64[this.counters + C_RECLAIMS]++;
+    // Debug pointers must never make an allocation fail: the quarantine goes back first.
+    while (this.releaseOldest());
     this.trim();
   }
 

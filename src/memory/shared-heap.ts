@@ -24,6 +24,9 @@ import {
   H_SHARDS,
   H_SHARD_PAGES,
   H_PROF_SITES,
+  H_FLAGS,
+  HEAP_FLAG_DEBUG_POINTERS,
+  HEAP_FLAGS_KNOWN,
   H_VERSION,
   MAX_HEAP_BYTES,
   MAX_SHARDS,
@@ -77,6 +80,22 @@ export interface SharedHeapOptions {
    * 128 MiB; 65,536 need 133 MiB shards).
    */
   heapprofSites?: number;
+  /**
+   * Debug pointers (quarantine.ts): freed objects are poisoned and held
+   * back from reuse for a while, so a pointer used after its free throws
+   * InvalidPointerError instead of reaching whatever took the memory next.
+   * Off by default (it costs every free its slow path and holds up to a
+   * quarter of each shard); SHARDHEAP_DEBUG_POINTERS=1 in the environment
+   * turns it on where this option is left out.
+   */
+  debugPointers?: boolean;
+}
+
+/** Whether `debugPointers` is on: the option, else SHARDHEAP_DEBUG_POINTERS (1/true/yes/on), else off. */
+export function debugPointersOption(value: unknown, field: string): boolean {
+  if (value === undefined) return /^(1|true|yes|on)$/i.test(process.env.SHARDHEAP_DEBUG_POINTERS ?? "");
+  if (typeof value !== "boolean") throw new InvalidValueError(field, `${field} must be true or false, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
+  return value;
 }
 
 /**
@@ -118,6 +137,8 @@ export class SharedHeap implements HeapGeometry {
   readonly shardBytes: number;
   /** Distinct stacks each shard's profiler keeps exactly before it folds new ones into "(other sites)". */
   readonly profilerSites: number;
+  /** Made with debug pointers (SharedHeap.create's option): every thread of the heap follows it. */
+  readonly debugPointers: boolean;
   /** @internal Read-only views of each region. */
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
@@ -132,6 +153,7 @@ export class SharedHeap implements HeapGeometry {
     this.shardBytes = shardBytes;
     this.profilerSites = profilerSites;
     this.views = new HeapViews(buffer, memory);
+    this.debugPointers = (this.views.i32[H_FLAGS]! & HEAP_FLAG_DEBUG_POINTERS) !== 0;
     this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes, profilerSites));
     this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
   }
@@ -144,13 +166,14 @@ export class SharedHeap implements HeapGeometry {
    */
   static create(o: SharedHeapOptions): SharedHeap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedHeap.create: options must be an object");
-    rejectUnknownKeys(o, ["shards", "shardBytes", "heapprofSites"], "SharedHeap.create: options");
+    rejectUnknownKeys(o, ["shards", "shardBytes", "heapprofSites", "debugPointers"], "SharedHeap.create: options");
     const shardsField = "SharedHeap.create: options.shards";
     const bytesField = "SharedHeap.create: options.shardBytes";
     const shards = parseInteger(o.shards, shardsField, 1, MAX_SHARDS);
     const shardBytes = parseSize(o.shardBytes, bytesField, { min: MIN_SHARD_BYTES });
     const regionBytes = Math.ceil(shardBytes / PAGE_SIZE) * PAGE_SIZE;
     const profilerSites = profilerSitesFor(o.heapprofSites, regionBytes, "SharedHeap.create: options.heapprofSites", "options.shardBytes");
+    const debugPointers = debugPointersOption(o.debugPointers, "SharedHeap.create: options.debugPointers");
     const total = HEAP_HEADER_BYTES + shards * regionBytes;
     if (total > MAX_HEAP_BYTES) {
       throw new InvalidValueError(
@@ -176,6 +199,7 @@ export class SharedHeap implements HeapGeometry {
     h[H_PAGE_SIZE] = PAGE_SIZE;
     h[H_HEADER_BYTES] = HEAP_HEADER_BYTES;
     h[H_PROF_SITES] = profilerSites;
+    h[H_FLAGS] = debugPointers ? HEAP_FLAG_DEBUG_POINTERS : 0;
     const heap = new SharedHeap(buffer, memory, shards, regionBytes, profilerSites);
     for (const r of heap.regions) initRegion(r, regionBytes, profilerSites);
     return heap;
@@ -459,7 +483,7 @@ export interface HeapHeader {
 export function readHeader(buffer: ArrayBufferLike): HeapHeader {
   const problem = checkHeader(buffer);
   if (problem) throw new HeapFormatError(problem);
-  return headerFields(new Int32Array(buffer, 0, 8));
+  return headerFields(new Int32Array(buffer, 0, H_FLAGS + 1));
 }
 
 /**
@@ -480,6 +504,9 @@ export function headerProblem(h: ArrayLike<number>): string | undefined {
     return `shardheap heap format version ${h[H_VERSION]} is not supported (this is version ${HEAP_VERSION}; ${PRE_CAPACITY_HEAP_VERSION} is read too)`;
   }
   if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
+  // Words a reader was not given (an older image's shorter header) read as 0, as in heaps made before them.
+  const flags = h[H_FLAGS] ?? 0;
+  if ((flags & ~HEAP_FLAGS_KNOWN) !== 0) return `corrupt shardheap header: unknown mode flags ${flags}`;
   const { shards, shardBytes, profilerSites } = headerFields(h);
   if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes`;
   if (HEAP_HEADER_BYTES + shards * shardBytes > MAX_HEAP_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes is more than 4 GiB`;
@@ -495,7 +522,7 @@ export function headerProblem(h: ArrayLike<number>): string | undefined {
 
 function checkHeader(buffer: ArrayBufferLike): string | undefined {
   if (buffer.byteLength < HEAP_HEADER_BYTES) return `not a shardheap heap: ${buffer.byteLength} bytes is smaller than its header`;
-  const h = new Int32Array(buffer, 0, 8);
+  const h = new Int32Array(buffer, 0, H_FLAGS + 1);
   const problem = headerProblem(h);
   if (problem) return problem;
   const { shards, shardBytes } = headerFields(h);
