@@ -8,8 +8,10 @@
  */
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
+import { InvalidPointerError as DistInvalidPointerError, Smp } from "../dist/index.js";
 import { InvalidPointerError, InvalidValueError, SharedHeap } from "../src/index.js";
 import { POISON } from "../src/memory/quarantine.js";
+import { TASKS, waitFor } from "./helpers.js";
 
 const USE_AFTER_FREE = /use after free/;
 
@@ -186,6 +188,26 @@ describe("debug pointers", () => {
     expect(records.reduce((n, s) => n + s.allocCount, 0)).toBe(2);
     expect(a.stats()).toMatchObject({ mallocs: 3, frees: 3, liveObjects: 0 });
     expect(heap.check()).toEqual([]);
+  });
+
+  it("on in Smp: a shard's use of a pointer another shard freed rejects, as InvalidPointerError, and stop leaves the heap consistent", async () => {
+    const smp = await Smp.start({ shards: 2, memoryPerShard: "2MiB", module: TASKS, debugPointers: true });
+    try {
+      expect(smp.heap.debugPointers).toBe(true);
+      const p = await smp.submitTo<number>(0, "storeString", "a value shard 1 frees");
+      expect(await smp.submitTo(1, "readStored", p)).toBe("a value shard 1 frees");
+      await smp.submitTo(1, "freeOne", p);
+      // Shard 0 drains its inbox when the doorbell rings; the freed object then sits in its quarantine.
+      await waitFor(() => smp.stats(0).frees === 1, "shard 0 to drain the remote free");
+      const read = smp.submitTo(1, "readStored", p);
+      await expect(read).rejects.toBeInstanceOf(DistInvalidPointerError);
+      await expect(read).rejects.toThrow(USE_AFTER_FREE);
+      await expect(smp.submitTo(0, "freeOne", p)).rejects.toThrow(USE_AFTER_FREE);
+    } finally {
+      await smp.stop();
+    }
+    expect(smp.stats().liveObjects).toBe(0);
+    expect(smp.heap.check()).toEqual([]);
   });
 
   it("is a mode of the heap: attached threads follow it, the environment turns it on, bad values are refused", () => {

@@ -10,7 +10,7 @@ import { availableParallelism } from "node:os";
 import { isAbsolute, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { InvalidValueError } from "../errors.js";
-import { MAX_SHARDS, MIN_SHARD_BYTES, profilerSitesFor } from "../memory/shared-heap.js";
+import { MAX_SHARDS, MIN_SHARD_BYTES, debugPointersOption, profilerSitesFor } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
 import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
 import { parseInteger, rejectUnknownKeys } from "../parse.js";
@@ -108,6 +108,13 @@ export interface SmpOptions {
    * --max-old-space-size) are an InvalidValueError at start().
    */
   execArgv?: readonly string[];
+  /**
+   * Debug pointers (SharedHeapOptions.debugPointers): freed objects are
+   * held back from reuse, poisoned, so a pointer used after its free
+   * throws InvalidPointerError on whichever shard uses it. Default:
+   * SHARDHEAP_DEBUG_POINTERS, else off.
+   */
+  debugPointers?: boolean;
 }
 
 export interface FilledSmpOptions {
@@ -129,6 +136,7 @@ export interface FilledSmpOptions {
   orphans: "keep" | "free";
   /** The shards' execArgv; undefined: the parent's, as Node inherits it (which tolerates flags an explicit list may not name). */
   execArgv: readonly string[] | undefined;
+  debugPointers: boolean;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -163,6 +171,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   maxPendingCalls: true,
   orphans: true,
   execArgv: true,
+  debugPointers: true,
 };
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
@@ -187,6 +196,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     maxPendingCalls: o.maxPendingCalls === Infinity ? Infinity : parseInteger(o.maxPendingCalls ?? DEFAULT_MAX_PENDING_CALLS, "options.maxPendingCalls", 1, 2 ** 31 - 1),
     orphans: orphansOption(o.orphans),
     execArgv: execArgvOption(o.execArgv),
+    debugPointers: debugPointersOption(o.debugPointers, "options.debugPointers"),
   };
 }
 

@@ -168,7 +168,7 @@ export class Smp extends EventEmitter<SmpEvents> {
    */
   static async start(o: SmpOptions = {}): Promise<Smp> {
     const options = fillSmpOptions(o);
-    const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites });
+    const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites, debugPointers: options.debugPointers });
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
     const pools: Piscina[] = [];
