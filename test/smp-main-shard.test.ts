@@ -10,7 +10,7 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { HeapOwnershipError, InvalidValueError, ShardError, Smp } from "../dist/index.js";
+import { HeapOwnershipError, InvalidValueError, ShardError, Smp, readHeapImage } from "../dist/index.js";
 import { fillSmpOptions } from "../src/smp/options.js";
 import { siteNamed, startSmp, tempDir, waitFor } from "./helpers.js";
 
@@ -123,7 +123,7 @@ describe("the main thread's shard", () => {
     await expect(smp.freeOrphans(2)).rejects.toThrow(RangeError);
   });
 
-  it("profiling: the heapprof option, setHeapProfiling for its id and for all, merged profiles include it", async () => {
+  it("profiling: the heapprof option, setHeapProfiling for its id and for all, merged profiles and heap images include it", async () => {
     const smp = await startSmp({ shards: 1, mainShard: true, module: MAIN_TASKS, heapprof: true });
     expect(smp.memory.heapProfilingSampleRate()).toBe(1);
     function allocateOnMain(): number[] {
@@ -143,6 +143,13 @@ describe("the main thread's shard", () => {
     expect(await smp.submitTo(0, "sampleRate")).toBe(4096);
     expect(smp.heapProfile().sampleRate).toBe(4096);
     await expect(smp.setHeapProfiling(2, 1)).rejects.toThrow('setHeapProfiling: shard must be "all" or an integer from 0 to 1 (1: the main thread\'s), got 2');
+    // A heap image holds the region: `shardheap report --shard 1` reads it offline.
+    const image = join(tempDir("shardheap-main-image-"), "heap.img");
+    await smp.saveImage(image);
+    const saved = await readHeapImage(image);
+    expect(saved.shards).toBe(2);
+    expect(siteNamed(saved.heapProfile(1), "allocateOnMain")).toMatchObject({ count: 10 });
+    expect(saved.stats(1)).toMatchObject({ mallocs: 10, liveObjects: 10 });
     for (const p of ptrs) smp.memory.free(p);
     expect(smp.heapProfile(1).totalCount).toBe(0);
     await smp.stop();
