@@ -87,7 +87,7 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
     hostNames,
     metrics: memoryMetricsRegistry(smp.heap),
     images: new HeapImageDownloads(smp.heap),
-    baselines: new Baselines(smp),
+    baselines: new Baselines(smp.heap),
     debugPprof: new DebugPprof(smp, sourceMaps),
     history,
   };
@@ -168,14 +168,24 @@ function send(res: ServerResponse, status: number, body: string | Uint8Array, co
   res.end(body);
 }
 
-/** ?shard=N: a shard number (404 when out of range), or undefined when absent. */
+/**
+ * ?shard=N: a shard number (404 when out of range), or undefined when
+ * absent. The shards are the heap's regions: the workers' and, with
+ * Smp.start({ mainShard: true }), the main thread's (the last, id
+ * smp.mainShard), listed as one more shard everywhere (stats, profiles,
+ * switches, baselines, history, /metrics).
+ */
 function shardParam(q: URLSearchParams, smp: Smp, allowAll = false): number | "all" | undefined {
   const v = q.get("shard");
   if (v === null || v === "") return undefined;
   if (allowAll && v === "all") return "all";
   if (!/^\d+$/.test(v)) throw new InvalidValueError("shard", `shard must be a shard number${allowAll ? ' or "all"' : ""}, got ${JSON.stringify(v)}`);
   const shard = Number(v);
-  if (shard >= smp.shards) throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no shard ${shard}: shards are 0 to ${smp.shards - 1}`);
+  const count = smp.heap.shards;
+  if (shard >= count) {
+    const main = smp.mainShard === undefined ? "" : ` (${smp.mainShard}: the main thread's)`;
+    throw new HttpError("ERR_SHARDHEAP_NOT_FOUND", `no shard ${shard}: shards are 0 to ${count - 1}${main}`);
+  }
   return shard;
 }
 
@@ -289,7 +299,8 @@ const ROUTES: readonly Route[] = [
     const since = q.has("since") ? parseInteger(q.get("since")!, "since", 0, Number.MAX_SAFE_INTEGER) : 0;
     const { sampleIntervalMs, historySeconds, growthWindowSeconds } = parts.history.options;
     json(res, {
-      shards: smp.shards,
+      shards: smp.heap.shards,
+      mainShard: smp.mainShard ?? null,
       sampleIntervalMs,
       historySeconds,
       growthWindowSeconds,
@@ -304,7 +315,7 @@ const ROUTES: readonly Route[] = [
   data("GET", "/v1/memory/stats", ["shard"], ({ smp, q, res }) => json(res, smp.stats(shardParam(q, smp) as number | undefined))),
   data("GET", "/v1/memory/diagnostics", ["shard"], async ({ smp, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
-    const shards = shard === undefined ? [...Array(smp.shards).keys()] : [shard];
+    const shards = shard === undefined ? [...Array(smp.heap.shards).keys()] : [shard];
     const reports = await Promise.all(shards.map((s) => formatMappedDiagnostics(smp.heap.regions[s]!, sourceMaps)));
     send(res, 200, reports.join("\n"), "text/plain; charset=utf-8");
   }),

@@ -34,6 +34,9 @@
  *   sites without it; a value's click shows the flamegraph of its sites
  *   only (label=NAME=VALUE, by=NAME so its root names the value), until
  *   "Show all".
+ * The main thread's own region (Smp.start({ mainShard: true }): the
+ * history's mainShard) is one more shard everywhere, named "main thread
+ * (shard N)".
  * With a token (the body says so) it asks first; the token lives in a
  * variable, goes only into an Authorization header, never into a URL.
  * Errors show in the status line, never as console errors.
@@ -48,6 +51,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   var token = null;
   var state = {
     shards: 0,
+    mainShard: null,
     intervalMs: 1000,
     historySeconds: 900,
     growthWindowSeconds: 300,
@@ -178,6 +182,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       return v == null ? "-" : format(v);
     };
   }
+  /** How a shard is named: the main thread's own region says so. */
+  function shardName(s) { return Number(s) === state.mainShard ? "main thread (shard " + s + ")" : "shard " + s; }
   function clock(t) { return new Date(t * 1000).toLocaleTimeString(); }
 
   function chartWidth(id) { return Math.max(280, $(id).clientWidth - 8); }
@@ -186,7 +192,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     state.charts.forEach(function (c) { c.destroy(); });
     state.charts = METRICS.map(function (m) {
       var series = [{ value: legendValue(clock) }];
-      for (var s = 0; s < state.shards; s++) series.push({ label: "shard " + s, stroke: PALETTE[s % PALETTE.length], width: 1.5, value: legendValue(m.bytes ? size : count) });
+      for (var s = 0; s < state.shards; s++) series.push({ label: shardName(s), stroke: PALETTE[s % PALETTE.length], width: 1.5, value: legendValue(m.bytes ? size : count) });
       var axisValues = m.bytes ? function (u, vals) { return vals.map(size); } : function (u, vals) { return vals.map(count); };
       return new uPlot({
         title: m.title,
@@ -233,12 +239,12 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     body.textContent = "";
     for (var s = 0; s < state.shards; s++) {
       var row = el("tr", { id: "prof-row-" + s });
-      row.appendChild(el("td", null, "shard " + s));
-      var on = el("input", { type: "checkbox", id: "prof-on-" + s, "aria-label": "profiler of shard " + s });
+      row.appendChild(el("td", null, shardName(s)));
+      var on = el("input", { type: "checkbox", id: "prof-on-" + s, "aria-label": "profiler of " + shardName(s) });
       var onCell = el("td");
       onCell.appendChild(on);
       row.appendChild(onCell);
-      var rate = el("input", { type: "text", id: "prof-rate-" + s, size: "14", value: "64K", list: "rate-choices", "aria-label": "sample rate of shard " + s });
+      var rate = el("input", { type: "text", id: "prof-rate-" + s, size: "14", value: "64K", list: "rate-choices", "aria-label": "sample rate of " + shardName(s) });
       var rateCell = el("td");
       rateCell.appendChild(rate);
       row.appendChild(rateCell);
@@ -260,9 +266,9 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       var applied = (await r.json()).rate;
       state.rateSetAt[shard] = Date.now();
       showRate(shard, applied);
-      status("shard " + shard + ": profiler " + rateText(applied));
+      status(shardName(shard) + ": profiler " + rateText(applied));
     } catch (e) {
-      status("shard " + shard + ": " + e.message, true);
+      status(shardName(shard) + ": " + e.message, true);
       var latest = state.samples[state.samples.length - 1];
       if (latest) showRate(shard, latest.shards[shard].sampleRate);
     }
@@ -507,7 +513,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
         state.baselineName = name;
         $("baseline-name").value = "";
         drawBaselineChoice();
-        status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : "shard " + state.shard));
+        status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : shardName(state.shard)));
         await refreshGrowthNow();
       } catch (e) {
         status("baseline: " + e.message, true);
@@ -635,7 +641,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     note.hidden = failed === 0;
     if (failed === 0) return;
     note.textContent = exact(failed) + " allocations failed (OutOfMemoryError) since the start: " +
-      latest.shards.map(function (s, i) { return "shard " + i + " " + exact(s.failedAllocations) + " (largest free span " + size(s.largestFreeSpan) + " of " + size(s.free) + " free)"; }).join(", ");
+      latest.shards.map(function (s, i) { return shardName(i) + " " + exact(s.failedAllocations) + " (largest free span " + size(s.largestFreeSpan) + " of " + size(s.free) + " free)"; }).join(", ");
   }
 
   // ---- downloads ----
@@ -683,12 +689,13 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     if (!state.started) {
       state.started = true;
       state.shards = body.shards;
+      state.mainShard = body.mainShard == null ? null : body.mainShard;
       state.intervalMs = body.sampleIntervalMs;
       state.historySeconds = body.historySeconds;
       state.growthWindowSeconds = body.growthWindowSeconds;
       state.heapImage = body.heapImage;
       var select = $("shard");
-      for (var s = 0; s < state.shards; s++) select.appendChild(el("option", { value: String(s) }, "shard " + s));
+      for (var s = 0; s < state.shards; s++) select.appendChild(el("option", { value: String(s) }, shardName(s)));
       makeCharts();
       makeProfilerTable();
       makeDownloads();

@@ -1,8 +1,8 @@
 /**
  * What the dashboard draws over time, kept by the admin server: once per
- * sampleIntervalMs (1 s by default), every shard's statistics (used, free,
- * live objects, cross-shard frees sent, failed allocations, the largest
- * free span: what fragmentation leaves) and profiler rate, and every
+ * sampleIntervalMs (1 s by default), every shard's statistics (used,
+ * free, live objects, cross-shard frees sent, failed allocations, the
+ * largest free span: what fragmentation leaves) and profiler rate, and every
  * site's live bytes, all read from the SharedArrayBuffer on the server's
  * thread, so the shards do nothing for it (a busy or stuck shard is
  * sampled all the same). Bounded rings: the statistics of the last
@@ -10,7 +10,8 @@
  * growthWindowSeconds (5 minutes, what growing-sites.ts fits lines to), at
  * most MAX_TRACKED_SITES distinct sites (further ones are not followed),
  * Float32 per site and shard: 300 samples x 1024 sites x 4 bytes = 1.2 MiB
- * per shard at worst.
+ * per shard at worst. The shards are the heap's regions: with
+ * Smp.start({ mainShard: true }) the main thread's is the last.
  */
 import { InvalidValueError } from "../errors.js";
 import type { Frame } from "../memory/stack-capture.js";
@@ -135,7 +136,7 @@ export class MemoryHistory {
     const shards: ShardSample[] = [];
     const sizes: Float32Array[] = [];
     try {
-      for (let s = 0; s < this.smp.shards; s++) {
+      for (let s = 0; s < this.smp.heap.shards; s++) {
         const st = this.smp.stats(s);
         const profile = this.smp.heapProfile(s);
         const fill = this.smp.heap.profilerFill(s);
@@ -177,7 +178,7 @@ export class MemoryHistory {
     const samples = this.sites.toArray();
     const t0 = samples[0]?.t ?? 0;
     const t = samples.map((s) => (s.t - t0) / 1000);
-    const shards = shard === undefined ? [...Array(this.smp.shards).keys()] : [shard];
+    const shards = shard === undefined ? [...Array(this.smp.heap.shards).keys()] : [shard];
     const series = (i: number): SiteSeries => ({
       frames: this.siteFrames[i]!,
       ...(this.siteLabels[i] === undefined ? {} : { labels: this.siteLabels[i] }),

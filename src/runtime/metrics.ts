@@ -5,7 +5,10 @@
  * fields to metric names, another the per-shard figures that are not
  * MemoryStats fields (the largest free span), a third the heap profiler's
  * under `shardheap_profiler_` (how full its site table is, what it folded
- * into "(other sites)"), so the names live in one place.
+ * into "(other sites)"), so the names live in one place. The shards are
+ * the heap's regions: with Smp.start({ mainShard: true }) the main
+ * thread's is the last, shard="N" beside the workers' (as the admin API
+ * lists it).
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { SharedHeap } from "../memory/shared-heap.js";

@@ -16,7 +16,9 @@ export function describeTask(task: string): string {
 /** Reject a call before it is sent: bad shard id (RangeError) or task name (TypeError). */
 export function checkCall(call: () => string, shards: number, shard: unknown, task: unknown): void {
   if (!Number.isInteger(shard) || (shard as number) < 0 || (shard as number) >= shards) {
-    throw new RangeError(`${call()}: shard must be an integer from 0 to ${shards - 1}, got ${String(shard)}`);
+    // Id `shards` is the main thread (its endpoint, and its region with mainShard): it runs no task.
+    const main = shard === shards ? ` (${shards} is the main thread, which runs no tasks)` : "";
+    throw new RangeError(`${call()}: shard must be an integer from 0 to ${shards - 1}, got ${String(shard)}${main}`);
   }
   if (typeof task !== "string" || task.length === 0) throw new TypeError(`${call()}: task must be a function name`);
 }

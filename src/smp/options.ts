@@ -109,6 +109,15 @@ export interface SmpOptions {
    */
   execArgv?: readonly string[];
   /**
+   * Give the thread that calls start() a shard of its own (issue 23): one
+   * more region of `memoryPerShard`, id `shards` (after the workers'),
+   * whose allocator is `smp.memory`, so that thread allocates without a
+   * task. Shards read its objects and free them (cross-shard frees onto
+   * its inbox, drained on that thread); no task runs on it. Default false:
+   * the heap has one region per worker shard, as before.
+   */
+  mainShard?: boolean;
+  /**
    * Debug pointers (SharedHeapOptions.debugPointers): freed objects are
    * held back from reuse, poisoned, so a pointer used after its free
    * throws InvalidPointerError on whichever shard uses it. Default:
@@ -136,6 +145,9 @@ export interface FilledSmpOptions {
   orphans: "keep" | "free";
   /** The shards' execArgv; undefined: the parent's, as Node inherits it (which tolerates flags an explicit list may not name). */
   execArgv: readonly string[] | undefined;
+  /** The calling thread has a region of its own, id `shards`. */
+  mainShard: boolean;
+  /** The heap's debug pointers (the environment's default filled in). */
   debugPointers: boolean;
 }
 
@@ -171,6 +183,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   maxPendingCalls: true,
   orphans: true,
   execArgv: true,
+  mainShard: true,
   debugPointers: true,
 };
 
@@ -178,10 +191,14 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
 export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
   if (o === null || typeof o !== "object") throw new TypeError("Smp.start: options must be an object");
   rejectUnknownKeys(o, Object.keys(SMP_OPTION_KEYS), "options");
-  const shards = parseInteger(o.shards ?? Math.max(1, availableParallelism()), "options.shards", 1, MAX_SHARDS);
+  const mainShard = mainShardOption(o.mainShard);
+  // The main thread's region is one of the heap's MAX_SHARDS.
+  const shards = parseInteger(o.shards ?? Math.max(1, availableParallelism()), "options.shards", 1, mainShard ? MAX_SHARDS - 1 : MAX_SHARDS);
   const memoryPerShard = parseSize(o.memoryPerShard ?? DEFAULT_MEMORY_PER_SHARD, "options.memoryPerShard", { min: MIN_SHARD_BYTES });
-  if (HEAP_HEADER_BYTES + shards * memoryPerShard > MAX_HEAP_BYTES) {
-    throw new InvalidValueError("options.memoryPerShard", `shards x memory per shard must fit in 4 GiB, got ${shards} x ${memoryPerShard} bytes`);
+  const regions = shards + (mainShard ? 1 : 0);
+  if (HEAP_HEADER_BYTES + regions * memoryPerShard > MAX_HEAP_BYTES) {
+    const main = mainShard ? " (and one more region for mainShard)" : "";
+    throw new InvalidValueError("options.memoryPerShard", `shards x memory per shard${main} must fit in 4 GiB, got ${regions} x ${memoryPerShard} bytes`);
   }
   return {
     shards,
@@ -196,8 +213,14 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     maxPendingCalls: o.maxPendingCalls === Infinity ? Infinity : parseInteger(o.maxPendingCalls ?? DEFAULT_MAX_PENDING_CALLS, "options.maxPendingCalls", 1, 2 ** 31 - 1),
     orphans: orphansOption(o.orphans),
     execArgv: execArgvOption(o.execArgv),
+    mainShard,
     debugPointers: debugPointersOption(o.debugPointers, "options.debugPointers"),
   };
+}
+
+function mainShardOption(value: unknown): boolean {
+  if (value === undefined || typeof value === "boolean") return value ?? false;
+  throw new InvalidValueError("options.mainShard", `options.mainShard must be true or false, got ${typeof value === "string" ? JSON.stringify(value) : String(value)}`);
 }
 
 function execArgvOption(value: unknown): readonly string[] | undefined {

@@ -18,6 +18,9 @@
  * starts a fresh thread for it, and once every endpoint has acknowledged
  * the death (queue-layout ACK), this thread empties the shard's rings and
  * brings it back (same region and allocations, fresh module state).
+ *
+ * With `mainShard`, the heap has one more region, the main thread's own
+ * (main-shard.ts): smp.memory allocates there from this thread.
  */
 import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
@@ -29,6 +32,8 @@ import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
 import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
+import type { ShardAllocator } from "../memory/shard-allocator.js";
+import { MainShard } from "./main-shard.js";
 import { decodeError } from "./error-codec.js";
 import { Endpoint, wakeEndpoint } from "./endpoint.js";
 import { errorMessage } from "./call-errors.js";
@@ -100,7 +105,13 @@ export interface StopOptions {
 
 export class Smp extends EventEmitter<SmpEvents> {
   readonly heap: SharedHeap;
+  /** Worker shards (ids 0 to shards - 1); the main thread's region, when there is one, is one more (mainShard). */
   readonly shards: number;
+  /**
+   * The id of the main thread's own region (Smp.start({ mainShard: true })):
+   * `shards`, the last of the heap's regions; undefined without it.
+   */
+  readonly mainShard: number | undefined;
   readonly options: Readonly<FilledSmpOptions>;
   private readonly pools: Piscina[];
   /** Per shard, the control requests sent and not yet answered: stop() lets them finish. */
@@ -127,12 +138,16 @@ export class Smp extends EventEmitter<SmpEvents> {
   private readonly apps = new AppStatsSources();
   /** smp.tasks(): one object for every type argument (they exist only at compile time). */
   private typed: Tasks<object> | undefined;
+  /** The main thread's region (mainShard), or undefined. */
+  private readonly main: MainShard | undefined;
 
-  private constructor(options: FilledSmpOptions, heap: SharedHeap, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
+  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
     super();
     this.options = Object.freeze(options);
     this.heap = heap;
     this.shards = options.shards;
+    this.main = main;
+    this.mainShard = main?.id;
     this.pools = pools;
     this.inFlight = pools.map(() => new Set());
     this.geometry = geometry;
@@ -168,7 +183,10 @@ export class Smp extends EventEmitter<SmpEvents> {
    */
   static async start(o: SmpOptions = {}): Promise<Smp> {
     const options = fillSmpOptions(o);
-    const heap = SharedHeap.create({ shards: options.shards, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites, debugPointers: options.debugPointers });
+    const regions = options.shards + (options.mainShard ? 1 : 0);
+    const heap = SharedHeap.create({ shards: regions, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites, debugPointers: options.debugPointers });
+    // Taken before any worker exists: no module's top-level code can take it first.
+    const main = options.mainShard ? new MainShard(heap, options.shards, options.heapprofRate) : undefined;
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
     const pools: Piscina[] = [];
@@ -206,7 +224,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         throw refusedExecArgv(e) ?? e;
       }
     }
-    const smp = new Smp(options, heap, pools, geometry, queues);
+    const smp = new Smp(options, heap, main, pools, geometry, queues);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
     // 'error' and leaves the request pending), or by never answering (a
@@ -246,7 +264,27 @@ export class Smp extends EventEmitter<SmpEvents> {
       failure.catch(() => undefined);
     }
     smp.starting = false;
+    main?.watch();
     return smp;
+  }
+
+  /**
+   * The main thread's own allocator (Smp.start({ mainShard: true })): its
+   * region, id `mainShard`, belongs to the thread that called start, which
+   * allocates there without a task; shards read its objects and free them
+   * (cross-shard frees this thread drains). Still this thread's after
+   * stop(). Without the option a ShardError (code
+   * ERR_SHARDHEAP_NO_MAIN_SHARD) says how to get one.
+   */
+  get memory(): ShardAllocator {
+    if (this.main === undefined) {
+      throw new ShardError(
+        this.shards,
+        "smp.memory: the main thread has no shard of its own in this runtime: start it with Smp.start({ mainShard: true }) to allocate from this thread (or allocate in a task on a shard)",
+        { code: "ERR_SHARDHEAP_NO_MAIN_SHARD" },
+      );
+    }
+    return this.main.memory;
   }
 
   /**
@@ -313,20 +351,27 @@ export class Smp extends EventEmitter<SmpEvents> {
   /**
    * Switch heap profiling on `shard` or on "all" shards at run time: true
    * or 1 records every allocation, N samples one allocation per N bytes on
-   * average (a size: 524288 or "512KiB"), false or 0 turns it off. Resolves
-   * once every named shard has applied it; rejects with a ShardError once
-   * stop() has begun.
+   * average (a size: 524288 or "512KiB"), false or 0 turns it off. The
+   * main thread's region (mainShard) is one of them, switched here on this
+   * thread. Resolves once every named shard has applied it; rejects with a
+   * ShardError once stop() has begun.
    */
   async setHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
     const bytes = heapprofRate(rate, "setHeapProfiling: rate");
-    if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard >= this.shards)) {
-      throw new RangeError(`setHeapProfiling: shard must be "all" or an integer from 0 to ${this.shards - 1}, got ${String(shard)}`);
+    const last = this.heap.shards - 1;
+    if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard > last)) {
+      const main = this.main === undefined ? "" : ` (${this.main.id}: the main thread's)`;
+      throw new RangeError(`setHeapProfiling: shard must be "all" or an integer from 0 to ${last}${main}, got ${String(shard)}`);
     }
-    const shards = shard === "all" ? [...Array(this.shards).keys()] : [shard];
+    if (this.main !== undefined && (shard === "all" || shard === this.main.id)) {
+      if (this.stopping) throw this.stoppedError(this.main.id, "setHeapProfiling");
+      this.main.memory.setHeapProfilingSampleRate(bytes);
+    }
+    const shards = shard === "all" ? [...Array(this.shards).keys()] : shard === this.mainShard ? [] : [shard];
     await Promise.all(shards.map((s) => this.request(s, { kind: "heapprof", rate: bytes })));
   }
 
-  /** One shard's heap profile, or all shards' merged; read from the buffer, no shard involved. */
+  /** One shard's heap profile (the main thread's region too), or all shards' merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     return this.heap.heapProfile(shard);
   }
@@ -336,7 +381,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     return this.heap.saveImage(path);
   }
 
-  /** One shard's statistics, or all shards' summed; read from the buffer, no shard involved. */
+  /** One shard's statistics (the main thread's region too), or all shards' summed; read from the buffer, no shard involved. */
   stats(shard?: number): MemoryStats {
     return this.heap.stats(shard);
   }
@@ -424,6 +469,9 @@ export class Smp extends EventEmitter<SmpEvents> {
     const adopted = [...Array(this.shards).keys()].map((shard) => this.heap.adoptShard(shard));
     this.heap.recoverLostFrees();
     for (const shard of adopted) shard.drainCrossShardFrees();
+    // The main thread's region was this thread's all along: its inbox
+    // (frees the shards pushed since its last ring, and any recovered) last.
+    this.main?.finish();
   }
 
   private async terminateThreads(): Promise<void> {
