@@ -63,7 +63,7 @@ export function ownershipMessage(r: ShardRegion, op: string): string {
       : `it belongs to ${describeOwner(owner)}`;
   return (
     `${op} on shard ${r.id} from ${describeOwner(THIS_THREAD)}: ${now}. ` +
-    "A shard's state changes only on the thread that owns it: allocate there (with Smp, submitTo the shard); " +
+    "A shard's state changes only on the thread that owns it: allocate there (with Smp, submitTo the shard, or smp.memory on the thread that started it, when it has the main thread's shard); " +
     "heap.free(ptr) frees from any thread, and stats, heapProfile, diagnostics and check read from any thread."
   );
 }
