@@ -9,10 +9,14 @@
  * A diff (diff.ts) prints signed integers: each line the site's change,
  * the lines adding up to next's total minus base's; unchanged sites are
  * left out.
+ *
+ * Frames' files are shown short (display-paths.ts), as recorded with
+ * `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { isProfileDiff } from "./diff.js";
+import { profileToShow, type PathOptions } from "./display-paths.js";
 import { frameName } from "./frame-name.js";
 
 export function cleanFrameName(name: string): string {
@@ -32,7 +36,8 @@ export function roundPreservingSum(values: readonly number[]): number[] {
   return floors;
 }
 
-export function toCollapsed(p: HeapProfile): string {
+export function toCollapsed(profile: HeapProfile, o: PathOptions = {}): string {
+  const p = profileToShow(profile, o);
   const sites = isProfileDiff(p) ? p.sites.filter((s) => s.size !== 0) : p.sites.filter((s) => s.size > 0);
   const bytes = roundPreservingSum(sites.map((s) => s.size));
   const names = new Map<string, string>(); // frameName gives one string per frame: clean each once

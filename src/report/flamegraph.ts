@@ -13,12 +13,17 @@
  * its change against the largest change of any frame (white: unchanged),
  * and the hover details give the change. A frame that shrank to nothing
  * has no width (as in Gregg's); its change still counts in its callers.
+ *
+ * Frames' files are shown short (display-paths.ts), so a box's text ends
+ * in a file and line one can read (`shardheap/src/x.ts:100:3`, not
+ * `file:///tmp/...` cut off); as recorded with `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
+import { profileToShow, type PathOptions } from "./display-paths.js";
 import { frameName } from "./frame-name.js";
 
-export interface FlamegraphOptions {
+export interface FlamegraphOptions extends PathOptions {
   title?: string;
 }
 
@@ -149,7 +154,8 @@ function search(term) {
 `;
 export const FLAMEGRAPH_ONLOAD = "init(evt)";
 
-export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): string {
+export function toFlamegraphSvg(profile: HeapProfile, o: FlamegraphOptions = {}): string {
+  const p = profileToShow(profile, o);
   const diff = isProfileDiff(p);
   const stacks = isProfileDiff(p)
     ? p.sites.map((s) => ({ frames: s.frames, width: s.nextSize, delta: s.size }))

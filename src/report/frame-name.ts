@@ -1,8 +1,12 @@
 /**
  * How a frame is named in every report: `functionName (url:line:column)`,
  * as the README's trees show it; an anonymous function is named by its position
- * alone, as `(anonymous) (url:line:column)`. Paths under the working
- * directory are kept absolute: a report must not depend on where it is read.
+ * alone, as `(anonymous) (url:line:column)`. The url is whatever the frame
+ * holds: the renderers hand it frames already shown short (display-paths.ts,
+ * `src/app.ts`, `shardheap/src/x.ts`) unless asked for full paths. Paths
+ * used to stay absolute so a report read the same wherever it was made,
+ * but `file:///tmp/.../node_modules/shardheap/src/...` left no room for
+ * the file and line in a flamegraph's box (issue 23).
  */
 import type { Frame } from "../memory/stack-capture.js";
 import { OTHER_SITES_NAME } from "../memory/site-table.js";

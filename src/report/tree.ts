@@ -19,15 +19,19 @@
  *
  * `by` groups by a label (withHeapLabels): one first-level node per value
  * of the label, the sites' stacks under them.
+ *
+ * Frames' files are shown short (display-paths.ts: `src/app.ts:12:5`,
+ * `shardheap/src/...`), as recorded with `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import { foldedNote } from "./folded-note.js";
+import { profileToShow, type PathOptions } from "./display-paths.js";
 import { frameName } from "./frame-name.js";
 import { labelNodeName } from "./labels.js";
 import { formatSize } from "../units.js";
 
-export interface TreeOptions {
+export interface TreeOptions extends PathOptions {
   /** Caller-first (roots at the first level) instead of callee-first. */
   inverted?: boolean;
   /** Drop branches whose live bytes are below this. */
@@ -102,7 +106,8 @@ const DIFFERENCE: TreeStyle = {
   label: (size, count) => `${signedSize(size)} ${signed(size)}, #${signed(count)}`,
 };
 
-export function formatTree(p: HeapProfile, o: TreeOptions = {}): string {
+export function formatTree(profile: HeapProfile, o: TreeOptions = {}): string {
+  const p = profileToShow(profile, o);
   const style = isProfileDiff(p) ? DIFFERENCE : LIVE;
   const root = node("All");
   for (const site of p.sites) {
