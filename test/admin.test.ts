@@ -54,10 +54,14 @@ describe("admin API", () => {
     const tree = await call("/v1/heapprof?format=tree&min=1K");
     expect(tree.text).toMatch(/^All \(\d+, #\d+\)$/m);
     expect((await call("/v1/heapprof?format=tree&inverted=1")).status).toBe(200);
-    // Frames' files shown short: the tasks module is under the working directory.
+    // Frames' files shown short (the tasks module is under the working directory), as recorded with fullpaths=1.
     expect((await call("/v1/heapprof?format=collapsed")).text).toMatch(/^\S.*allocateForProfile \(test\/fixtures\/shard-tasks\.mjs:\d+:\d+\) 5120$/m);
+    expect((await call("/v1/heapprof?format=collapsed&fullpaths=1")).text).toMatch(/allocateForProfile \(file:\/\/\/.*\/test\/fixtures\/shard-tasks\.mjs:\d+:\d+\) 5120$/m);
     const leafUrl = async (query: string): Promise<string | undefined> => site(JSON.parse((await call(`/v1/heapprof?shard=1${query}`)).text) as HeapProfile)?.frames[0]!.url;
     expect(await leafUrl("")).toBe("test/fixtures/shard-tasks.mjs");
+    expect(await leafUrl("&fullpaths=1")).toBe(site(smp.heapProfile(1))!.frames[0]!.url);
+    expect(await leafUrl("&fullpaths=0")).toBe("test/fixtures/shard-tasks.mjs");
+    expect((await call("/v1/heapprof?fullpaths=maybe")).status).toBe(400);
     const svg = await call("/v1/heapprof?format=svg");
     expect(svg.type).toBe("image/svg+xml");
     const pprof = Profile.decode(gunzipSync((await call("/v1/heapprof?format=pprof")).bytes));

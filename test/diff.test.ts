@@ -251,6 +251,19 @@ describe("shardheap diff", () => {
     expect(run("diff", "next.img", "next-short.pb.gz").stdout).toBe("All (+0B 0, #0)\n");
   });
 
+  it("--full-paths shows the recorded URLs, in a diff as in a report", () => {
+    const here = run("diff", "base.img", "next.img", "--format", "collapsed", "--full-paths").stdout;
+    expect(here).toMatch(/;leakRecords \(\/.*\/test\/diff\.test\.ts:\d+:\d+\);.* 81920$/m);
+    const repo = process.cwd();
+    const relative = runCli(["diff", join(dir, "base.img"), join(dir, "next.img"), "--format", "collapsed"], { cwd: repo }).stdout;
+    expect(relative).toMatch(/;leakRecords \(test\/diff\.test\.ts:\d+:\d+\);.* 81920$/m);
+    expect(relative).toContain("(@vitest/runner/dist/"); // a package's file, shown as the package's
+    expect(here).toContain("(file:///");
+    expect(runCli(["diff", join(dir, "base.img"), join(dir, "next.img"), "--format", "collapsed", "--full-paths"], { cwd: repo }).stdout).toBe(here);
+    expect(runCli(["report", join(dir, "next.img"), "--format", "tree", "--full-paths=false"], { cwd: repo }).stdout).toContain("(test/diff.test.ts:");
+    expect(runCli(["report", join(dir, "next.img"), "--format", "tree", "--full-paths"], { cwd: repo }).stdout).not.toContain("(test/diff.test.ts:");
+  });
+
   // Distinct sites for the sampled image below.
   const sampledSites = {
     smallRecords: (heap: SharedHeap, n: number) => [...Array(n)].map((_, i) => heap.shard(0).malloc(24 + (i % 200))),
