@@ -16,8 +16,8 @@
 import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { isProfileDiff } from "./diff.js";
-import { profileToShow, type PathOptions } from "./display-paths.js";
-import { frameName } from "./frame-name.js";
+import type { PathOptions } from "./display-paths.js";
+import { frameNamer } from "./frame-name.js";
 
 export function cleanFrameName(name: string): string {
   return name.replace(/[;\r\n]/g, "");
@@ -36,13 +36,13 @@ export function roundPreservingSum(values: readonly number[]): number[] {
   return floors;
 }
 
-export function toCollapsed(profile: HeapProfile, o: PathOptions = {}): string {
-  const p = profileToShow(profile, o);
+export function toCollapsed(p: HeapProfile, o: PathOptions = {}): string {
+  const nameFrame = frameNamer(o);
   const sites = isProfileDiff(p) ? p.sites.filter((s) => s.size !== 0) : p.sites.filter((s) => s.size > 0);
   const bytes = roundPreservingSum(sites.map((s) => s.size));
-  const names = new Map<string, string>(); // frameName gives one string per frame: clean each once
+  const names = new Map<string, string>(); // nameFrame gives one string per frame: clean each once
   const clean = (f: Frame): string => {
-    const name = frameName(f);
+    const name = nameFrame(f);
     let cleaned = names.get(name);
     if (cleaned === undefined) names.set(name, (cleaned = cleanFrameName(name)));
     return cleaned;

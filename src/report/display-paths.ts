@@ -1,9 +1,11 @@
 /**
  * A profile as the reports show it: every frame's `url` through
  * displayPath (frame-path.ts: `src/app.ts`, `shardheap/src/...`, `node:`
- * as is). Every renderer starts here unless told `fullPaths`, and so do
- * the admin API's JSON answers the dashboard draws from, so a name in the
- * tree, the collapsed stacks, the SVG, pprof, the .heapprofile and the
+ * as is). Every renderer goes through here unless told `fullPaths`: pprof,
+ * the .heapprofile and json render a shown copy (withDisplayPaths), and so
+ * do the admin API's JSON answers the dashboard draws from; the tree,
+ * collapsed stacks and the SVG, which need names only, name each shown
+ * frame (frame-name.ts frameNamer). So a name in the tree, the SVG and the
  * dashboard's site rows is the same string (its search finds a row's frame
  * in the flamegraph).
  *

@@ -20,8 +20,8 @@
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
-import { profileToShow, type PathOptions } from "./display-paths.js";
-import { frameName } from "./frame-name.js";
+import type { PathOptions } from "./display-paths.js";
+import { frameNamer } from "./frame-name.js";
 
 export interface FlamegraphOptions extends PathOptions {
   title?: string;
@@ -154,8 +154,8 @@ function search(term) {
 `;
 export const FLAMEGRAPH_ONLOAD = "init(evt)";
 
-export function toFlamegraphSvg(profile: HeapProfile, o: FlamegraphOptions = {}): string {
-  const p = profileToShow(profile, o);
+export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): string {
+  const nameFrame = frameNamer(o);
   const diff = isProfileDiff(p);
   const stacks = isProfileDiff(p)
     ? p.sites.map((s) => ({ frames: s.frames, width: s.nextSize, delta: s.size }))
@@ -167,7 +167,7 @@ export function toFlamegraphSvg(profile: HeapProfile, o: FlamegraphOptions = {})
     root.value += Math.max(0, width);
     root.delta += delta;
     let n = root;
-    const stack = siteFrames.map(frameName).reverse(); // root first
+    const stack = siteFrames.map(nameFrame).reverse(); // root first
     depthMax = Math.max(depthMax, stack.length);
     for (const name of stack) {
       let child = n.children.get(name);

@@ -26,8 +26,8 @@
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import { foldedNote } from "./folded-note.js";
-import { profileToShow, type PathOptions } from "./display-paths.js";
-import { frameName } from "./frame-name.js";
+import type { PathOptions } from "./display-paths.js";
+import { frameNamer } from "./frame-name.js";
 import { labelNodeName } from "./labels.js";
 import { formatSize } from "../units.js";
 
@@ -106,13 +106,13 @@ const DIFFERENCE: TreeStyle = {
   label: (size, count) => `${signedSize(size)} ${signed(size)}, #${signed(count)}`,
 };
 
-export function formatTree(profile: HeapProfile, o: TreeOptions = {}): string {
-  const p = profileToShow(profile, o);
+export function formatTree(p: HeapProfile, o: TreeOptions = {}): string {
+  const nameFrame = frameNamer(o);
   const style = isProfileDiff(p) ? DIFFERENCE : LIVE;
   const root = node("All");
   for (const site of p.sites) {
     if (!style.keeps(site.size)) continue;
-    const names = site.frames.map(frameName);
+    const names = site.frames.map(nameFrame);
     if (o.inverted) names.reverse();
     if (o.by !== undefined) names.unshift(labelNodeName(o.by, site.labels?.[o.by]));
     root.size += site.size;
