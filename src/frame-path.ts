@@ -31,11 +31,25 @@ import { fileURLToPath } from "node:url";
 const NODE_MODULES = "/node_modules/";
 
 /**
+ * The directory reports show paths relative to: the working directory, or
+ * null when it is gone (process.cwd() throws ENOENT once the directory a
+ * server started in is deleted; a report, an out-of-memory error's above
+ * all, must not fail for that).
+ */
+export function workingDirectory(): string | null {
+  try {
+    return process.cwd();
+  } catch {
+    return null;
+  }
+}
+
+/**
  * `url` as reports show it. `base` is the directory paths are shown
  * relative to: the working directory unless told; null shows none relative
  * (only the node_modules rule applies).
  */
-export function displayPath(url: string, base: string | null = process.cwd()): string {
+export function displayPath(url: string, base: string | null = workingDirectory()): string {
   const path = absolutePathOf(url);
   if (path === undefined) return url;
   return packagePath(path) ?? (base === null ? undefined : pathUnder(path, base)) ?? url;

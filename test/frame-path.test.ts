@@ -5,8 +5,9 @@
  * as recorded; file: URLs decoded; the rule idempotent; nothing a frame
  * can hold makes it throw.
  */
+import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { displayPath } from "../src/frame-path.js";
 
@@ -88,6 +89,33 @@ describe("displayPath", () => {
     expect(displayPath("C:\\app\\node_modules\\pkg\\a.js", APP)).toBe("C:\\app\\node_modules\\pkg\\a.js");
     expect(displayPath("file://server/share/a.js", APP)).toBe("file://server/share/a.js");
     expect(displayPath("file:///a%2Fb/c.js", APP)).toBe("file:///a%2Fb/c.js");
+  });
+
+  it("reports still render when the working directory is gone (process.cwd() throws): nothing relative, packages still short", () => {
+    // A child process: a worker thread (vitest's) cannot chdir.
+    const dist = (f: string): string => pathToFileURL(fileURLToPath(new URL(`../dist/${f}`, import.meta.url))).href;
+    const script = `
+      import { mkdtempSync, rmSync } from "node:fs";
+      import { tmpdir } from "node:os";
+      import { join } from "node:path";
+      import { SharedHeap } from ${JSON.stringify(dist("index.js"))};
+      import { formatTree } from ${JSON.stringify(dist("report/tree.js"))};
+      import { toPprof } from ${JSON.stringify(dist("report/pprof.js"))};
+      import { readPprof } from ${JSON.stringify(dist("report/pprof-read.js"))};
+      const dir = mkdtempSync(join(tmpdir(), "shardheap-gone-"));
+      process.chdir(dir);
+      rmSync(dir, { recursive: true });
+      let cwdThrows = false;
+      try { process.cwd(); } catch { cwdThrows = true; }
+      const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
+      heap.shard(0).setHeapProfilingEnabled(true);
+      heap.shard(0).malloc(100);
+      const frames = [{ functionName: "f", url: "file:///x/node_modules/pkg/a.js", line: 1, column: 2 }];
+      const p = { shard: 0, sampleRate: 1, totalSize: 8, totalCount: 1, sites: [{ frames, count: 1, size: 8, allocCount: 1, allocSize: 8 }] };
+      console.log(JSON.stringify({ cwdThrows, tree: formatTree(p), diagnostics: /Top allocation sites/.test(heap.shard(0).diagnostics()), pathBase: readPprof(toPprof(p)).pathBase }));
+    `;
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", env: { ...process.env, SHARDHEAP_LOG: "silent" }, timeout: 30_000 });
+    expect(JSON.parse(out)).toEqual({ cwdThrows: true, tree: "All (8, #1)\nf (pkg/a.js:1:2)\n", diagnostics: true, pathBase: "" });
   });
 
   it("is idempotent: a shown path shows as itself (a pprof file's frames go through the renderers again)", () => {

@@ -15,7 +15,7 @@
  * as every report shows it (frame-path.ts: `src/app.ts`,
  * `shardheap/dist/x.js`), so its line stays readable.
  */
-import { displayPath } from "../frame-path.js";
+import { displayPath, workingDirectory } from "../frame-path.js";
 import { formatCount, formatSize } from "../units.js";
 import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE } from "./layout.js";
 import { largestFreeSpanPages } from "./page-spans.js";
@@ -93,7 +93,7 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
     out.push(`Top allocation sites (heap profiler, ${rate === 1 ? "every allocation" : `sampled every ${formatSize(rate)}`}):`);
     out.push("     size    count  site");
     const sites = (o.topSites ?? heapProfileOf([r], 0 /* the only region given */).sites).filter((site) => site.size > 0);
-    const base = process.cwd();
+    const base = workingDirectory();
     for (const site of sites.slice(0, TOP_SITES)) {
       const leaf = site.frames[0];
       const where = leaf ? `${leaf.functionName || "(anonymous)"} (${displayPath(leaf.url, base)}:${leaf.line}:${leaf.column})` : "(no frames)";

@@ -16,7 +16,7 @@
  * names it once, and a server rendering the same profile every second
  * makes no new frames.
  */
-import { displayPath } from "../frame-path.js";
+import { displayPath, workingDirectory } from "../frame-path.js";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 
@@ -33,7 +33,7 @@ let shownBase: string | null | undefined;
 let shown = new WeakMap<Frame, Frame>();
 
 /** `f` with its url shown relative to `base`; `f` itself when that changes nothing. */
-export function displayFrame(f: Frame, base: string | null = process.cwd()): Frame {
+export function displayFrame(f: Frame, base: string | null = workingDirectory()): Frame {
   if (base !== shownBase) {
     shownBase = base;
     shown = new WeakMap();
@@ -48,7 +48,7 @@ export function displayFrame(f: Frame, base: string | null = process.cwd()): Fra
 }
 
 /** `frames` shown; the same array when no path in it changes. */
-export function displayFrames(frames: Frame[], base: string | null = process.cwd()): Frame[] {
+export function displayFrames(frames: Frame[], base: string | null = workingDirectory()): Frame[] {
   let out: Frame[] | undefined;
   for (let i = 0; i < frames.length; i++) {
     const f = displayFrame(frames[i]!, base);
@@ -64,7 +64,7 @@ export function displayFrames(frames: Frame[], base: string | null = process.cwd
  * sides and each site's nextSize are kept), labels and folded figures too.
  * Sites whose frames change nothing are the same objects.
  */
-export function withDisplayPaths<P extends HeapProfile>(p: P, base: string | null = process.cwd()): P {
+export function withDisplayPaths<P extends HeapProfile>(p: P, base: string | null = workingDirectory()): P {
   let changed = false;
   const sites = p.sites.map((s): AllocationSite => {
     const frames = displayFrames(s.frames, base);

@@ -11,6 +11,7 @@
  */
 import type { Frame } from "../memory/stack-capture.js";
 import { OTHER_SITES_NAME } from "../memory/site-table.js";
+import { workingDirectory } from "../frame-path.js";
 import { displayFrame, type PathOptions } from "./display-paths.js";
 
 /**
@@ -37,7 +38,7 @@ export function frameName(f: Frame): string {
  */
 export function frameNamer(o: PathOptions = {}): (f: Frame) => string {
   if (o.fullPaths === true) return frameName;
-  const base = process.cwd();
+  const base = workingDirectory();
   return (f) => frameName(displayFrame(f, base));
 }
 

@@ -34,7 +34,7 @@ type Numeric = number | bigint;
 
 export interface PprofFile {
   profile: HeapProfile;
-  /** The directory the file's short paths are relative to; undefined when its paths are as recorded. */
+  /** The directory the file's short paths are relative to ("" for none: only node_modules paths were shortened); undefined when its paths are as recorded. */
   pathBase: string | undefined;
 }
 

@@ -30,6 +30,7 @@ import { siteWith, type AllocationSite, type HeapProfile } from "../memory/heap-
 import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { isProfileDiff, siteChanged } from "./diff.js";
+import { workingDirectory } from "../frame-path.js";
 import { withDisplayPaths, type PathOptions } from "./display-paths.js";
 import { foldedNote } from "./folded-note.js";
 
@@ -96,7 +97,7 @@ export function atPprofPrecision(p: HeapProfile): HeapProfile {
 }
 
 export function toPprof(raw: HeapProfile, o: PprofOptions = {}): Uint8Array {
-  const base = process.cwd();
+  const base = workingDirectory();
   const p = o.fullPaths === true ? raw : withDisplayPaths(raw, base);
   // withDisplayPaths gives the very profile back when no path changes.
   const shortened = p !== raw;
@@ -135,7 +136,8 @@ export function toPprof(raw: HeapProfile, o: PprofOptions = {}): Uint8Array {
     return new Sample({ locationId: ids, value: [site.allocCount, site.allocSize, site.count, site.size], label });
   });
   const note = isProfileDiff(p) ? undefined : foldedNote(p);
-  const comments = [...(note === undefined ? [] : [note]), ...(shortened ? [PATH_BASE_COMMENT + base] : [])];
+  // Without a working directory only node_modules paths were shortened: the comment names none ("").
+  const comments = [...(note === undefined ? [] : [note]), ...(shortened ? [PATH_BASE_COMMENT + (base ?? "")] : [])];
   const profile = new Profile({
     sampleType: PPROF_SAMPLE_TYPES.map(([type, unit]) => new ValueType({ type: strings.dedup(type), unit: strings.dedup(unit) })),
     sample: samples,
