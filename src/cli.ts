@@ -80,19 +80,24 @@ const REPORT_FLAGS_HELP = `  --format F    tree (default): the seed's text tree;
   --label N=V   only the sites whose label N is V ((none): without it), as
                 go tool pprof's -tagfocus
   --shard N     one shard (default: all shards merged)
+  --full-paths  frames' files as recorded (file:///abs/path.ts), not shown
+                short (src/app.ts relative to the working directory,
+                PKG/path for a file in node_modules/PKG)
   -o OUT        write to OUT instead of standard output
 `;
 
 const REPORT: CommandHelp = {
   synopsis: `       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]`,
+                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N]
+                        [--full-paths] [-o OUT]`,
   help: `report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
 ${REPORT_FLAGS_HELP}`,
 };
 
 const DIFF: CommandHelp = {
   synopsis: `       shardheap diff BASE NEXT [--format ${DIFF_FORMATS.join("|")}]
-                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N] [-o OUT]`,
+                        [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N]
+                        [--full-paths] [-o OUT]`,
   help: `diff renders NEXT minus BASE, each a heap image or a pprof file written by
 shardheap (--shard: heap images only), per allocation site: the tree with
 signed sizes (+1.5M +1572864), collapsed stacks with signed bytes, a
@@ -135,12 +140,13 @@ interface ReportArgs {
   by: string | undefined;
   label: [string, string] | undefined;
   shard: number | undefined;
+  fullPaths: boolean;
   out: string | undefined;
 }
 
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
-  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, out: undefined };
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -172,6 +178,9 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
       }
       case "--shard":
         a.shard = parseInteger(value(), "--shard", 0, MAX_SHARDS - 1);
+        break;
+      case "--full-paths":
+        a.fullPaths = inline === undefined || parseBoolean(inline, "--full-paths");
         break;
       case "-o":
       case "--output":
@@ -205,19 +214,19 @@ async function report(argv: readonly string[]): Promise<void> {
   }
   const profile = await mapProfileToSources(heap.heapProfile(a.shard));
   const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
-  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...byOf(a) }));
+  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) }));
 }
 
 async function diff(argv: readonly string[]): Promise<void> {
   const a = parseReportArgs(argv, "diff", ["BASE", "NEXT"], DIFF_FORMATS);
   const [baseProfile, nextProfile] = await readProfilesToDiff(a.files[0]!, a.files[1]!, a.shard);
   const title = `Heap growth of ${a.shard === undefined ? "all shards" : `shard ${a.shard}`}: ${a.files[1]} minus ${a.files[0]}`;
-  await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title, ...byOf(a) }));
+  await writeReport(a, renderProfile(diffProfiles(baseProfile, nextProfile), a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) }));
 }
 
-/** The `by` and `label` render options, where --by and --label were given. */
-function byOf(a: ReportArgs): { by?: string; label?: [string, string] } {
-  return { ...(a.by === undefined ? {} : { by: a.by }), ...(a.label === undefined ? {} : { label: a.label }) };
+/** The `by`, `label` and `fullPaths` render options, where --by, --label and --full-paths were given. */
+function renderFlagsOf(a: ReportArgs): { by?: string; label?: [string, string]; fullPaths?: boolean } {
+  return { ...(a.by === undefined ? {} : { by: a.by }), ...(a.label === undefined ? {} : { label: a.label }), ...(a.fullPaths ? { fullPaths: true } : {}) };
 }
 
 const DEFAULT_STRESS_HEAPPROF = 64 * 1024;

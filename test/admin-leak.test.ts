@@ -308,6 +308,8 @@ describe("memory history and the dashboard's files", () => {
     const newer = JSON.parse((await call(`/v1/memory/history?since=${last.t}`)).text).samples as Array<{ t: number }>;
     expect(newer.every((s) => s.t > last.t)).toBe(true);
     expect(JSON.parse((await call("/v1/heapprof/growing?shard=1")).text)).toMatchObject({ windowSeconds: 300, sites: expect.any(Array) });
+    expect((await call("/v1/heapprof/growing?shard=1&fullpaths=1")).status).toBe(200);
+    expect((await call("/v1/heapprof/growing?fullpaths=perhaps")).status).toBe(400);
     expect((await call("/v1/memory/history?since=soon")).status).toBe(400);
   });
 

@@ -54,7 +54,14 @@ describe("admin API", () => {
     const tree = await call("/v1/heapprof?format=tree&min=1K");
     expect(tree.text).toMatch(/^All \(\d+, #\d+\)$/m);
     expect((await call("/v1/heapprof?format=tree&inverted=1")).status).toBe(200);
-    expect((await call("/v1/heapprof?format=collapsed")).text).toMatch(/allocateForProfile \(.*\) 5120$/m);
+    // Frames' files shown short (the tasks module is under the working directory), as recorded with fullpaths=1.
+    expect((await call("/v1/heapprof?format=collapsed")).text).toMatch(/^\S.*allocateForProfile \(test\/fixtures\/shard-tasks\.mjs:\d+:\d+\) 5120$/m);
+    expect((await call("/v1/heapprof?format=collapsed&fullpaths=1")).text).toMatch(/allocateForProfile \(file:\/\/\/.*\/test\/fixtures\/shard-tasks\.mjs:\d+:\d+\) 5120$/m);
+    const leafUrl = async (query: string): Promise<string | undefined> => site(JSON.parse((await call(`/v1/heapprof?shard=1${query}`)).text) as HeapProfile)?.frames[0]!.url;
+    expect(await leafUrl("")).toBe("test/fixtures/shard-tasks.mjs");
+    expect(await leafUrl("&fullpaths=1")).toBe(site(smp.heapProfile(1))!.frames[0]!.url);
+    expect(await leafUrl("&fullpaths=0")).toBe("test/fixtures/shard-tasks.mjs");
+    expect((await call("/v1/heapprof?fullpaths=maybe")).status).toBe(400);
     const svg = await call("/v1/heapprof?format=svg");
     expect(svg.type).toBe("image/svg+xml");
     const pprof = Profile.decode(gunzipSync((await call("/v1/heapprof?format=pprof")).bytes));
@@ -87,9 +94,10 @@ describe("admin API", () => {
     await smp.submitTo(0, "runSlice", { ms: 20, crossShard: 0, incoming: [], liveBytes: 1 << 20 });
     const text = await (await fetch(`${admin.url}/v1/memory/diagnostics?shard=0`)).text();
     expect(text).toMatch(/^Top allocation sites \(heap profiler, every allocation\):$/m);
-    expect(text).toMatch(/^ +\S+ +\S+  allocate\w+ \(file:\/\/\/.*\/src\/apps\/stress\/workload\.ts:\d+:\d+\)$/m);
-    expect(text).not.toMatch(/workload\.js/);
-    expect(smp.heap.diagnostics(0)).toMatch(/allocate\w+ \(file:\/\/\/.*\/dist\/apps\/stress\/workload\.js:\d+:\d+\)$/m);
+    // Files shown as every report shows them: relative to the working directory (this repository), the line visible.
+    expect(text).toMatch(/^ +\S+ +\S+  allocate\w+ \(src\/apps\/stress\/workload\.ts:\d+:\d+\)$/m);
+    expect(text).not.toMatch(/workload\.js|file:/);
+    expect(smp.heap.diagnostics(0)).toMatch(/allocate\w+ \(dist\/apps\/stress\/workload\.js:\d+:\d+\)$/m);
   });
 
   it("answers errors with the right codes and JSON", async () => {

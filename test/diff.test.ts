@@ -236,6 +236,34 @@ describe("shardheap diff", () => {
     expect(run("diff", "base.img", "next.pb.gz", "--format", "collapsed").stdout).toBe(fromImages);
   });
 
+  it("matches a heap image with a pprof file whose paths were shown relative to another directory", () => {
+    // Written where this test's frames sit under the working directory: test/diff.test.ts:LINE, not the whole URL.
+    const repo = process.cwd();
+    expect(runCli(["report", join(dir, "next.img"), "--format", "pprof", "-o", join(dir, "next-short.pb.gz")], { cwd: repo }).status).toBe(0);
+    const short = fromPprof(readFileSync(join(dir, "next-short.pb.gz")));
+    expect(short.sites.some((s) => s.frames.some((f) => f.url === "test/diff.test.ts"))).toBe(true);
+    // Diffed from the temp dir, the image's frames are shown as the file shows its own: same sites, same figures.
+    const mixed = run("diff", "base.img", "next-short.pb.gz", "--format", "collapsed");
+    expect(mixed.status, mixed.stderr).toBe(0);
+    expect(mixed.stdout).toBe(runCli(["diff", join(dir, "base.img"), join(dir, "next.img"), "--format", "collapsed"], { cwd: repo }).stdout);
+    expect(mixed.stdout).toMatch(/;leakRecords \(test\/diff\.test\.ts:\d+:\d+\);.* 81920$/m);
+    // The same file against its own image: no difference at all.
+    expect(run("diff", "next.img", "next-short.pb.gz").stdout).toBe("All (+0B 0, #0)\n");
+  });
+
+  it("--full-paths shows the recorded URLs, in a diff as in a report", () => {
+    const here = run("diff", "base.img", "next.img", "--format", "collapsed", "--full-paths").stdout;
+    expect(here).toMatch(/;leakRecords \(\/.*\/test\/diff\.test\.ts:\d+:\d+\);.* 81920$/m);
+    const repo = process.cwd();
+    const relative = runCli(["diff", join(dir, "base.img"), join(dir, "next.img"), "--format", "collapsed"], { cwd: repo }).stdout;
+    expect(relative).toMatch(/;leakRecords \(test\/diff\.test\.ts:\d+:\d+\);.* 81920$/m);
+    expect(relative).toContain("(@vitest/runner/dist/"); // a package's file, shown as the package's
+    expect(here).toContain("(file:///");
+    expect(runCli(["diff", join(dir, "base.img"), join(dir, "next.img"), "--format", "collapsed", "--full-paths"], { cwd: repo }).stdout).toBe(here);
+    expect(runCli(["report", join(dir, "next.img"), "--format", "tree", "--full-paths=false"], { cwd: repo }).stdout).toContain("(test/diff.test.ts:");
+    expect(runCli(["report", join(dir, "next.img"), "--format", "tree", "--full-paths"], { cwd: repo }).stdout).not.toContain("(test/diff.test.ts:");
+  });
+
   // Distinct sites for the sampled image below.
   const sampledSites = {
     smallRecords: (heap: SharedHeap, n: number) => [...Array(n)].map((_, i) => heap.shard(0).malloc(24 + (i % 200))),

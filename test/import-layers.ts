@@ -11,8 +11,8 @@
  * shard bootstrap's `import(boot.module)`, the user's code) has no target.
  *
  * Layers, lowest first; a file may import its own layer or a lower one:
- *   base     src/errors.ts, src/units.ts, src/parse.ts, src/log.ts: utilities
- *            every layer uses; they import no layer
+ *   base     src/errors.ts, src/units.ts, src/parse.ts, src/log.ts,
+ *            src/frame-path.ts: utilities every layer uses; they import no layer
  *   memory   src/memory/   the allocator, profiler recording, heap images
  *   smp      src/smp/      shards on worker threads
  *   report   src/report/   renderers of a HeapProfile
@@ -34,6 +34,7 @@ const ROOT_FILES: Record<string, Layer> = {
   "units.ts": "base",
   "parse.ts": "base",
   "log.ts": "base",
+  "frame-path.ts": "base",
   "cli.ts": "top",
   "index.ts": "top",
 };

@@ -6,8 +6,9 @@
  * dependencies are linked from this repository's.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join, posix } from "node:path";
+import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
 import { npm, packedProject, pkg, root } from "./packed-package.js";
@@ -19,13 +20,23 @@ describe("the npm package", () => {
     files = packed!.files.map((f) => f.path);
   });
 
-  it("carries LICENSE, README, the architecture document, dist and examples, and nothing from the repository's workshop", () => {
+  it("carries LICENSE, README, the architecture document, dist, src and examples, and nothing from the repository's workshop", () => {
     for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs"]) {
       expect(files, f).toContain(f);
     }
     for (const example of readdirSync(join(root, "examples"))) expect(files).toContain(`examples/${example}`);
-    // Sources are inlined in dist's source maps (tsconfig inlineSources), so src/ is not shipped.
-    expect(files.filter((f) => !/^(dist|examples)\//.test(f)).sort()).toEqual(["LICENSE", "README.md", "docs/ARCHITECTURE.md", "package.json"]);
+    expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", "README.md", "docs/ARCHITECTURE.md", "package.json"]);
+    // src/ is shipped so that dist's source maps name files that are there (issue 23): a mapped frame
+    // reads shardheap/src/x.ts and an editor opens it. Every map's sources are in the package, and
+    // no map carries them inline again (tsconfig has no inlineSources).
+    const maps = files.filter((f) => f.startsWith("dist/") && f.endsWith(".map"));
+    expect(maps.length).toBeGreaterThan(50);
+    for (const m of maps) {
+      const map = JSON.parse(readFileSync(join(root, m), "utf8")) as { sources: string[]; sourcesContent?: unknown };
+      expect(map.sourcesContent, m).toBeUndefined();
+      for (const source of map.sources) expect(files, `${m} names ${source}`).toContain(posix.join(posix.dirname(m), source));
+    }
+    expect(files.filter((f) => f.startsWith("src/") && !/\.c?ts$/.test(f))).toEqual([]);
     // Every compiled file comes from a source that exists today (the build starts from an empty dist/).
     for (const f of files.filter((p) => p.startsWith("dist/") && p.endsWith(".js"))) {
       expect(readdirSync(join(root, "src", f.slice("dist/".length).replace(/[^/]+$/, ""))), f).toContain(f.replace(/^.*\//, "").replace(/\.js$/, ".ts"));
@@ -57,5 +68,38 @@ console.log(JSON.stringify({ p: p > 0, live: stats.liveObjects, options: options
     expect(JSON.parse(out)).toEqual({ p: true, live: 1, options: 1, tree: "All (112, #1)" });
     // The command as installed: executable, and it knows its version.
     expect(execFileSync(join(modules, "shardheap", "dist", "cli.js"), ["--version"], { encoding: "utf8", timeout: 30_000 })).toBe(`${pkg.version}\n`);
+  });
+
+  it("a profile of the installed package's own code names its TypeScript files as shardheap/src/...ts:LINE, files that are there", () => {
+    const dir = tempDir("shardheap-frames-");
+    const { modules } = packedProject(dir, {});
+    const cli = join(modules, "shardheap", "dist", "cli.js");
+    const run = (args: string[]): string =>
+      execFileSync(process.execPath, [cli, ...args], { cwd: dir, encoding: "utf8", env: { ...process.env, SHARDHEAP_LOG: "silent" }, timeout: 120_000 });
+    // The stress workload is code of the package (dist/apps/stress/workload.js); its end-of-run tree is mapped to sources.
+    const tree = run(["stress", "--smp", "1", "--memory", "16MiB", "--duration", "0.5", "--out", "out"]);
+    const frames = [...tree.matchAll(/(\w+) \((shardheap\/src\/[^():\s]+\.ts):(\d+):(\d+)\)/g)].map(([, fn, path, line, column]) => ({ fn: fn!, path: path!, line: Number(line), column: Number(column) }));
+    expect(frames.map((f) => f.path)).toContain("shardheap/src/apps/stress/workload.ts");
+    expect(tree).not.toContain("file:");
+    expect(tree).not.toMatch(/shardheap\/dist\//);
+    const leaves = frames.filter((f) => /^allocate(RequestBuffer|CacheEntry|SessionState)$/.test(f.fn));
+    expect(leaves.length).toBeGreaterThan(0);
+    for (const f of frames) {
+      const lines = readFileSync(join(modules, f.path), "utf8").split("\n"); // the file is there, in the installed package
+      const text = lines[f.line - 1];
+      expect(text?.trim(), `${f.fn} at ${f.path}:${f.line}`).toBeTruthy();
+      expect(f.column, `${f.fn} at ${f.path}:${f.line}`).toBeLessThanOrEqual(text!.length);
+      // An allocating function's line is its malloc, in the TypeScript the map names.
+      if (leaves.includes(f)) expect(text, `${f.fn} at ${f.path}:${f.line}`).toMatch(/\.malloc\(/);
+    }
+    // The files it wrote show them alike, and the recorded (mapped) URLs name the same files.
+    expect(readFileSync(join(dir, "out", "heapprof.collapsed"), "utf8")).toMatch(/\(shardheap\/src\/apps\/stress\/workload\.ts:\d+:\d+\) \d+$/m);
+    const full = run(["report", join("out", "heap.img"), "--format", "collapsed", "--full-paths"]);
+    const urls = new Set([...full.matchAll(/\((file:\/\/\/[^()\s]+\.ts):\d+:\d+\)/g)].map((m) => m[1]!));
+    expect(urls.size).toBeGreaterThan(0);
+    for (const url of urls) {
+      expect(url).toMatch(/\/node_modules\/shardheap\/src\//);
+      expect(existsSync(fileURLToPath(url)), url).toBe(true);
+    }
   });
 });

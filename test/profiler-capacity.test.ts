@@ -19,6 +19,7 @@ import { SharedHeap, decodeHeapImage, formatTree, readHeapImage, toPprof, type H
 import { encodeHeapImage } from "../src/memory/heap-image-writer.js";
 import { H_PROF_SITES, H_VERSION, PRE_CAPACITY_HEAP_VERSION, defaultProfilerSites, maxProfilerSites, regionLayout } from "../src/memory/layout.js";
 import { OTHER_SITES_NAME } from "../src/memory/site-table.js";
+import { PATH_BASE_COMMENT } from "../src/report/pprof.js";
 import { memoryMetricsRegistry } from "../src/runtime/metrics.js";
 // @ts-expect-error a plain .mjs fixture, shared with the bench's shards
 import * as distinct from "../bench/fixtures/distinct-stacks.mjs";
@@ -103,7 +104,8 @@ describe("the profiler's site capacity", () => {
       new RegExp(`\\n\\nFolded into \\(other sites\\): ${2 * K} of ${allocations} allocations \\(${((100 * 2 * K) / allocations).toFixed(1)}%\\), .* live .*: the site table was full at ${N} sites a shard\\. Raise that with --heapprof-sites N \\(heapprofSites in Smp\\.start or SharedHeap\\.create\\)\\.\\n$`),
     );
     const pprof = Profile.decode(gunzipSync(toPprof(p)));
-    expect(pprof.comment.map((i) => pprof.stringTable.strings[Number(i)])).toEqual([tree.trim().split("\n").pop()]);
+    // The folded note first; then, as this test's frames sit under the working directory, where their short paths start.
+    expect(pprof.comment.map((i) => pprof.stringTable.strings[Number(i)])).toEqual([tree.trim().split("\n").pop(), PATH_BASE_COMMENT + process.cwd()]);
 
     // Freeing the folded objects empties (other sites)' live figures; its history stays.
     for (const ptr of folded) a.free(ptr);

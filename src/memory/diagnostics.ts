@@ -11,8 +11,11 @@
  * disk, asynchronously, which an allocator failing an allocation cannot
  * wait for: ShardAllocator.diagnostics() and OutOfMemoryError.report stay
  * raw, and the admin API passes sites it has mapped (report/
- * mapped-diagnostics.ts) as `topSites`.
+ * mapped-diagnostics.ts) as `topSites`. Either way a site's file is shown
+ * as every report shows it (frame-path.ts: `src/app.ts`,
+ * `shardheap/dist/x.js`), so its line stays readable.
  */
+import { displayPath, workingDirectory } from "../frame-path.js";
 import { formatCount, formatSize } from "../units.js";
 import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE } from "./layout.js";
 import { largestFreeSpanPages } from "./page-spans.js";
@@ -90,9 +93,10 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
     out.push(`Top allocation sites (heap profiler, ${rate === 1 ? "every allocation" : `sampled every ${formatSize(rate)}`}):`);
     out.push("     size    count  site");
     const sites = (o.topSites ?? heapProfileOf([r], 0 /* the only region given */).sites).filter((site) => site.size > 0);
+    const base = workingDirectory();
     for (const site of sites.slice(0, TOP_SITES)) {
       const leaf = site.frames[0];
-      const where = leaf ? `${leaf.functionName || "(anonymous)"} (${leaf.url}:${leaf.line}:${leaf.column})` : "(no frames)";
+      const where = leaf ? `${leaf.functionName || "(anonymous)"} (${displayPath(leaf.url, base)}:${leaf.line}:${leaf.column})` : "(no frames)";
       out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${where}`);
     }
     if (sites.length > TOP_SITES) out.push(`(${sites.length - TOP_SITES} more sites)`);

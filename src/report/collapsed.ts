@@ -9,11 +9,15 @@
  * A diff (diff.ts) prints signed integers: each line the site's change,
  * the lines adding up to next's total minus base's; unchanged sites are
  * left out.
+ *
+ * Frames' files are shown short (display-paths.ts), as recorded with
+ * `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { isProfileDiff } from "./diff.js";
-import { frameName } from "./frame-name.js";
+import type { PathOptions } from "./display-paths.js";
+import { frameNamer } from "./frame-name.js";
 
 export function cleanFrameName(name: string): string {
   return name.replace(/[;\r\n]/g, "");
@@ -32,12 +36,13 @@ export function roundPreservingSum(values: readonly number[]): number[] {
   return floors;
 }
 
-export function toCollapsed(p: HeapProfile): string {
+export function toCollapsed(p: HeapProfile, o: PathOptions = {}): string {
+  const nameFrame = frameNamer(o);
   const sites = isProfileDiff(p) ? p.sites.filter((s) => s.size !== 0) : p.sites.filter((s) => s.size > 0);
   const bytes = roundPreservingSum(sites.map((s) => s.size));
-  const names = new Map<string, string>(); // frameName gives one string per frame: clean each once
+  const names = new Map<string, string>(); // nameFrame gives one string per frame: clean each once
   const clean = (f: Frame): string => {
-    const name = frameName(f);
+    const name = nameFrame(f);
     let cleaned = names.get(name);
     if (cleaned === undefined) names.set(name, (cleaned = cleanFrameName(name)));
     return cleaned;

@@ -13,12 +13,17 @@
  * its change against the largest change of any frame (white: unchanged),
  * and the hover details give the change. A frame that shrank to nothing
  * has no width (as in Gregg's); its change still counts in its callers.
+ *
+ * Frames' files are shown short (display-paths.ts), so a box's text ends
+ * in a file and line one can read (`shardheap/src/x.ts:100:3`, not
+ * `file:///tmp/...` cut off); as recorded with `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
-import { frameName } from "./frame-name.js";
+import type { PathOptions } from "./display-paths.js";
+import { frameNamer } from "./frame-name.js";
 
-export interface FlamegraphOptions {
+export interface FlamegraphOptions extends PathOptions {
   title?: string;
 }
 
@@ -150,6 +155,7 @@ function search(term) {
 export const FLAMEGRAPH_ONLOAD = "init(evt)";
 
 export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): string {
+  const nameFrame = frameNamer(o);
   const diff = isProfileDiff(p);
   const stacks = isProfileDiff(p)
     ? p.sites.map((s) => ({ frames: s.frames, width: s.nextSize, delta: s.size }))
@@ -161,7 +167,7 @@ export function toFlamegraphSvg(p: HeapProfile, o: FlamegraphOptions = {}): stri
     root.value += Math.max(0, width);
     root.delta += delta;
     let n = root;
-    const stack = siteFrames.map(frameName).reverse(); // root first
+    const stack = siteFrames.map(nameFrame).reverse(); // root first
     depthMax = Math.max(depthMax, stack.length);
     for (const name of stack) {
       let child = n.children.get(name);

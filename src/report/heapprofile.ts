@@ -5,18 +5,22 @@
  * one sample per site. Positions are 0-based, as V8 writes them (our frames
  * are 1-based). Node ids are unique; self sizes are integers that add up to
  * the profile's rounded total. Loadable in the Memory panel and in VS Code.
+ * A call frame's `url` is the frame's file shown short (display-paths.ts),
+ * as recorded with `fullPaths`.
  */
 import type { Protocol } from "devtools-protocol";
 import { frameKey, type HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
+import { profileToShow, type PathOptions } from "./display-paths.js";
 
 /** DevTools' SamplingHeapProfile, from the devtools-protocol package. */
 export type Heapprofile = Protocol.HeapProfiler.SamplingHeapProfile;
 type HeapprofileNode = Protocol.HeapProfiler.SamplingHeapProfileNode;
 type HeapprofileSample = Protocol.HeapProfiler.SamplingHeapProfileSample;
 
-export function toHeapprofile(p: HeapProfile): Heapprofile {
+export function toHeapprofile(profile: HeapProfile, o: PathOptions = {}): Heapprofile {
+  const p = profileToShow(profile, o);
   let nextId = 1;
   const scriptIds = new Map<string, string>();
   const nodeFor = (f: Frame | undefined): HeapprofileNode => {

@@ -11,13 +11,18 @@
  * Nothing read is trusted: gzip output is capped (a small file must not
  * inflate to gigabytes), values are read as signed 64-bit integers (how
  * protobuf stores a diff's negative values) and must be safe integers.
+ *
+ * Frames come back as the file holds them: shown short unless it was
+ * written with fullPaths. readPprof also gives the directory its paths are
+ * relative to (toPprof's PATH_BASE_COMMENT), undefined when no path was
+ * shortened (or the file is older than that comment).
  */
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { HeapFormatError } from "../errors.js";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
-import { PPROF_SAMPLE_TYPES } from "./pprof.js";
+import { PATH_BASE_COMMENT, PPROF_SAMPLE_TYPES } from "./pprof.js";
 
 /** Largest decompressed profile read: far above any site table's (a few MiB). */
 export const MAX_PPROF_BYTES = 256 << 20;
@@ -27,7 +32,17 @@ const ANONYMOUS = "(anonymous)";
 
 type Numeric = number | bigint;
 
+export interface PprofFile {
+  profile: HeapProfile;
+  /** The directory the file's short paths are relative to ("" for none: only node_modules paths were shortened); undefined when its paths are as recorded. */
+  pathBase: string | undefined;
+}
+
 export function fromPprof(bytes: Uint8Array, name = "profile"): HeapProfile {
+  return readPprof(bytes, name).profile;
+}
+
+export function readPprof(bytes: Uint8Array, name = "profile"): PprofFile {
   const fail = (why: string): never => {
     throw new HeapFormatError(`${name} is not a pprof heap profile written by shardheap: ${why}`);
   };
@@ -84,12 +99,16 @@ export function fromPprof(bytes: Uint8Array, name = "profile"): HeapProfile {
     if (Object.keys(labels).length > 0) site.labels = labels;
     return site;
   });
+  const pathComment = p.comment.map(text).find((c) => c.startsWith(PATH_BASE_COMMENT));
   return {
-    shard: "all",
-    sampleRate: number(p.period),
-    sites,
-    totalSize: sites.reduce((n, s) => n + s.size, 0),
-    totalCount: sites.reduce((n, s) => n + s.count, 0),
+    profile: {
+      shard: "all",
+      sampleRate: number(p.period),
+      sites,
+      totalSize: sites.reduce((n, s) => n + s.size, 0),
+      totalCount: sites.reduce((n, s) => n + s.count, 0),
+    },
+    pathBase: pathComment?.slice(PATH_BASE_COMMENT.length),
   };
 }
 

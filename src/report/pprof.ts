@@ -16,6 +16,13 @@
  * `durationNanos` says what span a delta covers (/debug/pprof/heap?seconds=N).
  * A profile whose tables filled carries folded-note.ts's sentence as a
  * comment (`go tool pprof -comments`).
+ *
+ * A function's filename is the frame's file shown short (display-paths.ts:
+ * `src/app.ts`, `shardheap/src/x.ts`), so go tool pprof's listings, -lines
+ * and Pyroscope show it whole; as recorded with `fullPaths`. When a path was
+ * shortened, a comment says relative to what (PATH_BASE_COMMENT): `shardheap
+ * diff` of this file against a heap image shows the image's frames the same
+ * way before matching sites, wherever it runs (pprof-read.ts).
  */
 import { gzipSync } from "node:zlib";
 import { Function as PprofFunction, Label, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
@@ -23,6 +30,8 @@ import { siteWith, type AllocationSite, type HeapProfile } from "../memory/heap-
 import type { Frame } from "../memory/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { isProfileDiff, siteChanged } from "./diff.js";
+import { workingDirectory } from "../frame-path.js";
+import { withDisplayPaths, type PathOptions } from "./display-paths.js";
 import { foldedNote } from "./folded-note.js";
 
 export const PPROF_SAMPLE_TYPES = [
@@ -34,7 +43,7 @@ export const PPROF_SAMPLE_TYPES = [
 
 export type PprofSampleType = (typeof PPROF_SAMPLE_TYPES)[number][0];
 
-export interface PprofOptions {
+export interface PprofOptions extends PathOptions {
   /** The type viewers show first; inuse_space unless told. */
   defaultSampleType?: PprofSampleType;
   /** The span the profile covers, for a delta over time. */
@@ -60,6 +69,13 @@ export function pprofSites(p: HeapProfile): AllocationSite[] {
   return sites.map((s, i) => siteWith(s, { allocCount: allocCount[i]!, allocSize: allocSize[i]!, count: count[i]!, size: size[i]! }));
 }
 
+/**
+ * The comment of a pprof file whose paths were shown short, followed by
+ * the directory they are relative to: `go tool pprof -comments` prints it,
+ * and pprof-read.ts reads the directory back.
+ */
+export const PATH_BASE_COMMENT = "shardheap: files in node_modules/PKG/ shown as PKG/..., others relative to ";
+
 /** pprof's period for a profile of `sampleRate` (0 off and -1 mixed have no period of their own). */
 export const pprofPeriod = (sampleRate: number): number => Math.max(1, sampleRate);
 
@@ -80,7 +96,11 @@ export function atPprofPrecision(p: HeapProfile): HeapProfile {
   };
 }
 
-export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
+export function toPprof(raw: HeapProfile, o: PprofOptions = {}): Uint8Array {
+  const base = workingDirectory();
+  const p = o.fullPaths === true ? raw : withDisplayPaths(raw, base);
+  // withDisplayPaths gives the very profile back when no path changes.
+  const shortened = p !== raw;
   const strings = new StringTable();
   const functions: PprofFunction[] = [];
   const locations: Location[] = [];
@@ -116,6 +136,8 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
     return new Sample({ locationId: ids, value: [site.allocCount, site.allocSize, site.count, site.size], label });
   });
   const note = isProfileDiff(p) ? undefined : foldedNote(p);
+  // Without a working directory only node_modules paths were shortened: the comment names none ("").
+  const comments = [...(note === undefined ? [] : [note]), ...(shortened ? [PATH_BASE_COMMENT + (base ?? "")] : [])];
   const profile = new Profile({
     sampleType: PPROF_SAMPLE_TYPES.map(([type, unit]) => new ValueType({ type: strings.dedup(type), unit: strings.dedup(unit) })),
     sample: samples,
@@ -127,7 +149,7 @@ export function toPprof(p: HeapProfile, o: PprofOptions = {}): Uint8Array {
     defaultSampleType: strings.dedup(o.defaultSampleType ?? "inuse_space"),
     timeNanos: BigInt(Date.now()) * 1_000_000n,
     ...(o.durationNanos === undefined ? {} : { durationNanos: Math.round(o.durationNanos) }),
-    ...(note === undefined ? {} : { comment: [strings.dedup(note)] }),
+    ...(comments.length === 0 ? {} : { comment: comments.map((c) => strings.dedup(c)) }),
   });
   return gzipSync(profile.encode());
 }

@@ -12,6 +12,13 @@
  * is first rounded as its export would be. Unrounded, an image against its
  * own export listed every site as changed by "+0B 0" (residues of 0.2 B,
  * 0.4 objects).
+ *
+ * They are also brought to one way of naming files: a pprof file holds
+ * paths shown short (display-paths.ts) relative to the directory it was
+ * written in, which it names; the other side's recorded frames are shown
+ * relative to that same directory before sites are matched, so a diff run
+ * from anywhere matches them (shown relative to the diff's own directory,
+ * an image's frames and a pprof file's written elsewhere would all differ).
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
@@ -20,7 +27,8 @@ import { IMAGE_MAGIC } from "../memory/heap-image-writer.js";
 import { MAX_IMAGE_FILE_BYTES, decodeHeapImage } from "../memory/heap-image.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { atPprofPrecision } from "./pprof.js";
-import { fromPprof } from "./pprof-read.js";
+import { withDisplayPaths } from "./display-paths.js";
+import { readPprof } from "./pprof-read.js";
 import { SourceMapCache, mapProfileToSources } from "./source-map.js";
 
 export interface ProfileFile {
@@ -28,6 +36,8 @@ export interface ProfileFile {
   profile: HeapProfile;
   /** The image's shard count (a pprof file does not say). */
   shards: number | undefined;
+  /** A pprof file's directory its short paths are relative to (pprof-read.ts); undefined for paths as recorded. */
+  pathBase: string | undefined;
 }
 
 async function readRegularFile(path: string): Promise<Buffer> {
@@ -54,26 +64,29 @@ export async function readProfileFile(path: string, shard?: number, shardFlag = 
     if (shard !== undefined && shard >= heap.shards) {
       throw new InvalidValueError(shardFlag, `${shardFlag} ${shard}: ${path} has shards 0 to ${heap.shards - 1}`);
     }
-    return { kind: "heap image", profile: heap.heapProfile(shard), shards: heap.shards };
+    return { kind: "heap image", profile: heap.heapProfile(shard), shards: heap.shards, pathBase: undefined };
   }
-  const profile = fromPprof(bytes, `${path} (not a heap image: no ${IMAGE_MAGIC} magic)`);
+  const { profile, pathBase } = readPprof(bytes, `${path} (not a heap image: no ${IMAGE_MAGIC} magic)`);
   if (shard !== undefined) throw new InvalidValueError(shardFlag, `${shardFlag} applies to heap images: ${path} is a pprof profile of all shards`);
-  return { kind: "pprof", profile, shards: undefined };
+  return { kind: "pprof", profile, shards: undefined, pathBase };
 }
 
 /**
  * `shardheap diff BASE NEXT`'s two profiles, ready for diffProfiles: each
  * mapped to its sources before matching (a pprof file holds mapped frames,
- * an image raw ones; mapping a mapped frame changes nothing), and a heap
+ * an image raw ones; mapping a mapped frame changes nothing), frames as
+ * recorded shown as a pprof file with short paths shows its own, and a heap
  * image compared with a pprof file at pprof's precision.
  */
 export async function readProfilesToDiff(basePath: string, nextPath: string, shard?: number): Promise<[HeapProfile, HeapProfile]> {
   const maps = new SourceMapCache();
   const files = [await readProfileFile(basePath, shard), await readProfileFile(nextPath, shard)];
   const mixed = files[0]!.kind !== files[1]!.kind;
+  const pathBase = files.find((f) => f.pathBase !== undefined)?.pathBase;
   const profiles: HeapProfile[] = [];
   for (const f of files) {
-    const mapped = await mapProfileToSources(f.profile, maps);
+    let mapped = await mapProfileToSources(f.profile, maps);
+    if (pathBase !== undefined && f.pathBase === undefined) mapped = withDisplayPaths(mapped, pathBase);
     profiles.push(mixed && f.kind === "heap image" ? atPprofPrecision(mapped) : mapped);
   }
   return [profiles[0]!, profiles[1]!];

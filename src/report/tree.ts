@@ -19,15 +19,19 @@
  *
  * `by` groups by a label (withHeapLabels): one first-level node per value
  * of the label, the sites' stacks under them.
+ *
+ * Frames' files are shown short (display-paths.ts: `src/app.ts:12:5`,
+ * `shardheap/src/...`), as recorded with `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import { foldedNote } from "./folded-note.js";
-import { frameName } from "./frame-name.js";
+import type { PathOptions } from "./display-paths.js";
+import { frameNamer } from "./frame-name.js";
 import { labelNodeName } from "./labels.js";
 import { formatSize } from "../units.js";
 
-export interface TreeOptions {
+export interface TreeOptions extends PathOptions {
   /** Caller-first (roots at the first level) instead of callee-first. */
   inverted?: boolean;
   /** Drop branches whose live bytes are below this. */
@@ -103,11 +107,12 @@ const DIFFERENCE: TreeStyle = {
 };
 
 export function formatTree(p: HeapProfile, o: TreeOptions = {}): string {
+  const nameFrame = frameNamer(o);
   const style = isProfileDiff(p) ? DIFFERENCE : LIVE;
   const root = node("All");
   for (const site of p.sites) {
     if (!style.keeps(site.size)) continue;
-    const names = site.frames.map(frameName);
+    const names = site.frames.map(nameFrame);
     if (o.inverted) names.reverse();
     if (o.by !== undefined) names.unshift(labelNodeName(o.by, site.labels?.[o.by]));
     root.size += site.size;

@@ -223,6 +223,9 @@ interface Route extends AdminRoute {
   handle(r: Request): Promise<void> | void;
 }
 
+/** `fullpaths=1`: frames' files as recorded instead of shown short (report/display-paths.ts). */
+const fullPathsParam = (q: URLSearchParams): boolean => q.has("fullpaths") && parseBoolean(q.get("fullpaths")!, "fullpaths");
+
 const json = (res: ServerResponse, body: unknown): void => send(res, 200, JSON.stringify(body), "application/json");
 const data = (method: AdminRoute["method"], path: string, params: readonly string[], handle: Route["handle"]): Route => ({ method, path, params, token: true, handle });
 
@@ -240,10 +243,11 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label", "fullpaths"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const format = parseReportFormat(q.get("format") ?? "json", "format");
     const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
+    const fullPaths = fullPathsParam(q);
     const minSize = q.has("min") ? parseSize(q.get("min")!, "min") : 0;
     const diff = q.get("diff");
     if (diff !== null && diff !== "baseline") throw new InvalidValueError("diff", `diff must be "baseline", got ${JSON.stringify(diff)}`);
@@ -258,7 +262,7 @@ const ROUTES: readonly Route[] = [
     const labelText = q.get("label");
     const label = labelText === null ? undefined : parseLabelFilter(labelText);
     if (labelText !== null && label === undefined) throw new InvalidValueError("label", `label must be NAME=VALUE (label=prefix=user; VALUE ${NO_LABEL}: without the label), got ${JSON.stringify(labelText)}`);
-    const out = renderProfile(profile, format, { inverted, minSize, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }), ...(label === undefined ? {} : { label }) });
+    const out = renderProfile(profile, format, { inverted, minSize, fullPaths, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }), ...(label === undefined ? {} : { label }) });
     send(res, 200, out.body, out.contentType);
   }),
   data("PUT", "/v1/heapprof", ["shard", "rate", "enabled"], async ({ smp, q, res }) => {
@@ -289,10 +293,10 @@ const ROUTES: readonly Route[] = [
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
     json(res, { names: labelNames(p), totalSize: p.totalSize, totalCount: p.totalCount, ...(by === null ? {} : { by, groups: groupByLabel(p, by) }) });
   }),
-  data("GET", "/v1/heapprof/growing", ["shard", "limit"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof/growing", ["shard", "limit", "fullpaths"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const limit = q.has("limit") ? parseInteger(q.get("limit")!, "limit", 1, 1000) : 20;
-    const sites = await mapGrowingSites(parts.history.growing(shard, limit), sourceMaps);
+    const sites = await mapGrowingSites(parts.history.growing(shard, limit), sourceMaps, { fullPaths: fullPathsParam(q) });
     json(res, { windowSeconds: parts.history.options.growthWindowSeconds, sites });
   }),
   data("GET", "/v1/memory/history", ["since"], ({ smp, o, parts, q, res }) => {

@@ -18,6 +18,7 @@
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
+import { profileToShow, type PathOptions } from "../report/display-paths.js";
 import { mapProfileToSources, type SourceMapCache } from "../report/source-map.js";
 
 /** Fewest samples a fit is made from. */
@@ -87,8 +88,13 @@ export function rankGrowingSites(t: readonly number[], series: Iterable<SiteSeri
   return out.sort((a, b) => b.slope - a.slope).slice(0, limit);
 }
 
-/** `sites` with their frames mapped to the original sources (as every profile the admin API serves). */
-export async function mapGrowingSites(sites: readonly GrowingSite[], cache: SourceMapCache): Promise<GrowingSite[]> {
+/**
+ * `sites` with their frames mapped to the original sources and their files
+ * shown short unless `fullPaths` (as every profile the admin API serves: the
+ * dashboard's "Find in flamegraphs" looks for a site's frame by the name
+ * the SVG gives it).
+ */
+export async function mapGrowingSites(sites: readonly GrowingSite[], cache: SourceMapCache, o: PathOptions = {}): Promise<GrowingSite[]> {
   const carrier: HeapProfile = {
     shard: "all",
     sampleRate: 0,
@@ -96,6 +102,6 @@ export async function mapGrowingSites(sites: readonly GrowingSite[], cache: Sour
     totalCount: 0,
     sites: sites.map((g) => ({ frames: g.frames, count: 0, size: 0, allocCount: 0, allocSize: 0 })),
   };
-  const mapped = await mapProfileToSources(carrier, cache);
+  const mapped = profileToShow(await mapProfileToSources(carrier, cache), o);
   return sites.map((g, i) => ({ ...g, frames: mapped.sites[i]!.frames }));
 }
