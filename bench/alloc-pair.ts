@@ -9,7 +9,10 @@
  *     JS (no thread safety at all): the baseline;
  *   - floor: the bare mechanism of an exact pair, nothing of ours in it: a
  *     LIFO free list in a shared buffer with a live bit, plus the same two
- *     atomics (the heap's own, atomics.ts) on a pending bit.
+ *     atomics (the heap's own, atomics.ts) on a pending bit;
+ *   - debug pointers: the same pair in a heap made with debugPointers
+ *     (quarantine.ts: every free poisons its object and holds it back),
+ *     what the mode costs against shardheap; informational, no target.
  * Target (issue 9): shardheap within 1.5x of the baseline in the same run.
  * The ratio to the floor says what the allocator adds to what exactness
  * costs by itself.
@@ -71,8 +74,10 @@ export const allocPair: BenchModule = {
   name: "pair",
   title: `malloc(${SIZE}) + free pair: shardheap vs @thi.ng/malloc MemPool and the bare exact mechanism`,
   run(ctx) {
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 16 * 1024 * 1024 });
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 16 * 1024 * 1024, debugPointers: false });
     const shard = heap.shard(0);
+    const debugHeap = SharedHeap.create({ shards: 1, shardBytes: 16 * 1024 * 1024, debugPointers: true });
+    const debugShard = debugHeap.shard(0);
     const pool = new MemPool({ size: 16 * 1024 * 1024 });
     const floor = new FloorPool();
 
@@ -85,6 +90,19 @@ export const allocPair: BenchModule = {
           for (let i = 0; i < n; i++) {
             const p = shard.malloc(SIZE);
             shard.free(p);
+            acc ^= p;
+          }
+          return acc;
+        },
+      },
+      {
+        name: "debug pointers",
+        prepare: () => warmPairs((size) => debugShard.malloc(size), (p) => debugShard.free(p)),
+        run(n) {
+          let acc = 0;
+          for (let i = 0; i < n; i++) {
+            const p = debugShard.malloc(SIZE);
+            debugShard.free(p);
             acc ^= p;
           }
           return acc;
@@ -118,7 +136,7 @@ export const allocPair: BenchModule = {
       },
     ];
     ctx.progress(`pair: timing ${candidates.map((c) => c.name).join(", ")}`);
-    const [sh, th, fl] = measure(candidates, ctx.timing);
+    const [sh, dbg, th, fl] = measure(candidates, ctx.timing);
     const record = (m: typeof sh, extra: object): void =>
       ctx.record({
         bench: "pair",
@@ -134,7 +152,8 @@ export const allocPair: BenchModule = {
     record(th, compare(th!.nsPerOp, fl!.name, fl!.nsPerOp));
     record(sh, compare(sh!.nsPerOp, fl!.name, fl!.nsPerOp));
     record(sh, compare(sh!.nsPerOp, th!.name, th!.nsPerOp, TARGET_RATIO, `ratio <= ${TARGET_RATIO}`));
-    const errors = heap.check();
+    record(dbg, compare(dbg!.nsPerOp, sh!.name, sh!.nsPerOp));
+    const errors = [...heap.check(), ...debugHeap.check()];
     if (errors.length > 0) throw new Error(`pair: heap check failed after the run: ${errors.join("; ")}`);
   },
 };
