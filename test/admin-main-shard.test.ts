@@ -10,17 +10,16 @@
 import { beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { serveAdmin, type HeapProfile, type MemoryStats, type Smp } from "../dist/index.js";
 import { haveChromium, launchChromium, watchPage } from "./browser.js";
-import { siteNamed, startSmp } from "./helpers.js";
+import { TASKS, siteNamed, startSmp } from "./helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";
 });
 
-const MAIN_TASKS = new URL("./fixtures/main-shard-tasks.mjs", import.meta.url);
 
 /** Two worker shards, the main thread's (id 2), and an admin server over them, closed when the test ends. */
 async function serve(o: { sampleIntervalMs?: number } = {}): Promise<{ smp: Smp; url: string; get(path: string, init?: RequestInit): Promise<{ status: number; text: string }> }> {
-  const smp = await startSmp({ shards: 2, mainShard: true, module: MAIN_TASKS });
+  const smp = await startSmp({ shards: 2, mainShard: true, module: TASKS });
   const admin = await serveAdmin(smp, { dashboard: { sampleIntervalMs: o.sampleIntervalMs ?? 100 } });
   onTestFinished(() => admin.close());
   const get = async (path: string, init: RequestInit = {}): Promise<{ status: number; text: string }> => {

@@ -196,13 +196,13 @@ describe("debug pointers", () => {
       expect(smp.heap.debugPointers).toBe(true);
       const p = await smp.submitTo<number>(0, "storeString", "a value shard 1 frees");
       expect(await smp.submitTo(1, "readStored", p)).toBe("a value shard 1 frees");
-      await smp.submitTo(1, "freeOne", p);
+      await smp.submitTo(1, "freeAll", [p]);
       // Shard 0 drains its inbox when the doorbell rings; the freed object then sits in its quarantine.
       await waitFor(() => smp.stats(0).frees === 1, "shard 0 to drain the remote free");
       const read = smp.submitTo(1, "readStored", p);
       await expect(read).rejects.toBeInstanceOf(DistInvalidPointerError);
       await expect(read).rejects.toThrow(USE_AFTER_FREE);
-      await expect(smp.submitTo(0, "freeOne", p)).rejects.toThrow(USE_AFTER_FREE);
+      await expect(smp.submitTo(0, "freeAll", [p])).rejects.toThrow(USE_AFTER_FREE);
     } finally {
       await smp.stop();
     }

@@ -12,9 +12,8 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { HeapOwnershipError, InvalidValueError, ShardError, Smp, readHeapImage } from "../dist/index.js";
 import { fillSmpOptions } from "../src/smp/options.js";
-import { siteNamed, startSmp, tempDir, waitFor } from "./helpers.js";
+import { TASKS, siteNamed, startSmp, tempDir, waitFor } from "./helpers.js";
 
-const MAIN_TASKS = new URL("./fixtures/main-shard-tasks.mjs", import.meta.url);
 const run = promisify(execFile);
 
 type Obj = { ptr: number; size: number };
@@ -33,7 +32,7 @@ function allocPatterned(smp: Smp, count: number): Obj[] {
 describe("the main thread's shard", () => {
   it("the main thread allocates; shards read its objects and free them; its doorbell drains them without another malloc", async () => {
     // No idle trim: heap.check() runs while the shards are up.
-    const smp = await startSmp({ shards: 2, mainShard: true, module: MAIN_TASKS, idleTrimMs: 0 });
+    const smp = await startSmp({ shards: 2, mainShard: true, module: TASKS, idleTrimMs: 0 });
     expect(smp.shards).toBe(2);
     expect(smp.mainShard).toBe(2);
     expect(smp.heap.shards).toBe(3);
@@ -59,7 +58,7 @@ describe("the main thread's shard", () => {
   });
 
   it("stop() drains the main region last: it then holds exactly what was left live, and stays this thread's", async () => {
-    const smp = await startSmp({ shards: 2, mainShard: true, module: MAIN_TASKS });
+    const smp = await startSmp({ shards: 2, mainShard: true, module: TASKS });
     const ptrs = allocPatterned(smp, 300).map((o) => o.ptr);
     const kept = ptrs.slice(0, 17);
     // Freed by the shards right before stop: some still in the inbox, or in a shard's outbox, when stop begins.
@@ -78,7 +77,7 @@ describe("the main thread's shard", () => {
   });
 
   it("the main thread's frees of a shard's objects are cross-shard frees, counted in its region", async () => {
-    const smp = await startSmp({ shards: 2, mainShard: true, module: MAIN_TASKS });
+    const smp = await startSmp({ shards: 2, mainShard: true, module: TASKS });
     const ptrs = await smp.submitTo<number[]>(0, "allocMany", { count: 100, size: 48 });
     for (const p of ptrs.slice(0, 50)) smp.heap.free(p);
     for (const p of ptrs.slice(50)) smp.memory.free(p);
@@ -88,7 +87,7 @@ describe("the main thread's shard", () => {
   });
 
   it("a shard reads the main region but cannot allocate in it or drain it: HeapOwnershipError, nothing changed", async () => {
-    const smp = await startSmp({ shards: 1, mainShard: true, module: MAIN_TASKS });
+    const smp = await startSmp({ shards: 1, mainShard: true, module: TASKS });
     const [obj] = allocPatterned(smp, 1);
     const before = smp.stats(1);
     const refused = smp.submitTo(0, "mallocIn", { id: 1, size: 8 });
@@ -116,7 +115,7 @@ describe("the main thread's shard", () => {
   });
 
   it("no task runs on the main thread: submitTo(shards) is a RangeError that says so; invokeOnAll runs on the workers", async () => {
-    const smp = await startSmp({ shards: 2, mainShard: true, module: MAIN_TASKS });
+    const smp = await startSmp({ shards: 2, mainShard: true, module: TASKS });
     await expect(smp.submitTo(2, "sampleRate")).rejects.toThrow(RangeError);
     await expect(smp.submitTo(2, "sampleRate")).rejects.toThrow("submitTo(2, \"sampleRate\"): shard must be an integer from 0 to 1, got 2 (2 is the main thread, which runs no tasks)");
     expect(await smp.invokeOnAll("sampleRate")).toEqual([0, 0]);
@@ -124,7 +123,7 @@ describe("the main thread's shard", () => {
   });
 
   it("profiling: the heapprof option, setHeapProfiling for its id and for all, merged profiles and heap images include it", async () => {
-    const smp = await startSmp({ shards: 1, mainShard: true, module: MAIN_TASKS, heapprof: true });
+    const smp = await startSmp({ shards: 1, mainShard: true, module: TASKS, heapprof: true });
     expect(smp.memory.heapProfilingSampleRate()).toBe(1);
     function allocateOnMain(): number[] {
       const out: number[] = [];
@@ -176,7 +175,7 @@ describe("the main thread's shard", () => {
         file,
         [
           `import { Smp } from ${JSON.stringify(index)};`,
-          `const smp = await Smp.start({ shards: 2, memoryPerShard: "1MiB", mainShard: true, module: ${JSON.stringify(MAIN_TASKS.href)} });`,
+          `const smp = await Smp.start({ shards: 2, memoryPerShard: "1MiB", mainShard: true, module: ${JSON.stringify(TASKS.href)} });`,
           `const ptrs = [smp.memory.malloc(64), smp.memory.malloc(64)];`,
           `await smp.submitTo(0, "freeVia", { ptrs, via: "memory" });`,
           `while (smp.stats(2).liveObjects !== 0) await new Promise((r) => setTimeout(r, 1));`,

@@ -137,8 +137,6 @@ export class SharedHeap implements HeapGeometry {
   readonly shardBytes: number;
   /** Distinct stacks each shard's profiler keeps exactly before it folds new ones into "(other sites)". */
   readonly profilerSites: number;
-  /** Made with debug pointers (SharedHeap.create's option): every thread of the heap follows it. */
-  readonly debugPointers: boolean;
   /** @internal Read-only views of each region. */
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
@@ -153,7 +151,6 @@ export class SharedHeap implements HeapGeometry {
     this.shardBytes = shardBytes;
     this.profilerSites = profilerSites;
     this.views = new HeapViews(buffer, memory);
-    this.debugPointers = (this.views.i32[H_FLAGS]! & HEAP_FLAG_DEBUG_POINTERS) !== 0;
     this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes, profilerSites));
     this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
   }
@@ -223,6 +220,11 @@ export class SharedHeap implements HeapGeometry {
     }
     const { shards, shardBytes, profilerSites } = readHeader(buffer);
     return new SharedHeap(buffer, memory, shards, shardBytes, profilerSites);
+  }
+
+  /** Made with debug pointers (SharedHeap.create's option): every thread of the heap follows it, as each region reads it from the header. */
+  get debugPointers(): boolean {
+    return this.regions[0]!.debugPointers;
   }
 
   /** Bytes of the heap: its header and regions (its buffer may be longer, rounded up to whole WebAssembly pages). */
@@ -352,8 +354,8 @@ export class SharedHeap implements HeapGeometry {
 
   /** The UTF-8 text in the first `length` bytes of the live object at `ptr` (checked as objectBytes). */
   readString(ptr: number, length: number): string {
-    const bytes = this.objectBytes(ptr, length);
-    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+    this.objectBytes(ptr, length); // the checks
+    return this.views.buf.toString("utf8", ptr, ptr + length);
   }
 
   /**
