@@ -41,6 +41,9 @@ export interface ErrorRow {
  *   InvalidValueError is a RangeError whose row says "your input": exit 2,
  *   400), the runtime was started without the shard the program reads; a
  *   program's mistake, so exit 1 and 500, as ERR_SHARDHEAP_OWNERSHIP.
+ * - ERR_SHARDHEAP_MAP_KEY exits 2 and answers 400, unlike the other map
+ *   codes: the key is the caller's input, wrong as given (the map is fine),
+ *   as an InvalidValueError's value is.
  * - A growth since a baseline that was never set is 409 Conflict: the
  *   server's state, not the request, is missing something the client can
  *   supply (POST the baseline) before asking again.
@@ -54,6 +57,7 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_MAP_HANDLE: { error: "SharedMapError", message: "not the handle of a live SharedMap (never one, or destroyed)", exitCode: 1, httpStatus: 500 },
   ERR_SHARDHEAP_MAP_REFERENCE: { error: "SharedMapError", message: "not a reference this SharedMap handed out that is still held (released already, or never one)", exitCode: 1, httpStatus: 500 },
   ERR_SHARDHEAP_MAP_IN_USE: { error: "SharedMapError", message: "the SharedMap cannot be destroyed while references to its entries are held or reservations are open", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_MAP_KEY: { error: "SharedMapError", message: "a SharedMap string key that is not valid UTF-16 (a lone surrogate has no UTF-8 encoding)", exitCode: 2, httpStatus: 400 },
   ERR_SHARDHEAP_MAP_FULL: { error: "SharedMapError", message: "a SharedMap holds at most 2^23 entries and 2^24 - 1 entry descriptors", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_SHARD: { error: "ShardError", message: "a shard failed, stopped or is stopping", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_CALL_NOT_STARTED: { error: "ShardError", message: "the call never started: its shard's thread died (or the runtime stopped) before taking it, or the shard is gone; safe to retry", exitCode: 1, httpStatus: 503 },
@@ -99,7 +103,7 @@ export type HeapErrorCode =
   | "ERR_SHARDHEAP_OWNERSHIP"
   | SharedMapErrorCode;
 
-export type SharedMapErrorCode = "ERR_SHARDHEAP_MAP_HANDLE" | "ERR_SHARDHEAP_MAP_REFERENCE" | "ERR_SHARDHEAP_MAP_IN_USE" | "ERR_SHARDHEAP_MAP_FULL";
+export type SharedMapErrorCode = "ERR_SHARDHEAP_MAP_HANDLE" | "ERR_SHARDHEAP_MAP_REFERENCE" | "ERR_SHARDHEAP_MAP_IN_USE" | "ERR_SHARDHEAP_MAP_KEY" | "ERR_SHARDHEAP_MAP_FULL";
 
 /** Base class of every heap error. */
 export class HeapError extends Error {
@@ -168,8 +172,9 @@ export class HeapOwnershipError extends HeapError {
  * no live map (ERR_SHARDHEAP_MAP_HANDLE), a reference that is not held
  * (ERR_SHARDHEAP_MAP_REFERENCE: released twice, or never one; the release
  * that would free an entry still in the map is refused this way), a
- * destroy while references are held (ERR_SHARDHEAP_MAP_IN_USE), or a map
- * past its limits (ERR_SHARDHEAP_MAP_FULL).
+ * destroy while references are held (ERR_SHARDHEAP_MAP_IN_USE), a string
+ * key with a lone surrogate (ERR_SHARDHEAP_MAP_KEY), or a map past its
+ * limits (ERR_SHARDHEAP_MAP_FULL).
  */
 export class SharedMapError extends HeapError {
   declare readonly code: SharedMapErrorCode;

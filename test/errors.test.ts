@@ -41,6 +41,7 @@ const INSTANCES: Array<Error & { code: string }> = [
   new SharedMapError("ERR_SHARDHEAP_MAP_HANDLE", "m"),
   new SharedMapError("ERR_SHARDHEAP_MAP_REFERENCE", "m"),
   new SharedMapError("ERR_SHARDHEAP_MAP_IN_USE", "m"),
+  new SharedMapError("ERR_SHARDHEAP_MAP_KEY", "m"),
   new SharedMapError("ERR_SHARDHEAP_MAP_FULL", "m"),
   new ShardError(0, "m"),
   new ShardError(0, "m", { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" }),

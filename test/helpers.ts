@@ -33,6 +33,16 @@ export function tempDir(prefix = "shardheap-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
+/** What `f` throws (a test failure if it returns). */
+export function thrown(f: () => unknown): Error & { code?: string } {
+  try {
+    f();
+  } catch (e) {
+    return e as Error & { code?: string };
+  }
+  throw new Error("did not throw");
+}
+
 /**
  * A heap for one test (default 1 shard of 8 MiB); when the test ends its
  * metadata must be consistent (heap.check() is []), whatever the test did.

@@ -9,8 +9,9 @@
  * generation g, being deleted, deleted) read before and after it, so a hit
  * older than what was published before the lookup began (a lost update),
  * a hit of an entry whose delete had returned, or a miss of a key present
- * throughout the lookup fails it too. The owner deletes, clears, replaces
- * (reserve and publish, or set) and grows the table meanwhile; afterwards
+ * throughout the lookup fails it too. The owner deletes, unlinks (by the
+ * references reserve gave it), clears, replaces (reserve and publish, or
+ * set) and grows the table meanwhile; afterwards
  * the map's own check() is [], every reference and descriptor is
  * accounted for, the heap's check() is [] and shard 0's objects are back
  * where they started. Readers attach both ways (WebAssembly and Atomics),
@@ -44,10 +45,11 @@ interface Report {
   live?: number;
   crossShardFrees?: number;
   clears?: number;
+  unlinks?: number;
 }
 
 interface RaceOptions {
-  scenario: "replace" | "delete" | "grow" | "shift" | "storm";
+  scenario: "replace" | "delete" | "unlink" | "grow" | "shift" | "storm";
   rounds: number;
   keys: number;
   ops: number;
@@ -122,6 +124,16 @@ describe("SharedMap between threads started together", () => {
     expect(owner.clears, "the owner cleared the map now and then").toBeGreaterThan(10);
     const sent = readers.reduce((n, r) => n + r.crossShardFrees!, 0);
     expect(sent, "readers freed payloads whose last reference they dropped (cross-shard frees)").toBeGreaterThan(0);
+  });
+
+  it("readers racing the owner's unlinks and re-sets: an entry found is whole and current, outlives its unlink while held, is freed once", async () => {
+    const { owner, readers } = await race({ scenario: "unlink", rounds: 40, keys: 12, ops: 3000, readers: [{ shard: 1, attach: "memory" }, { shard: -1, attach: "buffer" }] });
+    expect(owner.unlinks, "the owner unlinked entries throughout").toBeGreaterThan(20_000);
+    for (const r of readers) {
+      expect(r.hits).toBeGreaterThan(1000);
+      expect(r.misses, "some keys were unlinked when looked up").toBeGreaterThan(0);
+    }
+    expect(readers[0]!.crossShardFrees, "the reader owning a shard freed payloads whose last reference it dropped").toBeGreaterThan(0);
   });
 
   it("resizes and backward shifts under readers: a key inserted before a lookup is found, one never inserted is not", async () => {

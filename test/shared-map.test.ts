@@ -13,22 +13,13 @@ import { AtomicsMapSteps, NO_TABLE, descriptorAddress, encodeMapModule, mapAtomi
 import { KeyScratch } from "../src/memory/shared-map-keys.js";
 import * as L from "../src/memory/shared-map-layout.js";
 import { mulberry32 } from "../bench/timing.js";
-import { newHeap } from "./helpers.js";
+import { newHeap, thrown } from "./helpers.js";
 
 const utf8 = new TextEncoder();
 const text = (b: Uint8Array | undefined): string | undefined => (b === undefined ? undefined : Buffer.from(b).toString("utf8"));
 
 function snapshot(heap: SharedHeap): Buffer {
   return Buffer.from(new Uint8Array(heap.buffer).slice());
-}
-
-function thrown(f: () => unknown): Error & { code?: string } {
-  try {
-    f();
-  } catch (e) {
-    return e as Error & { code?: string };
-  }
-  throw new Error("did not throw");
 }
 
 /** A header word of the map, by its layout offset. */

@@ -68,7 +68,7 @@ export function heapLabelSet(labels: HeapLabels | HeapLabelSet): HeapLabelSet {
     if (name.length === 0 || name.length > MAX_LABEL_NAME) throw new InvalidValueError("labels", `a heap label name must have 1 to ${MAX_LABEL_NAME} characters, got ${JSON.stringify(name.slice(0, 40))}`);
     if (typeof value !== "string") throw new InvalidValueError("labels", `heap label ${JSON.stringify(name)} must be a string, got ${describe(value)}`);
     if (value.length > MAX_LABEL_VALUE) throw new InvalidValueError("labels", `heap label ${JSON.stringify(name)}'s value has ${value.length} characters, at most ${MAX_LABEL_VALUE}`);
-    if (!wellFormed(name) || !wellFormed(value)) throw new InvalidValueError("labels", `heap label ${JSON.stringify(name)} holds a lone surrogate (not encodable as UTF-8)`);
+    if (!name.isWellFormed() || !value.isWellFormed()) throw new InvalidValueError("labels", `heap label ${JSON.stringify(name)} holds a lone surrogate (not encodable as UTF-8)`);
     pairs.push([name, value]);
   }
   const encoded = JSON.stringify(pairs);
@@ -148,11 +148,6 @@ function merged(outer: HeapLabelSet, inner: HeapLabelSet): HeapLabelSet {
 
 function isLabelSet(x: unknown): x is HeapLabelSet {
   return typeof x === "object" && x !== null && interned.get((x as HeapLabelSet).encoded) === x;
-}
-
-/** Whether a string has no lone surrogate (String.prototype.isWellFormed is Node 20's too, typed from ES2024). */
-function wellFormed(s: string): boolean {
-  return !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s);
 }
 
 function describe(x: unknown): string {

@@ -253,6 +253,7 @@ export class SharedMap {
   private readonly atomics: MapAtomics;
   private readonly probe: (hdr: number, hash: number, hazard: number) => number;
   private readonly probeNext: (hdr: number, hash: number) => number;
+  /** The count drops this object makes (but the probe's own, inside it) go through here: test/shared-map-unlink-order.test.ts wraps it to see the map at each. */
   private readonly releaseStep: (d: number) => number;
   private readonly store: (address: number, value: number) => void;
   /** Bytes of the map's own objects (structureBytes), -1 until first asked. */
