@@ -31,7 +31,7 @@ import { isProfileDiff } from "./diff.js";
 import { foldedNote } from "./folded-note.js";
 import type { PathOptions } from "./display-paths.js";
 import { frameNamer } from "./frame-name.js";
-import { labelNodeName } from "./labels.js";
+import { labelNodeName, labelValue } from "./labels.js";
 import { escapeControls } from "../display-text.js";
 import { formatSize } from "../units.js";
 
@@ -118,7 +118,7 @@ export function formatTree(p: HeapProfile, o: TreeOptions = {}): string {
     if (!style.keeps(site.size)) continue;
     const names = site.frames.map(nameFrame);
     if (o.inverted) names.reverse();
-    if (o.by !== undefined) names.unshift(labelNodeName(o.by, site.labels?.[o.by]));
+    if (o.by !== undefined) names.unshift(labelNodeName(o.by, labelValue(site, o.by)));
     root.size += site.size;
     root.count += site.count;
     let n = root;
