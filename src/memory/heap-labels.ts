@@ -220,7 +220,11 @@ export function recordedHeapLabels(): HeapLabelSet | undefined {
   return set === undefined || set.id !== 0 ? set : FOLDED;
 }
 
-/** The labels of an encoded set (a site table's text), or undefined when it is not one. */
+/**
+ * The labels of an encoded set (a site table's text), or undefined when it
+ * is not one. Names are not held to checkName: an image written before that
+ * rule reads as it was written (every output escapes what it cannot carry).
+ */
 export function decodeHeapLabels(encoded: string): Record<string, string> | undefined {
   let pairs: unknown;
   try {
