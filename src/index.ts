@@ -31,7 +31,7 @@ export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";
 export { type ProfilerFill } from "./memory/site-table.js";
-export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, type HeapLabels, type HeapLabelSet } from "./memory/heap-labels.js";
+export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, OTHER_LABELS, type HeapLabels, type HeapLabelSet } from "./memory/heap-labels.js";
 export { groupByLabel, filterByLabel, labelNames, NO_LABEL, type LabelGroup } from "./report/labels.js";
 export { type Frame } from "./memory/stack-capture.js";
 export { mapProfileToSources, mapFrame, SourceMapCache } from "./report/source-map.js";

@@ -10,37 +10,26 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Smp, serveAdmin, type AdminServer } from "../dist/index.js";
+import { beforeAll, describe, expect, it } from "vitest";
 import { TASKS } from "./helpers.js";
-import { haveChromium, launchChromium, watchPage } from "./browser.js";
+import { dashboardInChromium, haveChromium, watchPage } from "./browser.js";
 
 const hasChromium = haveChromium("dashboard folded-sites check");
 
 describe.runIf(hasChromium)("the dashboard's folded-sites warning in Chromium", () => {
-  let smp: Smp;
-  let admin: AdminServer;
-  let browser: Browser;
+  const the = dashboardInChromium({ shards: 2, memoryPerShard: "8MiB", heapprof: true, heapprofSites: 1, module: TASKS });
 
   beforeAll(async () => {
-    process.env.SHARDHEAP_LOG = "silent";
-    smp = await Smp.start({ shards: 2, memoryPerShard: "8MiB", heapprof: true, heapprofSites: 1, module: TASKS });
+    const { smp } = the;
     await smp.submitTo(0, "allocMany", { count: 3, size: 64 }); // the one stack shard 0 keeps
     await smp.submitTo(0, "allocateForProfile", { count: 5, size: 64 }); // folded
     await smp.submitTo(1, "allocMany", { count: 2, size: 64 });
     expect(smp.heapProfile(0).folded).toMatchObject({ allocCount: 5, siteCapacity: 1, full: ["sites"] });
     expect(smp.heapProfile(1).folded).toBeUndefined();
-    admin = await serveAdmin(smp, { dashboard: { sampleIntervalMs: 100 } });
-    browser = await launchChromium();
   }, 60_000);
-  afterAll(async () => {
-    await browser?.close();
-    await admin?.close();
-    await smp?.stop();
-  });
 
   it("shows for the shards that folded, names them and the flag, hides for one that did not", async () => {
+    const { admin, browser } = the;
     const page = await browser.newPage();
     const problems = watchPage(page, admin.url);
     await page.goto(`${admin.url}/`);

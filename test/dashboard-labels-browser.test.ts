@@ -14,10 +14,10 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type Browser, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { NO_LABEL, Smp, groupByLabel, serveAdmin, type AdminServer } from "../dist/index.js";
-import { haveChromium, launchChromium, watchPage } from "./browser.js";
+import { type Page } from "playwright-core";
+import { describe, expect, it } from "vitest";
+import { NO_LABEL, groupByLabel } from "../dist/index.js";
+import { dashboardInChromium, haveChromium, watchPage } from "./browser.js";
 
 const hasChromium = haveChromium("dashboard label view check");
 
@@ -25,21 +25,7 @@ const TASKS = new URL("./fixtures/label-tasks.mjs", import.meta.url);
 const LEAVES = { user: "allocUserRecord", session: "allocSessionRecord", plain: "allocPlainRecord" } as const;
 
 describe.runIf(hasChromium)("the dashboard's label view in Chromium", () => {
-  let smp: Smp;
-  let admin: AdminServer;
-  let browser: Browser;
-
-  beforeAll(async () => {
-    process.env.SHARDHEAP_LOG = "silent";
-    smp = await Smp.start({ shards: 2, memoryPerShard: "8MiB", heapprof: true, module: TASKS });
-    admin = await serveAdmin(smp, { dashboard: { sampleIntervalMs: 100 } });
-    browser = await launchChromium();
-  }, 60_000);
-  afterAll(async () => {
-    await browser?.close();
-    await admin?.close();
-    await smp?.stop();
-  });
+  const the = dashboardInChromium({ shards: 2, memoryPerShard: "8MiB", heapprof: true, module: TASKS });
 
   /** The table's rows as [value, exact live bytes, exact objects, share]. */
   const tableRows = (page: Page): Promise<Array<[string, number, number, string]>> =>
@@ -53,7 +39,7 @@ describe.runIf(hasChromium)("the dashboard's label view in Chromium", () => {
     );
   /** What the table must say for label `name` of `shard`'s profile (all shards when undefined), by groupByLabel. */
   const expected = (name: string, shard?: number): Array<[string, number, number, string]> => {
-    const p = smp.heapProfile(shard);
+    const p = the.smp.heapProfile(shard);
     return groupByLabel(p, name).map((g) => [g.value ?? NO_LABEL, g.size, g.count, `${((100 * g.size) / p.totalSize).toFixed(1)}%`]);
   };
   const frameNames = async (page: Page): Promise<string[]> => page.frameLocator("#flame").locator("g.frame").evaluateAll((gs) => gs.map((g) => g.getAttribute("data-name")!));
@@ -65,6 +51,7 @@ describe.runIf(hasChromium)("the dashboard's label view in Chromium", () => {
   };
 
   it("groups live memory by a chosen label to the byte, and a value's click shows its flamegraph only", async () => {
+    const { smp, admin, browser } = the;
     const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
     const problems = watchPage(page, admin.url, { warnings: true });
     // The baseline first, so that "Grew most" holds the labeled sites below.

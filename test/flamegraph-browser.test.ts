@@ -12,6 +12,7 @@ import { pathToFileURL } from "node:url";
 import { type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";
+import { renderProfile } from "../src/report/render.js";
 import { profileOf, siteOf as site } from "./helpers.js";
 import { haveChromium, launchChromium } from "./browser.js";
 
@@ -61,5 +62,23 @@ describe.runIf(hasChromium)("flamegraph in Chromium", () => {
     const shot = join(dir, "flamegraph.png");
     await page.screenshot({ path: shot });
     expect(existsSync(shot)).toBe(true);
+  });
+
+  it("loads with label values and frame names of any character: XML forbids U+0001 and U+FFFE, so they show as escapes", async () => {
+    const hostile = profileOf([{ ...site(["allocate\x07", "main"], 3000), labels: { prefix: "t\x01\x1b[2J" } }, { ...site(["allocate\x07", "main"], 1000), labels: { prefix: "x\ufffe\n" } }], { shard: "all" });
+    const file = join(dir, "labels.svg");
+    writeFileSync(file, renderProfile(hostile, "svg", { by: "prefix", title: "Labels \x01" }).body as string);
+    const page = await browser.newPage({ viewport: { width: 1200, height: 300 } });
+    const errors: string[] = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.goto(pathToFileURL(file).href);
+    // A document Chromium could not parse shows its error instead of the SVG: no title, no frames.
+    await expect(page.locator("#title").textContent()).resolves.toBe("Labels \\x01");
+    const names = await page.locator("g.frame").evaluateAll((gs) => gs.map((g) => g.getAttribute("data-name")));
+    expect(names).toEqual(expect.arrayContaining(["prefix=t\\x01\\x1b[2J", "prefix=x\\ufffe\\x0a", "allocate\\x07"]));
+    await page.locator('g.frame[data-name="prefix=t\\\\x01\\\\x1b[2J"] rect').hover();
+    await expect(page.locator("#details").textContent()).resolves.toBe("Function: prefix=t\\x01\\x1b[2J (3,000 bytes, 75.00%)");
+    expect(errors).toEqual([]);
+    await page.close();
   });
 });

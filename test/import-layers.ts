@@ -12,7 +12,7 @@
  *
  * Layers, lowest first; a file may import its own layer or a lower one:
  *   base     src/errors.ts, src/units.ts, src/parse.ts, src/log.ts,
- *            src/frame-path.ts: utilities every layer uses; they import no layer
+ *            src/frame-path.ts, src/display-text.ts: utilities every layer uses; they import no layer
  *   memory   src/memory/   the allocator, profiler recording, heap images
  *   smp      src/smp/      shards on worker threads
  *   report   src/report/   renderers of a HeapProfile
@@ -35,6 +35,7 @@ const ROOT_FILES: Record<string, Layer> = {
   "parse.ts": "base",
   "log.ts": "base",
   "frame-path.ts": "base",
+  "display-text.ts": "base",
   "cli.ts": "top",
   "index.ts": "top",
 };

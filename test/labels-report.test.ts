@@ -7,6 +7,7 @@
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { describe, expect, it } from "vitest";
+import { OTHER_LABELS } from "../dist/memory/heap-labels.js";
 import type { AllocationSite, HeapProfile } from "../dist/memory/heap-profile.js";
 import { diffProfiles, mergeProfiles } from "../dist/report/diff.js";
 import { groupByLabel, labelNames } from "../dist/report/labels.js";
@@ -92,6 +93,19 @@ describe("labels in reports", () => {
         "prefix=(none);main (file:///app/main.js:99:1);allocate (file:///app/main.js:10:1) 500\n",
     );
     expect(renderProfile(p, "svg", { by: "prefix" }).body).toMatch(/prefix=session/);
+  });
+});
+
+describe("the fold set, (other labels)", () => {
+  it("its sites group under (other labels) whatever label a report groups or filters by: which value they had is not known", () => {
+    const folded = profile([site(3000, 3, { prefix: "user" }), site(700, 7, { [OTHER_LABELS]: OTHER_LABELS }), site(500, 1)]);
+    for (const name of ["prefix", "tenant"]) {
+      expect(groupByLabel(folded, name).map((g) => [g.value, g.size])).toEqual(name === "prefix" ? [["user", 3000], [OTHER_LABELS, 700], [undefined, 500]] : [[undefined, 3500], [OTHER_LABELS, 700]]);
+      const only = JSON.parse(renderProfile(folded, "json", { label: [name, OTHER_LABELS] }).body as string) as HeapProfile;
+      expect([only.totalSize, only.totalCount]).toEqual([700, 7]);
+    }
+    expect(formatTree(folded, { by: "tenant" })).toMatch(/^ \\-- tenant=\(other labels\) \(700, #7\)$/m);
+    expect(renderProfile(folded, "collapsed", { by: "prefix" }).body).toContain("prefix=(other labels);main (file:///app/main.js:99:1);allocate (file:///app/main.js:10:1) 700\n");
   });
 });
 

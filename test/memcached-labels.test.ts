@@ -5,9 +5,11 @@
  * `report --by prefix` and the admin API group the same.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SharedMap, groupByLabel } from "../dist/index.js";
+import { gunzipSync } from "node:zlib";
+import { SharedMap, groupByLabel, serveAdmin } from "../dist/index.js";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
+import { fromPprof } from "../dist/report/pprof-read.js";
 import { renderProfile } from "../dist/report/render.js";
 import { lines, RawClient } from "./memcached-client.js";
 
@@ -59,6 +61,47 @@ describe("memcached's items labeled by prefix", () => {
       expect(tree).toMatch(new RegExp(`^ [|\\\\]-- prefix=user \\(${groups.user}, #300\\)$`, "m"));
       expect(server.smp.heap.check()).toEqual([]);
     } finally {
+      c.close();
+    }
+  });
+
+  it("a prefix a client chose with control characters: escaped in every text output and the SVG, exact in json and pprof (the admin API's every view)", async () => {
+    const CLEAR = "t\x01\x1b[2J"; // a terminal's "clear screen" after a control character XML forbids
+    const c = await RawClient.open(server.port);
+    const admin = await serveAdmin(server.smp);
+    try {
+      const keys = Array.from({ length: 20 }, (_, i) => `${CLEAR}:k${i}`);
+      expect(await c.request(keys.map((k) => `set ${k} 0 0 100\r\n${"v".repeat(100)}\r\n`).join(""), lines("STORED", keys.length), 20_000)).toBe("STORED\r\n".repeat(keys.length));
+      await c.request("stats\r\n", "END\r\n");
+      const get = async (path: string): Promise<Response> => {
+        const r = await fetch(`${admin.url}${path}`);
+        expect(r.status, path).toBe(200);
+        return r;
+      };
+      const RAW_CONTROL = /[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ufffe\uffff]/;
+      const only = `label=${encodeURIComponent(`prefix=${CLEAR}`)}`;
+      for (const path of ["/v1/heapprof?format=tree&by=prefix", `/v1/heapprof?format=tree&${only}`, "/v1/heapprof?format=collapsed&by=prefix", "/debug/pprof/heap?debug=1", "/v1/memory/diagnostics"]) {
+        const body = await (await get(path)).text();
+        expect(body, path).not.toMatch(RAW_CONTROL);
+      }
+      expect(await (await get("/v1/heapprof?format=tree&by=prefix")).text()).toMatch(/^ [|\\]-- prefix=t\\x01\\x1b\[2J \(\d+, #20\)$/m);
+      expect(await (await get("/v1/memory/diagnostics")).text()).toContain("[prefix=t\\x01\\x1b[2J]");
+      // The dashboard's click on the value: the SVG of its sites, XML throughout.
+      const svg = await (await get(`/v1/heapprof?format=svg&by=prefix&${only}`)).text();
+      expect(svg).not.toMatch(RAW_CONTROL);
+      expect(svg).toContain('data-name="prefix=t\\x01\\x1b[2J"');
+      // Exact where the format carries any string.
+      const labels = (await (await get("/v1/heapprof/labels?by=prefix")).json()) as { groups: Array<{ value?: string; count: number }> };
+      expect(labels.groups.find((g) => g.value === CLEAR)?.count).toBe(20);
+      const json = (await (await get(`/v1/heapprof?format=json&${only}`)).json()) as { sites: Array<{ labels?: Record<string, string> }> };
+      expect(json.sites.length).toBeGreaterThan(0);
+      for (const s of json.sites) expect(s.labels?.prefix).toBe(CLEAR);
+      const pprof = fromPprof(new Uint8Array(await (await get(`/v1/heapprof?format=pprof&${only}`)).arrayBuffer()));
+      expect(pprof.sites.map((s) => s.labels?.prefix)).toEqual(json.sites.map(() => CLEAR));
+      expect(gunzipSync(new Uint8Array(await (await get("/debug/pprof/heap")).arrayBuffer())).includes(Buffer.from(CLEAR))).toBe(true);
+      expect(server.smp.heap.check()).toEqual([]);
+    } finally {
+      await admin.close();
       c.close();
     }
   });

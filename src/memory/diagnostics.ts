@@ -13,8 +13,11 @@
  * raw, and the admin API passes sites it has mapped (report/
  * mapped-diagnostics.ts) as `topSites`. Either way a site's file is shown
  * as every report shows it (frame-path.ts: `src/app.ts`,
- * `shardheap/dist/x.js`), so its line stays readable.
+ * `shardheap/dist/x.js`), so its line stays readable, followed by its
+ * labels, `[prefix=user]` (sites of one stack differ by them alone), control
+ * characters shown as visible escapes (display-text.ts), as the tree does.
  */
+import { escapeControls } from "../display-text.js";
 import { displayPath, workingDirectory } from "../frame-path.js";
 import { formatCount, formatSize } from "../units.js";
 import { C_FAILED_ALLOCATIONS, PAGE_SIZE, PM_SPAN_PAGES, PM_STATE, PAGE_INNER, PAGE_FREE } from "./layout.js";
@@ -97,11 +100,20 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
     for (const site of sites.slice(0, TOP_SITES)) {
       const leaf = site.frames[0];
       const where = leaf ? `${leaf.functionName || "(anonymous)"} (${displayPath(leaf.url, base)}:${leaf.line}:${leaf.column})` : "(no frames)";
-      out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${where}`);
+      out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${escapeControls(where + labelsOf(site))}`);
     }
     if (sites.length > TOP_SITES) out.push(`(${sites.length - TOP_SITES} more sites)`);
   }
   return out.join("\n") + "\n";
+}
+
+/**
+ * A site's labels as its row shows them, ` [prefix=user, tenant=a]` (names
+ * in order), or "": sites of one stack differ by their labels alone.
+ */
+function labelsOf(site: AllocationSite): string {
+  const labels = site.labels;
+  return labels === undefined ? "" : ` [${Object.keys(labels).sort().map((name) => `${name}=${labels[name]}`).join(", ")}]`;
 }
 
 /** Sites listed in the report when profiling is on. */

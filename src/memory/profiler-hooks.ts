@@ -12,7 +12,7 @@
  * sits: small-pool.ts sampledTagIndex; page spans keep it in their page record.
  */
 import { logInfo } from "../log.js";
-import { currentHeapLabels } from "./heap-labels.js";
+import { recordedHeapLabels } from "./heap-labels.js";
 import { PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "./layout.js";
 import { checkSize } from "./pointers.js";
 import type { ShardRegion } from "./region.js";
@@ -97,7 +97,7 @@ export class AllocationProfiler {
     const sites = (this.siteTable ??= new SiteTable(r));
     const depth = r.headerSlot(S_PROF_DEPTH);
     // The labels in force (withHeapLabels): read here only, so an allocation nobody samples never looks.
-    const site = sites.siteOfCallSites(captureRawCallSites(depth, entry), depth, currentHeapLabels());
+    const site = sites.siteOfCallSites(captureRawCallSites(depth, entry), depth, recordedHeapLabels());
     const epoch = r.headerSlot(S_PROF_EPOCH);
     sites.recordAlloc(site, sampleWeight(size, epochRate(r, epoch)), size);
     return (epoch << 24) | (site + 1);

@@ -56,7 +56,7 @@ import {
 } from "./layout.js";
 import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
 import type { ShardRegion } from "./region.js";
-import { frameOf, isOwnFrame, positionOf, type Frame } from "./stack-capture.js";
+import { frameOf, isOwnFrame, isRuntimeFrame, positionOf, type Frame } from "./stack-capture.js";
 
 /** The url of the frame record that holds a label set (SR_LABELS): no script has it. */
 export const LABELS_URL = "shardheap:labels";
@@ -193,6 +193,7 @@ export class SiteTable {
           this.frameByPosition.set(file, byPosition);
         }
         if (byPosition === null) continue; // shardheap's own frames are not part of a site
+        if (file.startsWith("node:") && isRuntimeFrame(sites, k, file)) continue; // nor the Node frames they bring
         const position = positionOf(cs);
         id = byPosition.get(position);
         if (id === undefined) {

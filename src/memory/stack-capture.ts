@@ -40,6 +40,31 @@ export function isOwnFrame(file: string): boolean {
   return own;
 }
 
+/**
+ * Whether frame `k` of `sites`, a Node frame (its `file` begins "node:"),
+ * is one that shardheap's machinery put there, which a site leaves out as
+ * it leaves out shardheap's own frames:
+ * - a run of Node frames that leads (rootward) into shardheap's own: what
+ *   shardheap called on its way to the user's code. withHeapLabels runs its
+ *   callback through AsyncLocalStorage.run, so every labeled stack read
+ *   `callback <- run (node:async_hooks) <- caller` (the dashboard showed
+ *   `(anonymous) <- run (node:async_hooks) +3 frames`);
+ * - node:internal/async_hooks (callbackTrampoline): once an
+ *   AsyncLocalStorage has enabled async hooks, Node enters every callback
+ *   through it, so a shard's stack grew a frame at its first withHeapLabels
+ *   and the same allocation counted as two sites, before and after.
+ * The user's own Node frames stay (an EventEmitter's emit, their own
+ * AsyncLocalStorage's run): those lead to the user's frames, not to ours.
+ */
+export function isRuntimeFrame(sites: readonly NodeJS.CallSite[], k: number, file: string): boolean {
+  if (file === "node:internal/async_hooks") return true;
+  for (let j = k + 1; j < sites.length; j++) {
+    const next = sites[j]!.getFileName() ?? "";
+    if (!next.startsWith("node:")) return isOwnFrame(next);
+  }
+  return false;
+}
+
 const asCallSites = (_error: Error, sites: NodeJS.CallSite[]): NodeJS.CallSite[] => sites;
 
 /** A frame's name and position, read from its CallSite (the costly part of a capture). */
@@ -61,8 +86,9 @@ export function positionOf(site: NodeJS.CallSite): number {
  * The stack below `entry` (the shardheap function the user called; V8
  * leaves it and everything it called out, so the capture costs only the
  * user's frames) as V8 CallSites, leaf first, at most `limit` of them,
- * unfiltered: the caller drops shardheap's own frames with isOwnFrame while
- * it reads each frame's file anyway (one getFileName per frame, not two).
+ * unfiltered: the caller drops shardheap's own frames with isOwnFrame (and
+ * the Node frames they bring, isRuntimeFrame) while it reads each frame's
+ * file anyway (one getFileName per frame, not two).
  */
 export function captureRawCallSites(limit: number, entry: (...args: never[]) => unknown): NodeJS.CallSite[] {
   const previousPrepare = Error.prepareStackTrace;

@@ -4,7 +4,8 @@
  * speedscope. Bytes are integers that add up exactly to the profile's
  * total, rounded (largest remainder), since sampled estimates are
  * fractional. `;` and line breaks are removed from names: they would split
- * a frame or a line.
+ * a frame or a line; other control characters (a tab, an escape sequence,
+ * U+2028) show as visible escapes (display-text.ts).
  *
  * A diff (diff.ts) prints signed integers: each line the site's change,
  * the lines adding up to next's total minus base's; unchanged sites are
@@ -18,9 +19,10 @@ import type { Frame } from "../memory/stack-capture.js";
 import { isProfileDiff } from "./diff.js";
 import type { PathOptions } from "./display-paths.js";
 import { frameNamer } from "./frame-name.js";
+import { escapeControls } from "../display-text.js";
 
 export function cleanFrameName(name: string): string {
-  return name.replace(/[;\r\n]/g, "");
+  return escapeControls(name.replace(/[;\r\n]/g, ""));
 }
 
 /** Round `values` to integers whose sum is the rounded sum (largest remainder). */

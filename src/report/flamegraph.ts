@@ -16,12 +16,15 @@
  *
  * Frames' files are shown short (display-paths.ts), so a box's text ends
  * in a file and line one can read (`shardheap/src/x.ts:100:3`, not
- * `file:///tmp/...` cut off); as recorded with `fullPaths`.
+ * `file:///tmp/...` cut off); as recorded with `fullPaths`. Names (a label
+ * value's root frame among them) may hold any character: their control
+ * characters show as visible escapes (escapeXml).
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import type { PathOptions } from "./display-paths.js";
 import { frameNamer } from "./frame-name.js";
+import { escapeControls } from "../display-text.js";
 
 export interface FlamegraphOptions extends PathOptions {
   title?: string;
@@ -44,9 +47,13 @@ const PAD_BOTTOM = FONT_SIZE * 2 + 10;
 const PAD_SIDE = 10;
 const MIN_WIDTH_PX = 0.1;
 
-/** XML text and attribute escaping. */
+/**
+ * XML text and attribute escaping, of any string: its control characters
+ * first, as visible escapes (display-text.ts), since XML 1.0 has no
+ * character U+0001 (or U+FFFE, or a lone surrogate) even as a reference.
+ */
 export function escapeXml(s: string): string {
-  return s.replace(/[<>&"']/g, (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&#39;" })[c]!);
+  return escapeControls(s).replace(/[<>&"']/g, (c) => ({ "<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&#39;" })[c]!);
 }
 
 /** flamegraph.pl's "mem" palette, hashed from the name so a frame keeps its colour across graphs. */

@@ -1,17 +1,30 @@
 /**
  * Grouping a profile by one of its labels (withHeapLabels): "who holds
  * the live heap" as one query. groupByLabel gives each value of the label
- * its figures (sites without the label form one group, NO_LABEL);
+ * its figures (sites without the label form one group, NO_LABEL; those
+ * recorded under the fold set, whose value is not known, one more,
+ * OTHER_LABELS);
  * withLabelRoots gives every site one more, outermost frame, `NAME=VALUE`,
  * so the renderers that draw stacks (collapsed stacks, the flamegraph,
  * DevTools' .heapprofile) show the label's values as their roots; the
  * tree puts them at its first level itself (tree.ts `by`).
  */
+import { OTHER_LABELS } from "../memory/heap-labels.js";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
 
 /** The value shown for sites without the label. */
 export const NO_LABEL = "(none)";
+
+/**
+ * Site `s`'s value of label `name`: its own, OTHER_LABELS when its labels
+ * are the fold set (a thread's remembered sets were at their bound: which
+ * value it had is not known, not that it had none), else undefined.
+ */
+export function labelValue(s: Pick<AllocationSite, "labels">, name: string): string | undefined {
+  const labels = s.labels;
+  return labels === undefined ? undefined : (labels[name] ?? labels[OTHER_LABELS]);
+}
 
 export interface LabelGroup {
   /** The label's value; undefined for the sites without the label (shown as NO_LABEL). */
@@ -33,7 +46,7 @@ export function labelNodeName(name: string, value: string | undefined): string {
 export function groupByLabel(p: HeapProfile, name: string): LabelGroup[] {
   const groups = new Map<string | undefined, LabelGroup>();
   for (const s of p.sites) {
-    const value = s.labels?.[name];
+    const value = labelValue(s, name);
     let g = groups.get(value);
     if (g === undefined) groups.set(value, (g = { value, count: 0, size: 0, allocCount: 0, allocSize: 0, sites: 0 }));
     g.count += s.count;
@@ -47,7 +60,7 @@ export function groupByLabel(p: HeapProfile, name: string): LabelGroup[] {
 
 /** `p` with each site given an outermost frame naming its value of label `name`. */
 export function withLabelRoots(p: HeapProfile, name: string): HeapProfile {
-  return { ...p, sites: p.sites.map((s): AllocationSite => ({ ...s, frames: [...s.frames, labelFrame(name, s.labels?.[name])] })) };
+  return { ...p, sites: p.sites.map((s): AllocationSite => ({ ...s, frames: [...s.frames, labelFrame(name, labelValue(s, name))] })) };
 }
 
 /**
@@ -60,7 +73,7 @@ export function withLabelRoots(p: HeapProfile, name: string): HeapProfile {
  */
 export function filterByLabel(p: HeapProfile, name: string, value: string): HeapProfile {
   const { folded: _unknown, ...rest } = p;
-  const sites = p.sites.filter((s) => (s.labels?.[name] ?? NO_LABEL) === value);
+  const sites = p.sites.filter((s) => (labelValue(s, name) ?? NO_LABEL) === value);
   return { ...rest, sites, totalSize: sites.reduce((n, s) => n + s.size, 0), totalCount: sites.reduce((n, s) => n + s.count, 0) };
 }
 

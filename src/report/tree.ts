@@ -21,14 +21,18 @@
  * of the label, the sites' stacks under them.
  *
  * Frames' files are shown short (display-paths.ts: `src/app.ts:12:5`,
- * `shardheap/src/...`), as recorded with `fullPaths`.
+ * `shardheap/src/...`), as recorded with `fullPaths`. A name's control
+ * characters (a label value's line break, a terminal's escape sequence)
+ * print as visible escapes (display-text.ts): a value can neither forge a
+ * line of the tree nor drive the terminal that reads it.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import { foldedNote } from "./folded-note.js";
 import type { PathOptions } from "./display-paths.js";
 import { frameNamer } from "./frame-name.js";
-import { labelNodeName } from "./labels.js";
+import { labelNodeName, labelValue } from "./labels.js";
+import { escapeControls } from "../display-text.js";
 import { formatSize } from "../units.js";
 
 export interface TreeOptions extends PathOptions {
@@ -114,7 +118,7 @@ export function formatTree(p: HeapProfile, o: TreeOptions = {}): string {
     if (!style.keeps(site.size)) continue;
     const names = site.frames.map(nameFrame);
     if (o.inverted) names.reverse();
-    if (o.by !== undefined) names.unshift(labelNodeName(o.by, site.labels?.[o.by]));
+    if (o.by !== undefined) names.unshift(labelNodeName(o.by, labelValue(site, o.by)));
     root.size += site.size;
     root.count += site.count;
     let n = root;
@@ -149,10 +153,10 @@ function collapseSimilar(n: Node): void {
 
 function printNode(n: Node, isLast: boolean[], min: number, style: TreeStyle, out: string[]): void {
   const prefix = isLast.slice(0, -1).map((last) => STEMS[last ? 1 : 0]).join("");
-  const label = `${n.name} (${style.label(Math.round(n.size), Math.round(n.count))})`;
+  const label = `${escapeControls(n.name)} (${style.label(Math.round(n.size), Math.round(n.count))})`;
   out.push(isLast.length > 0 ? `${prefix}${BRANCHES[isLast[isLast.length - 1]! ? 1 : 0]}${label}\n` : `${label}\n`);
   const stem = isLast.map((last) => STEMS[last ? 1 : 0]).join("");
-  for (const line of n.tail ?? []) out.push(`${stem}${line}\n`);
+  for (const line of n.tail ?? []) out.push(`${stem}${escapeControls(line)}\n`);
   // Largest first; ties keep the order the sites came in (a stable sort).
   const children = n.children.filter((c) => style.shown(Math.round(c.size), min)).sort((a, b) => b.size - a.size);
   children.forEach((child, i) => printNode(child, [...isLast, i === children.length - 1], min, style, out));

@@ -39,13 +39,14 @@
  * (shard N)".
  * With a token (the body says so) it asks first; the token lives in a
  * variable, goes only into an Authorization header, never into a URL.
- * Errors show in the status line, never as console errors.
+ * Errors show in the status line, never as console errors; labels and frames as text, via shown().
  */
+import { ESCAPE_CONTROLS_SCRIPT } from "../display-text.js";
 import { NO_LABEL } from "../report/labels.js";
 
 export const DASHBOARD_SCRIPT = String.raw`"use strict";
 (function () {
-  var NO_LABEL = ${JSON.stringify(NO_LABEL)};
+  var NO_LABEL = ${JSON.stringify(NO_LABEL)}; ${ESCAPE_CONTROLS_SCRIPT}
   var PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
   var REFRESH_MS = 5000;
   var token = null;
@@ -133,14 +134,14 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   }
   function frameName(f) {
     var name = f.functionName || "(anonymous)";
-    return f.url ? name + " (" + f.url + ":" + f.line + ":" + f.column + ")" : name;
+    return shown(f.url ? name + " (" + f.url + ":" + f.line + ":" + f.column + ")" : name);
   }
   function exact(n) { return n.toLocaleString("en-US", { maximumFractionDigits: 2 }); }
   /** A frame as the tables' short form reads it: the function and the file's last part with the line. */
   function shortFrame(f) {
-    var name = f.functionName || "(anonymous)";
+    var name = shown(f.functionName || "(anonymous)");
     if (!f.url) return name;
-    var file = f.url.slice(f.url.lastIndexOf("/") + 1);
+    var file = shown(f.url.slice(f.url.lastIndexOf("/") + 1));
     return name + " (" + file + ":" + f.line + ")";
   }
   // A rate reads the same in the box and in "Now": "every allocation", or the bytes per sample as size() prints them.
@@ -353,7 +354,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     var select = $("label-name");
     if (Array.from(select.options).map(function (o) { return o.value; }).join("\n") !== names.join("\n")) {
       select.textContent = "";
-      names.forEach(function (n) { select.appendChild(el("option", { value: n }, n)); });
+      names.forEach(function (n) { select.appendChild(el("option", { value: n }, shown(n))); });
     }
     if (state.labelName !== null) select.value = state.labelName;
     select.disabled = names.length === 0;
@@ -363,7 +364,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   function drawLabelFilter() {
     var f = state.labelFilter;
     $("label-filter").hidden = !f;
-    $("label-filter-name").textContent = f ? f.name + "=" + f.value : "";
+    $("label-filter-name").textContent = f ? shown(f.name + "=" + f.value) : "";
     Array.from($("label-rows").rows).forEach(function (row) {
       row.classList.toggle("chosen", !!f && f.name === state.labelName && f.value === row.getAttribute("data-value"));
     });
@@ -381,7 +382,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       var value = g.value === undefined ? NO_LABEL : g.value;
       var row = el("tr", { "data-value": value });
       var cell = el("td", { class: "name" });
-      var pick = el("button", { class: "value", title: "the flamegraph of " + body.by + "=" + value + " only" }, value);
+      var pick = el("button", { class: "value", title: "the flamegraph of " + shown(body.by + "=" + value) + " only" }, shown(value));
       pick.addEventListener("click", function () { showLabelValue(body.by, value); });
       cell.appendChild(pick);
       row.appendChild(cell);
@@ -410,7 +411,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   // ---- sites: as many frames as tell them apart, labels, the whole stack on opening ----
   function labelsOf(site) {
     var labels = site.labels || {};
-    return Object.keys(labels).sort().map(function (k) { return k + "=" + labels[k]; });
+    return Object.keys(labels).sort().map(function (k) { return shown(k + "=" + labels[k]); });
   }
   function samePrefix(a, b) {
     var n = 0;

@@ -8,7 +8,9 @@
  * by a profiled allocation); each prefix's set is interned once, and at
  * most MAX_PREFIXES prefixes are remembered (memcached's own bound on
  * stats detail's prefixes): further ones are made per item, still right,
- * just not cached.
+ * just not cached. Nor is a set the thread did not remember (heap-labels.ts
+ * bounds them in bytes too; it records as "(other labels)"): kept here it
+ * would hold the bytes that bound is for.
  */
 import { heapLabelSet, type HeapLabelSet } from "../../memory/heap-labels.js";
 import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
@@ -33,7 +35,7 @@ export class PrefixLabels {
     if (set === undefined) {
       // A key is at most 250 bytes: always a valid label value.
       set = heapLabelSet({ [PREFIX_LABEL]: prefix });
-      if (this.sets.size < MAX_PREFIXES) this.sets.set(prefix, set);
+      if (set.id !== 0 && this.sets.size < MAX_PREFIXES) this.sets.set(prefix, set);
     }
     return set;
   }
