@@ -35,9 +35,9 @@
  * LINK_CHECK; every object has both (the smallest is 8 bytes,
  * MIN_OBJECT_SIZE). A stale pointer writes there as easily as anywhere:
  * when the link was the only word, a live object's address written into it
- * was handed out again (15,030 times in 20,000 mallocs), other values made
- * a later free fault outside the memory, and a 0 cut the chain, leaking
- * every object after it. So:
+ * had that object handed out a second time, other values made a later
+ * free fault outside the memory (a WebAssembly RuntimeError), and a 0 cut
+ * the chain, leaking every object after it. So:
  *   - a pair that disagrees is a write after free, reported like any other
  *     wherever it is found (the oldest leaving; the newest, whose link is
  *     about to be overwritten when the next object joins; a rebuild), and
@@ -138,21 +138,21 @@ export function takeOldest(r: ShardRegion): number {
   const hdr = r.hdr;
   const ptr = u32[hdr + S_QUARANTINE_HEAD]!;
   if (ptr === 0) return 0;
+  // The link is judged by this one read of it (a stale pointer on another thread may write it meanwhile).
   const next = u32[ptr >>> 2]!;
+  const agrees = ((next ^ LINK_CHECK) >>> 0) === u32[(ptr >>> 2) + 1];
   const left = u32[hdr + S_QUARANTINE_OBJECTS]! - 1;
   const size = objectSizeIn(r, ptr);
   const written = firstWrittenByte(r, ptr, size);
   if (written >= 0) reportWrite(r, ptr, size, written);
-  if (written < 0 || written >= LINK_BYTES) {
-    if (next === 0 ? left === 0 && u32[hdr + S_QUARANTINE_TAIL] === ptr : next !== ptr && isHeldObject(r, next)) {
-      u32[hdr + S_QUARANTINE_HEAD] = next;
-      if (next === 0) u32[hdr + S_QUARANTINE_TAIL] = 0;
-      u32[hdr + S_QUARANTINE_OBJECTS] = left;
-      u32[hdr + S_QUARANTINE_BYTES] -= size;
-      return ptr;
-    }
+  if (agrees && (next === 0 ? left === 0 && u32[hdr + S_QUARANTINE_TAIL] === ptr : next !== ptr && isHeldObject(r, next))) {
+    u32[hdr + S_QUARANTINE_HEAD] = next;
+    if (next === 0) u32[hdr + S_QUARANTINE_TAIL] = 0;
+    u32[hdr + S_QUARANTINE_OBJECTS] = left;
+    u32[hdr + S_QUARANTINE_BYTES] -= size;
+  } else {
+    rebuildChain(r, ptr);
   }
-  rebuildChain(r, ptr);
   return ptr;
 }
 
@@ -298,11 +298,11 @@ function rebuildChain(r: ShardRegion, taken: number): void {
   const next = new Map<number, number>();
   const named = new Set<number>();
   for (const p of held) {
-    if (!linkAgrees(u32, p)) {
+    const q = u32[p >>> 2]!;
+    if (((q ^ LINK_CHECK) >>> 0) !== u32[(p >>> 2) + 1]) {
       foundWritten(r, p);
       continue;
     }
-    const q = u32[p >>> 2]!;
     if (q !== p && members.has(q) && !named.has(q)) {
       next.set(p, q);
       named.add(q);
