@@ -63,6 +63,10 @@
  * Cost: nothing when off (the mode is a field read by free's slow path
  * only; with it on, every free takes that slow path, as with orphans), and
  * when on, a fill of the object at its free and a scan when it leaves.
+ * The check word and the link's validation cost nothing measurable: the
+ * debug-pointers pair (bench/alloc-pair.ts) took 147-154 ns before them
+ * and 147-151 ns after, in the same minutes; interleaved in one process,
+ * the two were within 1 ns of each other (148 ns at best).
  * Detection lasts while the object is held: a pointer used after its
  * object left the quarantine and was reused is not caught (as in ASan).
  */
