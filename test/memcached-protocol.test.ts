@@ -7,6 +7,7 @@
  * Debian's memcached is installed, against memcached 1.6 itself, so the
  * table says what memcached says.
  */
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { installed, lines, RawClient, startReferenceMemcached } from "./memcached-client.js";
@@ -462,6 +463,21 @@ describe("shardheap memcached: the ASCII protocol", () => {
 
   it("counts meta commands in stats as memcached does", async () => {
     expect(await counted(server.port, META_COUNTED.script.replaceAll("{k}", "counted"), Object.keys(META_COUNTED.counts))).toEqual(META_COUNTED.counts);
+  });
+
+  it("version: memcached's numeric form, which clients parse; stats says what the server is", async () => {
+    const client = await RawClient.open(server.port);
+    try {
+      const line = await client.request("version\r\n");
+      // The npm memcached client's pattern (it threw on a suffix), on the line without its \r\n.
+      expect(line.slice(0, -2)).toMatch(/^VERSION (\d+)\.(\d+)\.(\d+)$/);
+      const stats = await client.request("stats\r\n", "END\r\n");
+      expect(stats).toContain(`STAT version ${line.slice("VERSION ".length, -2)}\r\n`);
+      const own = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+      expect(stats).toContain(`STAT shardheap_version ${own}\r\n`);
+    } finally {
+      client.close();
+    }
   });
 
   it("stats: memcached's fields, then each shard's MemoryStats", async () => {
