@@ -26,7 +26,7 @@ interface Census {
 
 /** What Node reads from a socket at once: the reader may hold one such read past its bound. */
 const ONE_READ = 64 << 10;
-/** JS memory a shard's ten stuck clients may add (their bounds, 4 MiB answers and 320 KiB unparsed each, hold ~3 MB of JS memory in all; before the bounds, 1 GB). */
+/** JS memory a shard's stuck clients may add (ten of them held 0.8-2.1 MiB a shard, measured after a GC; before the bounds, 4 million gets queued held ~800 MiB). */
 const TEN_CLIENTS_JS_BYTES = 32 << 20;
 const VALUE = "v".repeat(100_000);
 /** A get's answer for the 100 KB item `fat`. */
