@@ -10,6 +10,7 @@ import { SharedHeap } from "../dist/index.js";
 import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
 import { MODE_APPEND, MODE_CAS, MODE_SET } from "../dist/apps/memcached/protocol.js";
 import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
+import { ItemCache } from "../dist/apps/memcached/item-cache.js";
 import { ItemStore, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED } from "../dist/apps/memcached/store.js";
 
 const NOW = 1_800_000_000;
@@ -19,7 +20,8 @@ function setup(): { store: ItemStore; views: ItemViews; heap: SharedHeap; counte
   const views = new ItemViews(heap);
   const stats = createStatsBuffer(1);
   const counters = shardCounters(stats, 0);
-  const store = new ItemStore({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, shards: 1, maxItemSize: 1 << 20, evict: true, casEnabled: true, prefixDelimiter: ":" });
+  const cache = new ItemCache({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, evict: true, prefixDelimiter: ":" });
+  const store = new ItemStore({ cache, views, counters, shard: 0, shards: 1, maxItemSize: 1 << 20, casEnabled: true });
   // A set as a connection of another shard makes it: a staging copy the store copies in.
   const set = (key: string, value: string, exptime = 0, now = NOW, meta?: Parameters<ItemStore["store"]>[5], mode = MODE_SET, cas = ""): number => {
     const src = store.allocate(itemSize(key.length, 0, value.length));
@@ -44,7 +46,8 @@ function mg(s: ReturnType<typeof setup>, key: string, now: number, o: { touchTo?
 }
 
 function clean(s: ReturnType<typeof setup>): void {
-  s.store.flushNow();
+  expect(s.store.cache.check()).toEqual([]);
+  s.store.cache.flushNow();
   s.store.map.reclaim();
   expect(s.store.map.check()).toEqual([]);
   expect(s.heap.check()).toEqual([]);
@@ -120,11 +123,11 @@ describe("the store's meta operations", () => {
     const viv = { casIn: -1, invalidate: false, vivify: true };
     expect(s.set("a", "hi", NOW + 30, NOW, undefined, MODE_APPEND)).toBe(R_NOT_STORED);
     expect(s.set("a", "mo", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
-    expect(s.store.metaResult(R_STORED)).toMatch(/^0 \d+ 2$/);
+    expect(s.store.storedAnswer("a", R_STORED)).toMatch(/^0 \d+ 2$/);
     expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND, "999")).toBe(R_EXISTS);
-    expect(s.store.metaResult(R_EXISTS)).toBe(`${R_EXISTS} 0 0`);
+    expect(s.store.storedAnswer("a", R_EXISTS)).toBe(`${R_EXISTS} 0 0`);
     expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
-    expect(s.store.metaResult(R_STORED)).toMatch(/^0 \d+ 4$/);
+    expect(s.store.storedAnswer("a", R_STORED)).toMatch(/^0 \d+ 4$/);
     expect(mg(s, "a", NOW)).toMatchObject({ value: "moko", exptime: NOW + 30 });
     clean(s);
   });

@@ -418,7 +418,7 @@ export class Connection implements ReaderSink {
     const meta = cmd.meta;
     if (inc.ref !== 0 && inc.owner === ctx.shard) {
       const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, meta && metaStore(meta.casIn, meta.bits));
-      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.metaResult(result));
+      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.storedAnswer(cmd.key, result));
       else if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
@@ -794,7 +794,7 @@ export class Connection implements ReaderSink {
         else this.toOwner(owner, [OP_FORGET, cmd.key], noop, cmd.key);
       }
     } else {
-      // The allocated size is the store's to write when it links the item (store.ts link).
+      // The allocated size is the store's to write when it links the item (item-cache.ts link).
       ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
       if (cmd.meta?.flags.binary) ctx.views.setMarks(ptr, MARK_KEY_BINARY);
     }

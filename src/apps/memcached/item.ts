@@ -1,6 +1,6 @@
 /**
  * An item of the memcached store: the value of ONE entry in the SharedMap
- * of the shard that owns its key (key-owner.ts, store.ts), in that shard's
+ * of the shard that owns its key (key-owner.ts, item-cache.ts), in that shard's
  * heap memory, laid out so that a `get` hit is answered by writing one
  * view of it to the socket, the bytes never copied into a JS string.
  * (Seastar's memcached keeps the " flags bytes" part of the answer in the
@@ -25,13 +25,16 @@
  *                            mg), binary key (b)
  *   26     1     keyLength   1..250
  *   27     1     referenced  bit 0: set by a hit on any shard, cleared when
- *                            eviction passes it over (store.ts: LRU by second
+ *                            eviction passes it over (item-cache.ts: LRU by second
  *                            chance); bit 1: fetched (mg's h flag), set by
  *                            the same hits, never cleared
  *   28     4     allocated   heap bytes of the map entry (SharedMap.entryBytes),
  *                            what the store's memory budget counts
- *   32     line  "VALUE <key> <flags> <length>\r\n"
- *   32+line      the value, then "\r\n"
+ *   32     4     newer       the LRU order (item-cache.ts): the map's reference
+ *   36     4     older       to the item linked next after / before this one
+ *                            (0: none), written by the owner only
+ *   40     line  "VALUE <key> <flags> <length>\r\n"
+ *   40+line      the value, then "\r\n"
  *
  * Invariants (checked by the store's tests through heap.check() and the
  * counts): HEADER_BYTES + lineLength + length + 2 + 5 <= allocated; the
@@ -58,7 +61,7 @@
  */
 import type { SharedHeap } from "../../memory/shared-heap.js";
 
-export const HEADER_BYTES = 32;
+export const HEADER_BYTES = 40;
 /** memcached's KEY_MAX_LENGTH. */
 export const MAX_KEY_LENGTH = 250;
 
@@ -73,6 +76,8 @@ const H_LINE_LENGTH = 24; // u16
 const B_KEY_LENGTH = 26;
 const B_REFERENCED = 27;
 const W_ALLOCATED = 7;
+const W_NEWER = 8;
+const W_OLDER = 9;
 const LINE_LENGTH_MASK = 0x7ff;
 /** The meta marks in lineLength's top bits. */
 export const MARK_STALE = 1 << 11;
@@ -162,6 +167,19 @@ export class ItemViews {
   setAllocated(ptr: number, bytes: number): void {
     this.u32[(ptr >>> 2) + W_ALLOCATED] = bytes;
   }
+  /** The LRU order's links (item-cache.ts): the map's references to the items linked after and before this one, 0 at the ends. */
+  newer(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_NEWER]!;
+  }
+  older(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_OLDER]!;
+  }
+  setNewer(ptr: number, ref: number): void {
+    this.u32[(ptr >>> 2) + W_NEWER] = ref;
+  }
+  setOlder(ptr: number, ref: number): void {
+    this.u32[(ptr >>> 2) + W_OLDER] = ref;
+  }
   /** Byte offset of the value. */
   dataStart(ptr: number): number {
     return ptr + HEADER_BYTES + this.lineLength(ptr);
@@ -220,6 +238,8 @@ export class ItemViews {
     this.bytes[ptr + B_KEY_LENGTH] = key.length;
     this.bytes[ptr + B_REFERENCED] = 0;
     this.u32[w + W_ALLOCATED] = allocated;
+    this.u32[w + W_NEWER] = 0;
+    this.u32[w + W_OLDER] = 0;
     this.bytes.write(line, ptr + HEADER_BYTES, line.length, "latin1");
     END.copy(this.bytes, ptr + HEADER_BYTES + line.length + length + 2);
   }
