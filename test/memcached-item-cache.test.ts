@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { SharedHeap } from "../dist/index.js";
+import { shardBytesForItems } from "../dist/apps/memcached/cache-memory.js";
 import { ItemCache } from "../dist/apps/memcached/item-cache.js";
 import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
 import { itemClass } from "../dist/apps/memcached/item-classes.js";
@@ -14,12 +15,12 @@ import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/a
 
 const VALUE = "v".repeat(1000);
 
-function setup(o: { shardBytes?: string; evict?: boolean } = {}) {
+function setup(o: { shardBytes?: string | number; evict?: boolean; itemBytes?: number } = {}) {
   const heap = SharedHeap.create({ shards: 1, shardBytes: o.shardBytes ?? "2MiB" });
   const views = new ItemViews(heap);
   const stats = createStatsBuffer(1);
   const counters = shardCounters(stats, 0);
-  const cache = new ItemCache({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, evict: o.evict ?? true, prefixDelimiter: ":" });
+  const cache = new ItemCache({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, evict: o.evict ?? true, prefixDelimiter: ":", itemBytes: o.itemBytes ?? 0 });
   const now = Math.floor(Date.now() / 1000);
   let cas = 1;
   /** Link `value` under `key` as a store command would: false when there was no room. */
@@ -155,7 +156,7 @@ describe("the item cache", () => {
     expect(s.cache.dump(small, 0, 1 << 20).map((r) => r[0])).toEqual(["a:2", "a:1"]);
     expect(s.cache.dump(small, 1, 1 << 20).map((r) => r[0])).toEqual(["a:2"]);
     const bytes = (k: string): number => s.views.itemBytes(s.item(k));
-    expect(s.cache.bytesByPrefix()).toEqual(new Map([["a", bytes("a:1") + bytes("a:2")], ["b", bytes("b:1")]]));
+    expect([...s.cache.bytesByPrefix()]).toEqual([["a", bytes("a:1") + bytes("a:2")], ["b", bytes("b:1")]]);
     const ages = s.cache.classAges(s.now + 7, 39);
     expect(ages[small]).toBe(7);
     expect(ages[itemClass(s.views.allocated(s.item("b:1")))]).toBe(7);
@@ -173,11 +174,21 @@ describe("the item cache", () => {
     clean(s);
   });
 
+  it("told the items' bytes (a share of -m), the cache's items take that much, to within one item, the index beside them", () => {
+    const itemBytes = 4 << 20;
+    const s = setup({ shardBytes: shardBytesForItems(itemBytes), itemBytes });
+    s.fill();
+    const entry = s.views.allocated(s.item("k1"));
+    expect(s.stat("curr_items")).toBe(Math.floor(itemBytes / entry));
+    expect(s.heap.shard(0).stats().failedAllocations).toBe(0);
+    clean(s);
+  });
+
   it("any mix of links, replaces, unlinks, hits and expiries keeps the order, the map, the budget and the counts in step", () => {
     const s = setup({ shardBytes: "1MiB" });
     let seed = 12345;
     const random = (n: number): number => {
-      seed = (seed * 1103515245 + 12345) >>> 0;
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
       return (seed >>> 8) % n;
     };
     for (let round = 0; round < 40; round++) {

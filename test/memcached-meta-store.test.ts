@@ -20,7 +20,7 @@ function setup(): { store: ItemStore; views: ItemViews; heap: SharedHeap; counte
   const views = new ItemViews(heap);
   const stats = createStatsBuffer(1);
   const counters = shardCounters(stats, 0);
-  const cache = new ItemCache({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, evict: true, prefixDelimiter: ":" });
+  const cache = new ItemCache({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, evict: true, prefixDelimiter: ":", itemBytes: 0 });
   const store = new ItemStore({ cache, views, counters, shard: 0, shards: 1, maxItemSize: 1 << 20, casEnabled: true });
   // A set as a connection of another shard makes it: a staging copy the store copies in.
   const set = (key: string, value: string, exptime = 0, now = NOW, meta?: Parameters<ItemStore["store"]>[5], mode = MODE_SET, cas = ""): number => {

@@ -39,7 +39,7 @@ import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
 import type { SharedMap } from "../../memory/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
-import { VERSION, type ServerConfig } from "./config.js";
+import { VERSION, cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
 import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "./protocol.js";
@@ -934,7 +934,7 @@ export class Connection implements ReaderSink {
     const { config } = this.ctx;
     const bytes = megabytes * 1024 * 1024;
     // Each shard's items live in its region: a limit past the regions would promise memory that is not there.
-    if (bytes > config.shards * config.memoryPerShard) return say(MEMLIMIT_FAILED);
+    if (bytes > config.shards * cacheBytesPerShard(config)) return say(MEMLIMIT_FAILED);
     this.whenDone(this.ctx.everyShard("setMemoryLimit", bytes).then(noop), word(REPLY.OK), noreply);
   }
 

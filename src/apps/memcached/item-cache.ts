@@ -28,12 +28,13 @@
  * unlink takes) is the link that names it in the list (current).
  *
  * Memory: items are allocated from this shard's heap region. A budget of
- * allocated bytes (at most 90% of the region's object pages, the rest
- * left for the staging area, the profiler's tags and small-pool slack) is
- * kept by evicting from the tail before allocating. When the memory is
- * there but not in one piece (pages held by other size classes, or a page
- * span wanted among small items' pages: the slab problem memcached has
- * too), eviction goes on from the tail in batches of the size wanted, the
+ * allocated bytes (the shard's share of -m, the region made bigger for the
+ * rest: cache-memory.ts; under --memory, 90% of the region's object pages
+ * less the index, the rest left for the staging area, the profiler's tags
+ * and small-pool slack) is kept by evicting from the tail before
+ * allocating. When the memory is there but not in one piece (pages held
+ * by other size classes, or a page span wanted among small items' pages:
+ * the slab problem memcached has too), eviction goes on from the tail in batches of the size wanted, the
  * allocation tried again after each (makeRoom), until it fits: what must
  * go and no more. The budget then becomes what the heap was found to hold
  * (so the next allocations evict first instead of failing: with 2,000-byte
@@ -56,18 +57,8 @@
  * owner to: OP_EXPIRE), when eviction reaches it, or when it is among the
  * RECLAIM_LOOKS oldest as a new item takes memory.
  *
- * Other writers, later: once other shards write into this map directly, a
- * writer on shard B replacing a key whose old item lives in this shard's
- * memory cannot take the item off this list (only its owner writes it).
- * The list would then hold its own counted reference to each item (retain
- * at link, one atomic), B's replace would leave the old item unlinked from
- * the map but alive, and B would push the item's reference onto this
- * shard's inbox, a lock-free stack through one more header word (push by
- * compareExchange, taken whole by one exchange, as cross-shard.ts frees),
- * which the owner drains before it evicts: each item off the list, its
- * accounting undone, the list's reference released. The links here are
- * map references, not addresses, so that the inbox and the list name
- * items the same way.
+ * Other writers, later: how a shard that writes into the map directly
+ * would hand this shard the items of its memory it replaced (lru-order.ts).
  */
 import { OutOfMemoryError } from "../../errors.js";
 import { enterHeapLabels, leaveHeapLabels } from "../../memory/heap-labels.js";
@@ -79,7 +70,9 @@ import { keyArea } from "../../memory/shared-map-layout.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import type { ItemViews } from "./item.js";
 import { classSlot, itemClass } from "./item-classes.js";
+import { FlushedItems } from "./flushed-items.js";
 import { LruOrder } from "./lru-order.js";
+import { indexCapacity } from "./cache-memory.js";
 import { PrefixLabels } from "./prefix-labels.js";
 import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
 import { expired } from "./protocol.js";
@@ -90,7 +83,7 @@ const BUDGET = 0.9;
 /** A free span this long holds a new span of any small pool (size-classes.ts: at most 16 pages). */
 const ANY_POOL_SPAN = 16 * PAGE_SIZE;
 /**
- * The index is made for an entry per this many bytes of the shard's
+ * Under --memory, the index is made for an entry per this many bytes of the shard's
  * memory (items of 2 KB on average), its table and descriptors at once
  * (SharedMap.create's capacity): ~3% of the shard (the descriptor chunks
  * double, so up to 64 B an entry), and no index structure allocated among
@@ -107,15 +100,6 @@ const TABLE_EVICTION_BATCH = 64;
 const RECLAIM_LOOKS = 5;
 /** Second chances one eviction gives at most before the next item at the tail goes whatever its mark (memcached's tail search looks at 5). */
 const EVICT_LOOKS = 5;
-/**
- * Keys flush_all removed that the cache remembers, to count get_flushed
- * as memcached does (a get of an item flush_all invalidated): memcached
- * finds such items lazily, here flush_all frees them at once (the memory
- * comes back), so their keys are kept, up to this many, until a request
- * for the key or the next flush. A get on another shard asks only while
- * some are kept (STAT.flushed_kept).
- */
-const MAX_FLUSHED_KEYS = 1 << 16;
 
 export interface CacheOptions {
   heap: SharedHeap;
@@ -130,6 +114,12 @@ export interface CacheOptions {
   evict: boolean;
   /** Where a key's prefix ends (-D): an item's heap label `prefix` (prefix-labels.ts). */
   prefixDelimiter: string;
+  /**
+   * What the items may take, bytes (the shard's share of -m: cache-memory.ts),
+   * the index and the rest beside it; 0: the items take BUDGET of the
+   * shard's pages, the index's included (--memory).
+   */
+  itemBytes: number;
 }
 
 export class ItemCache {
@@ -143,19 +133,17 @@ export class ItemCache {
   private readonly prefixLabels: PrefixLabels;
   /** The linked items, newest first (the same items as the map's). */
   private readonly order: LruOrder;
-  /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's). */
+  /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's under --memory). */
   private allocatedBytes = 0;
-  /** What the items may take at most: BUDGET of the shard, scaled by cache_memlimit (setLimit). */
+  /** Whether the budget counts the index's bytes with the items' (--memory), or the items' alone (-m). */
+  private readonly countsIndex: boolean;
+  /** What the items may take at most: -m's share or BUDGET of the shard, scaled by cache_memlimit (setLimit). */
   private startBudget: number;
   private readonly fullBudget: number;
   /** What the items may take now: startBudget, or less where the heap was found to hold less. */
   private budget: number;
-  /** Keys the last flush_all removed, not asked for since (get_flushed). */
-  private flushed = new Set<string>();
-  /** Items the last flush_all removed whose memory the next links count as reclaimed (flushNow). */
-  private flushedReusable = 0;
-  /** Whether each of those had been fetched, least recent first, the order the next links reuse them in (expired_unfetched). */
-  private flushedFetched = new Uint8Array(0);
+  /** What the last flush_all left for the counters (get_flushed, reclaimed). */
+  private readonly flushed: FlushedItems;
   private flushTimer: NodeJS.Timeout | undefined;
   private reclaimTimer: NodeJS.Timeout | undefined;
   private readonly reclaimLater = (): void => {
@@ -169,13 +157,17 @@ export class ItemCache {
     this.v = o.views;
     this.c = o.counters;
     this.classes = o.classes;
-    this.map = SharedMap.create(o.heap, { shard: o.shard, capacity: Math.max(64, Math.floor(o.memory.stats().totalMemory / INDEX_BYTES_PER_ENTRY)) });
-    this.fullBudget = Math.floor(o.memory.stats().totalMemory * BUDGET);
+    const total = o.memory.stats().totalMemory;
+    this.countsIndex = o.itemBytes === 0;
+    const capacity = this.countsIndex ? Math.max(64, Math.floor(total / INDEX_BYTES_PER_ENTRY)) : indexCapacity(o.itemBytes);
+    this.map = SharedMap.create(o.heap, { shard: o.shard, capacity });
+    this.fullBudget = this.countsIndex ? Math.floor(total * BUDGET) : o.itemBytes;
     this.startBudget = this.fullBudget;
     this.budget = this.startBudget;
     this.evict = o.evict;
     this.prefixLabels = new PrefixLabels(o.prefixDelimiter);
     this.order = new LruOrder(o.views, this.map);
+    this.flushed = new FlushedItems(o.counters);
   }
 
   /** Items linked. */
@@ -276,9 +268,9 @@ export class ItemCache {
     if (freed) this.map.reclaim();
   }
 
-  /** What the budget counts: the linked items' bytes and the index's own (its tables and descriptors, which grow with the items). */
+  /** What the budget counts: the linked items' bytes, and under --memory the index's own (its tables and descriptors, which grow with the items). */
   private used(): number {
-    return this.allocatedBytes + this.map.structureBytes;
+    return this.countsIndex ? this.allocatedBytes + this.map.structureBytes : this.allocatedBytes;
   }
 
   /**
@@ -368,7 +360,7 @@ export class ItemCache {
   /** The live entry for `key` (an expired one unlinked on the way; a key flush_all removed forgotten): its reference, or 0. */
   find(key: string, now: number): number {
     const ref = this.current(key);
-    if (ref === 0) this.forgetFlushed(key);
+    if (ref === 0) this.flushed.forget(key);
     return ref === 0 || this.expireIfDue(ref, now, false) ? 0 : ref;
   }
 
@@ -394,19 +386,14 @@ export class ItemCache {
 
   // ------------------------------------------------------------ flush_all's memory
 
-  /**
-   * A get found no item for `key`: whether flush_all removed it (counted
-   * in get_flushed, once, as memcached counts the flushed item it finds).
-   */
+  /** A get found no item for `key`: get_flushed if flush_all removed it (flushed-items.ts). */
   flushedMiss(key: string): void {
-    if (this.flushed.size === 0 || !this.flushed.delete(key)) return;
-    this.c[STAT.get_flushed]++;
-    this.c[STAT.flushed_kept] = this.flushed.size;
+    this.flushed.miss(key);
   }
 
-  /** Another request for `key` found nothing: a key flush_all removed is no longer a flushed get's. */
+  /** Another request for `key` found nothing (flushed-items.ts forget). */
   forgetFlushed(key: string): void {
-    if (this.flushed.size !== 0 && this.flushed.delete(key)) this.c[STAT.flushed_kept] = this.flushed.size;
+    this.flushed.forget(key);
   }
 
   // ------------------------------------------------------------ link / unlink
@@ -452,12 +439,8 @@ export class ItemCache {
       }
     }
     this.join(ref, ptr);
-    this.forgetFlushed(key);
-    if (this.flushedReusable > 0) {
-      if (this.flushedFetched[this.flushedFetched.length - this.flushedReusable] === 0) this.c[STAT.expired_unfetched]++;
-      this.flushedReusable--;
-      this.c[STAT.reclaimed]++;
-    }
+    this.flushed.forget(key);
+    this.flushed.linked();
     this.c[STAT.total_items]++;
     return true;
   }
@@ -587,25 +570,17 @@ export class ItemCache {
     this.flushTimer.unref();
   }
 
-  /** Unlink everything (the shard's stop, flush_all), from the tail. */
+  /** Unlink everything (the shard's stop, flush_all), from the tail (flushed-items.ts keeps what the counters need of them). */
   flushNow(): void {
-    const flushed = new Set<string>();
-    const flushedCount = this.order.size;
-    const fetched = new Uint8Array(flushedCount);
     const v = this.v;
-    let i = 0;
+    this.flushed.begin(this.order.size);
     while (this.order.size > 0) {
       const ref = this.order.tail;
       const ptr = this.map.valuePointer(ref);
-      if (flushed.size < MAX_FLUSHED_KEYS) flushed.add(v.key(ptr));
-      fetched[i++] = v.fetched(ptr) ? 1 : 0;
+      this.flushed.item(() => v.key(ptr), v.fetched(ptr));
       this.unlinkAt(ref, ptr);
     }
-    this.flushedFetched = fetched;
-    this.flushed = flushed;
-    this.c[STAT.flushed_kept] = flushed.size;
-    // memcached leaves flushed items in place and counts each one a new item reuses as reclaimed; here they are gone at once, so the next links count them (t/issue_183.t).
-    this.flushedReusable = flushedCount;
+    this.flushed.end();
     this.budget = this.startBudget;
     this.map.reclaim();
   }
@@ -641,17 +616,18 @@ export class ItemCache {
   /**
    * The bytes of this shard's items (as `bytes` counts them) per key
    * prefix (prefix-stats.ts keyPrefix, with the cache's -D delimiter);
-   * keys without one are left out. Walks every item: for `stats detail
-   * dump bytes`, an operator's command, so a set pays nothing for it (at
-   * most MAX_PREFIXES prefixes, as stats detail's own bound).
+   * keys without one are left out; the prefixes in the order of their
+   * oldest items. Walks every item: for `stats detail dump bytes`, an
+   * operator's command, so a set pays nothing for it (at most MAX_PREFIXES
+   * prefixes, as stats detail's own bound).
    */
   bytesByPrefix(): Map<string, number> {
     const v = this.v;
     const delimiter = this.prefixLabels.delimiter;
     const out = new Map<string, number>();
-    for (let ref = this.order.head; ref !== 0; ) {
+    for (let ref = this.order.tail; ref !== 0; ) {
       const ptr = this.map.valuePointer(ref);
-      ref = v.older(ptr);
+      ref = v.newer(ptr);
       const prefix = keyPrefix(v.key(ptr), delimiter);
       if (prefix === undefined) continue;
       const seen = out.get(prefix);

@@ -30,11 +30,15 @@
  *                            the same hits, never cleared
  *   28     4     allocated   heap bytes of the map entry (SharedMap.entryBytes),
  *                            what the store's memory budget counts
- *   32     4     newer       the LRU order (item-cache.ts): the map's reference
+ *   32     4     newer       the LRU order (lru-order.ts): the map's reference
  *   36     4     older       to the item linked next after / before this one
  *                            (0: none), written by the owner only
- *   40     line  "VALUE <key> <flags> <length>\r\n"
- *   40+line      the value, then "\r\n"
+ *   40     4     handoff     0, reserved: the link of the owner's inbox of items
+ *                            other writers replaced (item-cache.ts, "Other
+ *                            writers, later"); 4 bytes an item, which moves no
+ *                            item of 64 B keys and 1 KiB values out of its size class
+ *   44     line  "VALUE <key> <flags> <length>\r\n"
+ *   44+line      the value, then "\r\n"
  *
  * Invariants (checked by the store's tests through heap.check() and the
  * counts): HEADER_BYTES + lineLength + length + 2 + 5 <= allocated; the
@@ -61,7 +65,7 @@
  */
 import type { SharedHeap } from "../../memory/shared-heap.js";
 
-export const HEADER_BYTES = 40;
+export const HEADER_BYTES = 44;
 /** memcached's KEY_MAX_LENGTH. */
 export const MAX_KEY_LENGTH = 250;
 
@@ -78,6 +82,7 @@ const B_REFERENCED = 27;
 const W_ALLOCATED = 7;
 const W_NEWER = 8;
 const W_OLDER = 9;
+const W_HANDOFF = 10;
 const LINE_LENGTH_MASK = 0x7ff;
 /** The meta marks in lineLength's top bits. */
 export const MARK_STALE = 1 << 11;
@@ -240,6 +245,7 @@ export class ItemViews {
     this.u32[w + W_ALLOCATED] = allocated;
     this.u32[w + W_NEWER] = 0;
     this.u32[w + W_OLDER] = 0;
+    this.u32[w + W_HANDOFF] = 0;
     this.bytes.write(line, ptr + HEADER_BYTES, line.length, "latin1");
     END.copy(this.bytes, ptr + HEADER_BYTES + line.length + length + 2);
   }

@@ -11,13 +11,30 @@
  * linked), not heap addresses: an item's own reference is then the link
  * that names it (its newer neighbour's older, or the head), so it needs no
  * word of its own (ownRef), and a later inbox of items handed over by
- * other writers would name them as the list does (item-cache.ts).
+ * other writers would name them as the list does (below).
  *
  * It replaced a JS Map used as a queue (insertion order; eviction took the
  * first and deleted it): V8 keeps a deleted entry as a hole until it
  * rebuilds the table, so every walk from the front passed the items
  * removed since, 12 us an operation at 10,000 entries and 51-54 us at
  * 100,000-200,000.
+ *
+ * Other writers, later: once other shards write into the map directly (an
+ * item in the writer's memory, on the writer's list), a writer on shard B
+ * replacing or deleting a key whose old item lives in this shard's memory
+ * cannot take that item off this list: only this shard writes it. The
+ * list would then hold a counted reference of its own to each item
+ * (retain at link, one atomic), so B's replace leaves the old item out of
+ * the map but alive, and B pushes its reference onto this shard's inbox:
+ * a lock-free stack through the item's handoff word (item.ts; push by
+ * compareExchange on the inbox's head word, taken whole with one exchange,
+ * as cross-shard.ts hands frees over: no single pop, so no ABA), which
+ * this shard drains before it evicts or reclaims: each item off the list
+ * (its links are still right: only this shard moves them), its counts
+ * undone, the list's reference released, the memory freed once readers
+ * let go. The links are map references, not addresses, so the inbox and
+ * the list name items alike, and an item's own reference stays the link
+ * that names it until it is drained (ownRef).
  *
  * Invariants (check): from the head, following older, every item is met
  * once and the walk ends at the tail; each item's newer names the one

@@ -14,7 +14,7 @@ import { SharedMap, type SharedMapStats } from "../../memory/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
 import { AcceptBalance } from "./accept-balance.js";
 import type { Holding } from "./backpressure.js";
-import type { ServerConfig } from "./config.js";
+import { cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { Connection, type ConnectionContext } from "./connection.js";
 import { ItemViews } from "./item.js";
 import { acceptSwitch, listenOn, type ListenSpec } from "./listener.js";
@@ -56,9 +56,9 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
   const classes = classCounters(config.statsBuffer, shard.id);
-  const cache = new ItemCache({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, evict: config.evict, prefixDelimiter: config.prefixDelimiter });
+  const cache = new ItemCache({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, evict: config.evict, prefixDelimiter: config.prefixDelimiter, itemBytes: config.itemMemoryPerShard });
   const store = new ItemStore({ cache, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, casEnabled: config.casEnabled });
-  counters[STAT.limit_maxbytes] = config.memoryPerShard;
+  counters[STAT.limit_maxbytes] = cacheBytesPerShard(config);
   const all = [...Array(shard.shards).keys()];
   const remote = new RemoteOps(shard);
   const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
@@ -218,10 +218,9 @@ export function connectionList(asking: number): ConnEntry[] {
  */
 export function setMemoryLimit(bytes: number): void {
   const { ctx } = configured();
-  const { shards, memoryPerShard } = ctx.config;
-  const mine = Math.floor(bytes / shards) + (ctx.shard === 0 ? bytes % shards : 0);
+  const mine = Math.floor(bytes / ctx.config.shards) + (ctx.shard === 0 ? bytes % ctx.config.shards : 0);
   ctx.counters[STAT.limit_maxbytes] = mine;
-  ctx.store.cache.setLimit(Math.min(1, mine / memoryPerShard));
+  ctx.store.cache.setLimit(Math.min(1, mine / cacheBytesPerShard(ctx.config)));
 }
 
 /**

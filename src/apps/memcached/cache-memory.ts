@@ -1,0 +1,81 @@
+/**
+ * What memcached's -m means here: the items' memory, as in memcached,
+ * whose -m counts its slab pages and leaves its hash table and buffers
+ * outside. A shard's share of -m is what its items may take (their heap
+ * objects, size-class rounding included: the item cache's budget), and
+ * its heap region is made that much bigger for the rest: the index made
+ * at start (SharedMap: a 32-byte descriptor an entry and a table at most
+ * half full), the staging area (staging.ts), room for the small pools'
+ * partly used spans, and the region's own page records and profiler
+ * tables (layout.ts).
+ *
+ * --memory (shardheap's own flag) stays the region itself, items and all:
+ * the items then get 90% of its pages less the index (item-cache.ts).
+ *
+ * Measured with 64 B keys and 1 KiB values (64 + 1142 bytes an entry, in
+ * the 1280-byte class) in a 256 MiB region before -m meant this: the
+ * index (made for an entry per 2 KiB, then grown once) took 11.5 MB, the
+ * region's own tables 12.3 MB, the 10% left out of the budget 25.5 MB, so
+ * 171,107 items held where 256 MiB / 1280 is 209,715 (memcached -m 256
+ * holds 226,560 of its 1,184-byte chunks).
+ */
+import { PAGE_SIZE, dataPagesFor, defaultProfilerSites } from "../../memory/layout.js";
+import { DESCRIPTOR_BYTES, MAP_HEADER_BYTES, MAX_LOAD, MIN_CAPACITY, READER_BYTES, TABLE_HEADER_BYTES, DEFAULT_READER_RECORDS, chunkFirstId, chunkSize } from "../../memory/shared-map-layout.js";
+import { stagingBytesFor } from "./staging.js";
+
+/**
+ * The index is made at start for an entry per this many bytes of the
+ * items' memory (items of 1 KiB on average): smaller items grow it, into
+ * the region's slack and then at the items' expense (the cache finds the
+ * heap full before its budget, and evicts: item-cache.ts makeRoom).
+ */
+const ITEM_BYTES_PER_ENTRY = 1024;
+/**
+ * Room beside the items for the small pools' partly used spans and
+ * cached objects: a share of the items' memory, and at least a few
+ * spans of every class. The budget counts objects at their class's size,
+ * so what a class's spans hold free is not in it.
+ */
+const SLACK_SHARE = 1 / 32;
+const MIN_SLACK = 1 << 20;
+
+/**
+ * Entries the index is made for when the items may take `itemBytes`: an
+ * entry per ITEM_BYTES_PER_ENTRY, rounded to the nearer end of a
+ * descriptor chunk. Chunks double (shared-map-layout.ts): made for
+ * 262,144 entries, the map would make room for 524,223 (16 MiB of
+ * descriptors); made for 262,079, for as many (8 MiB).
+ */
+export function indexCapacity(itemBytes: number): number {
+  const wanted = Math.max(64, Math.floor(itemBytes / ITEM_BYTES_PER_ENTRY));
+  let k = 0;
+  while (chunkFirstId(k + 1) <= wanted) k++;
+  const low = chunkFirstId(k) - 1;
+  const high = chunkFirstId(k + 1) - 1;
+  return Math.max(64, wanted - low < high - wanted ? low : high);
+}
+
+/** Bytes SharedMap.create makes for `capacity` entries: header, reader records, table, descriptor chunks. */
+export function indexBytes(capacity: number): number {
+  let slots = MIN_CAPACITY;
+  while (slots * MAX_LOAD < capacity) slots *= 2;
+  let descriptors = 0;
+  for (let k = 0; k === 0 || chunkFirstId(k) <= capacity; k++) descriptors += chunkSize(k);
+  return MAP_HEADER_BYTES + DEFAULT_READER_RECORDS * READER_BYTES + TABLE_HEADER_BYTES + 4 * slots + descriptors * DESCRIPTOR_BYTES;
+}
+
+/**
+ * The region a shard needs for `itemBytes` of items (its share of -m):
+ * the items, the index, the staging area and the slack in its object
+ * pages, and its own tables (for `profilerSites` stacks; default: what a
+ * region of that size keeps). Whole pages.
+ */
+export function shardBytesForItems(itemBytes: number, profilerSites?: number): number {
+  const objects = itemBytes + indexBytes(indexCapacity(itemBytes)) + stagingBytesFor(itemBytes) + Math.max(MIN_SLACK, Math.ceil(itemBytes * SLACK_SHARE));
+  let bytes = Math.ceil(objects / PAGE_SIZE) * PAGE_SIZE;
+  for (;;) {
+    const pages = dataPagesFor(bytes, profilerSites ?? defaultProfilerSites(bytes));
+    if (pages * PAGE_SIZE >= objects) return bytes;
+    bytes += Math.ceil((objects - pages * PAGE_SIZE) / PAGE_SIZE) * PAGE_SIZE;
+  }
+}
