@@ -6,8 +6,8 @@
  * step after any mix of links, replaces, unlinks and hits (check()).
  */
 import { describe, expect, it } from "vitest";
-import { SharedHeap } from "../dist/index.js";
-import { shardBytesForItems } from "../dist/apps/memcached/cache-memory.js";
+import { SharedHeap, SharedMap } from "../dist/index.js";
+import { indexBytes, indexCapacity, shardBytesForItems } from "../dist/apps/memcached/cache-memory.js";
 import { ItemCache } from "../dist/apps/memcached/item-cache.js";
 import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
 import { itemClass } from "../dist/apps/memcached/item-classes.js";
@@ -182,6 +182,22 @@ describe("the item cache", () => {
     expect(s.stat("curr_items")).toBe(Math.floor(itemBytes / entry));
     expect(s.heap.shard(0).stats().failedAllocations).toBe(0);
     clean(s);
+  });
+
+  it("-m's region: the index it counts is what the map makes, made to a descriptor chunk's end", () => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: "64MiB" });
+    for (const itemBytes of [1 << 20, 40 << 20, 256 << 20]) {
+      const capacity = indexCapacity(itemBytes);
+      const map = SharedMap.create(heap, { shard: 0, capacity });
+      expect(map.stats().structureBytes, String(itemBytes)).toBe(indexBytes(capacity));
+      map.destroy();
+    }
+    // 256 MiB of 1 KiB items: 262,144 wanted, 262,079 made (the next descriptor chunk would double them).
+    expect(indexCapacity(256 << 20)).toBe(262_079);
+    expect(indexCapacity(200 << 20)).toBe(262_079);
+    expect(indexCapacity(130 << 20)).toBe(131_007);
+    expect(shardBytesForItems(256 << 20)).toBeGreaterThan((256 << 20) + indexBytes(262_079));
+    expect(heap.check()).toEqual([]);
   });
 
   it("any mix of links, replaces, unlinks, hits and expiries keeps the order, the map, the budget and the counts in step", () => {

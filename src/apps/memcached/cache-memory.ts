@@ -20,6 +20,7 @@
  * holds 226,560 of its 1,184-byte chunks).
  */
 import { PAGE_SIZE, dataPagesFor, defaultProfilerSites } from "../../memory/layout.js";
+import { MAX_SMALL_SIZE, classAlignment, classOf, classSize } from "../../memory/size-classes.js";
 import { DESCRIPTOR_BYTES, MAP_HEADER_BYTES, MAX_LOAD, MIN_CAPACITY, READER_BYTES, TABLE_HEADER_BYTES, DEFAULT_READER_RECORDS, chunkFirstId, chunkSize } from "../../memory/shared-map-layout.js";
 import { stagingBytesFor } from "./staging.js";
 
@@ -55,13 +56,21 @@ export function indexCapacity(itemBytes: number): number {
   return Math.max(64, wanted - low < high - wanted ? low : high);
 }
 
-/** Bytes SharedMap.create makes for `capacity` entries: header, reader records, table, descriptor chunks. */
+/** Bytes SharedMap.create makes for `capacity` entries: header, reader records, table, descriptor chunks, each a 64-aligned object. */
 export function indexBytes(capacity: number): number {
   let slots = MIN_CAPACITY;
   while (slots * MAX_LOAD < capacity) slots *= 2;
-  let descriptors = 0;
-  for (let k = 0; k === 0 || chunkFirstId(k) <= capacity; k++) descriptors += chunkSize(k);
-  return MAP_HEADER_BYTES + DEFAULT_READER_RECORDS * READER_BYTES + TABLE_HEADER_BYTES + 4 * slots + descriptors * DESCRIPTOR_BYTES;
+  let bytes = aligned64(MAP_HEADER_BYTES) + aligned64(DEFAULT_READER_RECORDS * READER_BYTES) + aligned64(TABLE_HEADER_BYTES + 4 * slots);
+  for (let k = 0; k === 0 || chunkFirstId(k) <= capacity; k++) bytes += aligned64(chunkSize(k) * DESCRIPTOR_BYTES);
+  return bytes;
+}
+
+/** What allocateAligned(64, bytes) takes: the first size class that holds it with 64-aligned objects, else whole pages. */
+function aligned64(bytes: number): number {
+  if (bytes > MAX_SMALL_SIZE) return Math.ceil(bytes / PAGE_SIZE) * PAGE_SIZE;
+  let cls = classOf[(bytes + 7) >>> 3]!;
+  while (classAlignment[cls]! < 64) cls++;
+  return classSize[cls]!;
 }
 
 /**

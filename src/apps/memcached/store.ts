@@ -16,7 +16,7 @@
  * too, a stale mark or a new cas, is a new entry linked in place of the
  * old.
  */
-import { ItemCache } from "./item-cache.js";
+import type { ItemCache } from "./item-cache.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, itemSize, type ItemViews } from "./item.js";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, type StoreMode } from "./protocol.js";
 import type { SharedMap } from "../../memory/shared-map.js";
@@ -46,7 +46,7 @@ export interface MetaStore {
 }
 export const META_INVALIDATE = 1;
 export const META_VIVIFY = 2;
-/** The store's result wanted as metaResult's string (an ms). */
+/** The store's result wanted as storedAnswer's string (an ms). */
 export const META_RESULT = 4;
 /** mg's answer bits (metaGet): won the recache (W), a win was sent before (Z), stale (X), fetched before (h). */
 export const MG_WON = 1;
@@ -217,10 +217,17 @@ export class ItemStore {
     return R_NO_MEMORY;
   }
 
-  /** An ms I whose CAS was lower: the new value keeps the old item's TTL and win token, and is stale (memcached's CAS_STALE). */
+  /**
+   * An ms I whose CAS was lower: the new value keeps the old item's TTL and
+   * win token, and is stale (memcached's CAS_STALE). If making room for it
+   * evicted the old item, there is nothing to keep: linkChecked finds it
+   * gone and answers NOT_FOUND.
+   */
   private markStale(key: string, ref: number): void {
     const v = this.v;
-    const old = this.map.valuePointer(this.cache.current(key));
+    const oldRef = this.cache.current(key);
+    if (oldRef === 0) return;
+    const old = this.map.valuePointer(oldRef);
     const ptr = this.map.valuePointer(ref);
     v.setExptime(ptr, v.exptime(old));
     v.setMarks(ptr, v.marks(ptr) | MARK_STALE | (v.marks(old) & MARK_TOKEN_SENT));
