@@ -69,7 +69,7 @@ import { SharedMap } from "../../memory/shared-map.js";
 import { keyArea } from "../../memory/shared-map-layout.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import type { ItemViews } from "./item.js";
-import { classSlot, itemClass } from "./item-classes.js";
+import { ITEM_CLASSES, classSlot, itemClass } from "./item-classes.js";
 import { FlushedItems } from "./flushed-items.js";
 import { LruOrder } from "./lru-order.js";
 import { indexCapacity } from "./cache-memory.js";
@@ -664,21 +664,33 @@ export class ItemCache {
    * The cache's invariants as sentences, [] when they hold (for tests, on
    * a quiet cache): the order's (lru-order.ts), every item in it the map's
    * entry for its key, as many as the map and curr_items say, their bytes
-   * as the budget counts them.
+   * as `bytes`, the budget and each class's number and mem_requested count
+   * them.
    */
   check(): string[] {
     const v = this.v;
-    let bytes = 0;
+    let allocated = 0;
+    let requested = 0;
+    const perClass = new Map<number, [number, number]>();
     const strays: string[] = [];
     const problems = this.order.check((ref, ptr) => {
       if (this.current(v.key(ptr)) !== ref) strays.push(`${v.key(ptr)}: the order's item is not the map's entry for its key`);
-      bytes += v.allocated(ptr);
+      allocated += v.allocated(ptr);
+      requested += v.itemBytes(ptr);
+      const [number, bytes] = perClass.get(itemClass(v.allocated(ptr))) ?? [0, 0];
+      perClass.set(itemClass(v.allocated(ptr)), [number + 1, bytes + v.itemBytes(ptr)]);
     });
     problems.push(...strays);
     const n = this.order.size;
+    const c = this.c;
     if (n !== this.map.size) problems.push(`the order holds ${n} items, the map ${this.map.size}`);
-    if (this.c[STAT.curr_items] !== n) problems.push(`curr_items is ${this.c[STAT.curr_items]}, the order holds ${n}`);
-    if (bytes !== this.allocatedBytes) problems.push(`the items take ${bytes} bytes, the budget counts ${this.allocatedBytes}`);
+    if (c[STAT.curr_items] !== n || c[STAT.bytes] !== requested) problems.push(`curr_items ${c[STAT.curr_items]} and bytes ${c[STAT.bytes]}, the order holds ${n} of ${requested}`);
+    if (allocated !== this.allocatedBytes) problems.push(`the items take ${allocated} bytes, the budget counts ${this.allocatedBytes}`);
+    for (let id = 1; id <= ITEM_CLASSES; id++) {
+      const [number, bytes] = perClass.get(id) ?? [0, 0];
+      const counted = [this.classes[classSlot(id, "number")], this.classes[classSlot(id, "mem_requested")]];
+      if (counted[0] !== number || counted[1] !== bytes) problems.push(`class ${id} counts ${counted[0]} items of ${counted[1]} bytes, the order holds ${number} of ${bytes}`);
+    }
     return problems;
   }
 }
