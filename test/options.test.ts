@@ -62,7 +62,7 @@ describe("Smp options", () => {
     expect(fillSmpOptions({ shards: 1, memoryPerShard: "1GiB" }).heapprofSites).toBe(4096);
     expect(fillSmpOptions({ shards: 1, memoryPerShard: "128KiB" }).heapprofSites).toBe(64);
     expect(fillSmpOptions({ shards: 1, memoryPerShard: "160MiB", heapprofSites: 65536 }).heapprofSites).toBe(65536);
-    expect(fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: 63545 }).heapprofSites).toBe(63545);
+    expect(fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: 54970 }).heapprofSites).toBe(54970);
     expect(fillSmpOptions({ shards: 1, heapprofSites: 1 }).heapprofSites).toBe(1);
   });
 
@@ -73,7 +73,7 @@ describe("Smp options", () => {
     [NaN, /options\.heapprofSites must be a whole number/],
     ["lots", /options\.heapprofSites must be a whole number/],
     [2 ** 40, /options\.heapprofSites must be a whole number from 1 to \d+/],
-    [63546, /options\.heapprofSites 63546 does not fit shards of 128M: the profiler's tables \(528 bytes a site\) may take a quarter of a shard, 63545 sites in this one; 63546 need options\.memoryPerShard of 129M or more/],
+    [54971, /options\.heapprofSites 54971 does not fit shards of 128M: the profiler's tables \(608 bytes a site\) may take a quarter of a shard, 54970 sites in this one; 54971 need options\.memoryPerShard of 129M or more/],
   ])("refuses heapprofSites %s, naming the option", (sites, message) => {
     const start = (): unknown => fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: sites as number });
     expect(start).toThrow(message);
@@ -121,11 +121,11 @@ describe("runtime flags", () => {
   it("refuses --heapprof-sites too big for the shards, naming both flags (memcached's -m as each shard's share)", () => {
     const flags: RuntimeFlags = {};
     parseCommandFlags(["--heapprof-sites", "65536"], flags, () => undefined);
-    expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(/^--heapprof-sites 65536 does not fit shards of 64M: .* 31770 sites in this one; 65536 need --memory of 133M or more$/);
+    expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(/^--heapprof-sites 65536 does not fit shards of 64M: .* 27376 sites in this one; 65536 need --memory of 153M or more$/);
     expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(InvalidValueError);
-    expect(() => checkProfilerSitesFlag(flags, 133 * 2 ** 20, "--memory")).not.toThrow();
-    expect(() => parseMemcachedArgs(["--heapprof-sites", "65536"])).toThrow(/need --memory of 133M/);
-    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's share of -m of 133M/);
+    expect(() => checkProfilerSitesFlag(flags, 153 * 2 ** 20, "--memory")).not.toThrow();
+    expect(() => parseMemcachedArgs(["--heapprof-sites", "65536"])).toThrow(/need --memory of 153M/);
+    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's share of -m of 153M/);
   });
 
   it("leaves other flags to the command", () => {
