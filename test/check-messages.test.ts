@@ -917,7 +917,7 @@ const CASES: readonly Case[] = [
     what: "the profiler-capacity word (heapprofSites) set to 0",
     arrange: (heap) => () => {
       new Int32Array(heap.buffer)[H_PROF_SITES] = 0;
-      return [`corrupt shardheap header: a profiler of 0 sites (shards of ${MiB} bytes hold 1 to 415)`];
+      return [`corrupt shardheap header: a profiler of 0 sites (shards of ${MiB} bytes hold 1 to 408)`];
     },
   },
   {

@@ -504,22 +504,25 @@ export const PR_HEAP = 5;
 
 /**
  * The timeline (timeline.ts): a ring of entries, each the time, the
- * shard's allocated memory, its profiled live bytes and its TIMELINE_SITES
- * largest sites' live bytes (Float64), then those sites' ids + 1 (Int32, 0
- * for none). 216 bytes an entry.
+ * shard's allocated memory, its profiled live bytes, then its
+ * TIMELINE_SITES largest sites' live bytes and live objects (Float64),
+ * then those sites' ids + 1 (Int32, 0 for none). 344 bytes an entry.
  */
 export const TIMELINE_SITES = 16;
 export const TE_TIME = 0;
 export const TE_USED = 1;
 export const TE_LIVE = 2;
-/** Float64 slot of the first site's bytes. */
+/** Float64 slots of the first site's bytes and of its objects. */
 export const TE_SIZES = 3;
-export const TIMELINE_ENTRY_BYTES = 8 * (TE_SIZES + TIMELINE_SITES) + 4 * TIMELINE_SITES;
+export const TE_COUNTS = TE_SIZES + TIMELINE_SITES;
+/** Int32 slot (from the entry's start) of the first site's id + 1. */
+export const TE_IDS = 2 * (TE_COUNTS + TIMELINE_SITES);
+export const TIMELINE_ENTRY_BYTES = 4 * TE_IDS + 4 * TIMELINE_SITES;
 
 /**
  * Timeline entries a shard of `shardBytes` keeps: one per 32 KiB, 32 to
- * 600 (10 minutes at the Smp's default tick of a second; 0.66% of a shard
- * of 1 to 4 MiB, 0.2% of 64 MiB). 0 in heaps made before peaks.
+ * 600 (10 minutes at the Smp's default tick of a second; 1% of a shard
+ * of 1 to 4 MiB, 0.3% of 64 MiB). 0 in heaps made before peaks.
  */
 export function timelineEntries(shardBytes: number, version: number = HEAP_VERSION): number {
   return hasPeaks(version) ? Math.min(600, Math.max(32, Math.floor(shardBytes / 32768))) : 0;

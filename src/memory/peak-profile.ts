@@ -6,7 +6,7 @@
  * highest) when no shard is named.
  */
 import { HeapFormatError } from "../errors.js";
-import { sampleRateOf, siteWith, sitesByFrames, type AllocationSite, type FoldedSites, type HeapProfile } from "./heap-profile.js";
+import { profileOfSites, siteWith, sitesByFrames, type AllocationSite, type FoldedSites, type HeapProfile } from "./heap-profile.js";
 import { OTHER_SITES, PEAK_UNIT_BYTES, S_PROF_HEAP_UNITS } from "./layout.js";
 import { figuresAtPeak, readHeapPeakTimes, readPeakSlots, type PeakKind } from "./peaks.js";
 import type { ShardRegion } from "./region.js";
@@ -51,20 +51,13 @@ export function peakProfileOf(regions: readonly ShardRegion[], shard?: number): 
   const chosen = shard === undefined ? regions : [regions[shard]!];
   const kind: PeakKind = shard === undefined ? "heap" : "shard";
   const read = chosen.map((r) => ({ r, ...sitesAtPeak(r, kind) }));
-  const unsorted = read.length === 1 ? read[0]!.sites : [...sitesByFrames(read.flatMap((x) => x.sites)).values()];
-  const sites = unsorted.sort((a, b) => b.size - a.size);
-  const rates = new Set(chosen.map(sampleRateOf));
-  const totalSize = sites.reduce((n, s) => n + s.size, 0);
+  const profile = profileOfSites(chosen, shard, read.length === 1 ? read[0]!.sites : [...sitesByFrames(read.flatMap((x) => x.sites)).values()]);
   const folded = foldedAtPeak(read);
   const times = shard === undefined ? readHeapPeakTimes(regions[0]!.f64) : undefined;
   return {
-    shard: shard === undefined ? "all" : shard,
-    sampleRate: rates.size === 1 ? [...rates][0]! : -1,
-    sites,
-    totalSize,
-    totalCount: sites.reduce((n, s) => n + s.count, 0),
+    ...profile,
     ...(folded === undefined ? {} : { folded }),
-    peakBytes: times === undefined ? readPeakSlots(chosen[0]!).peakBytes : totalSize,
+    peakBytes: times === undefined ? readPeakSlots(chosen[0]!).peakBytes : profile.totalSize,
     peakTime: times === undefined ? readPeakSlots(chosen[0]!).peakTime : times.peakTime,
   };
 }

@@ -58,6 +58,7 @@ import { initSiteTable, readProfilerFill, type ProfilerFill } from "./site-table
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
 import { peakProfileOf, type PeakProfile } from "./peak-profile.js";
 import { initHeapPeak, initPeaks, resetHeapPeak } from "./peaks.js";
+import { siteTimelineOf, timelineProfileAt, type SiteTimeline } from "./timeline-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 import { STORED_HEADER_BYTES, storedLengthIn } from "./stored-values.js";
 
@@ -445,6 +446,27 @@ export class SharedHeap implements HeapGeometry {
   peakProfile(shard?: number): PeakProfile {
     if (shard !== undefined) this.checkShardId(shard, "peakProfile");
     return peakProfileOf(this.regions, shard);
+  }
+
+  /**
+   * The largest sites' live bytes over time, per tick of shard `shard`'s
+   * timeline or of every shard's summed (timeline.ts: the ticks are an
+   * Smp's, once a second by default; a heap used without Smp has none).
+   * From the buffer: any thread, or an image.
+   */
+  timeline(shard?: number): SiteTimeline {
+    if (shard !== undefined) this.checkShardId(shard, "timeline");
+    return siteTimelineOf(this.regions, shard);
+  }
+
+  /**
+   * The timeline's tick at or just before `t` (ms since the epoch) as a
+   * HeapProfile (timeline-profile.ts: its largest sites and the rest as
+   * one), with the tick's time; undefined when no tick is that old.
+   */
+  timelineProfile(t: number, shard?: number): (HeapProfile & { t: number }) | undefined {
+    if (shard !== undefined) this.checkShardId(shard, "timelineProfile");
+    return timelineProfileAt(this.regions, shard, t);
   }
 
   /** @internal The heap-wide peak starts again from now (from any thread; Smp.resetPeak("all")). */
