@@ -16,6 +16,7 @@ import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type Re
 import { parseLabelFilter } from "./report/labels.js";
 import { diffProfiles } from "./report/diff.js";
 import { readProfilesToDiff } from "./report/profile-file.js";
+import { peakTitle } from "./runtime/peak-views.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
 import { checkProfilerSitesFlag, parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
@@ -89,9 +90,12 @@ const REPORT_FLAGS_HELP = `  --format F    tree (default): the seed's text tree;
 const REPORT: CommandHelp = {
   synopsis: `       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N]
-                        [--full-paths] [-o OUT]`,
+                        [--peak] [--full-paths] [-o OUT]`,
   help: `report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
-${REPORT_FLAGS_HELP}`,
+${REPORT_FLAGS_HELP}  --peak        the sites live at the peak instead of at the image's moment: the
+                shard's highest profiled live bytes (--shard N), or the moment
+                the shards' sum was highest (the heap-wide peak)
+`,
 };
 
 const DIFF: CommandHelp = {
@@ -141,12 +145,14 @@ interface ReportArgs {
   label: [string, string] | undefined;
   shard: number | undefined;
   fullPaths: boolean;
+  /** report: the peak's profile (--peak). */
+  peak: boolean;
   out: string | undefined;
 }
 
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
-  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, out: undefined };
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, peak: false, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -182,6 +188,10 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
       case "--full-paths":
         a.fullPaths = inline === undefined || parseBoolean(inline, "--full-paths");
         break;
+      case "--peak":
+        if (command !== "report") throw new UsageError("unknown flag --peak (report takes it: diff compares two images as they are)");
+        a.peak = inline === undefined || parseBoolean(inline, "--peak");
+        break;
       case "-o":
       case "--output":
         a.out = value();
@@ -212,9 +222,12 @@ async function report(argv: readonly string[]): Promise<void> {
   if (a.shard !== undefined && a.shard >= heap.shards) {
     throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
-  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
-  const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
-  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) }));
+  const peak = a.peak ? heap.peakProfile(a.shard) : undefined;
+  const profile = await mapProfileToSources(peak ?? heap.heapProfile(a.shard));
+  const title = peak !== undefined ? peakTitle(peak) : `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
+  const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) });
+  // The tree has no title of its own: a peak's says whose, how much and when above it.
+  await writeReport(a, peak !== undefined && a.format === "tree" ? { ...out, body: `${title}\n${String(out.body)}` } : out);
 }
 
 async function diff(argv: readonly string[]): Promise<void> {

@@ -50,7 +50,9 @@ export type ShardRequest =
    */
   | { readonly kind: "stop" }
   /** Free the objects the shard's dead thread left (ShardAllocator.freeOrphans) but those in `keep`. */
-  | { readonly kind: "freeOrphans"; readonly keep: readonly number[] };
+  | { readonly kind: "freeOrphans"; readonly keep: readonly number[] }
+  /** Start this shard's peak again from now (ShardAllocator.resetPeak). */
+  | { readonly kind: "resetPeak" };
 
 /** What this thread found when it took the shard over (init's answer): the orphans, and whether it freed them. */
 export interface ShardTakeover {
@@ -63,3 +65,19 @@ export type ShardReply =
   | { readonly ok: true; readonly value: number | ShardTakeover | (ObjectCount & { kept: number }) }
   /** The request threw (the module's loading, a bad request). */
   | { readonly ok: false; readonly thrown: ThrownRecord };
+
+/** A request as an error message names it. */
+export function describeRequest(request: ShardRequest): string {
+  switch (request.kind) {
+    case "init":
+      return "loading the module";
+    case "heapprof":
+      return "setHeapProfiling";
+    case "stop":
+      return "stop";
+    case "freeOrphans":
+      return "freeOrphans";
+    case "resetPeak":
+      return "resetPeak";
+  }
+}

@@ -144,6 +144,9 @@ async function answer(request: ShardRequest): Promise<number | ShardTakeover | R
     case "heapprof":
       memory.setHeapProfilingSampleRate(request.rate);
       return memory.heapProfilingSampleRate();
+    case "resetPeak":
+      memory.resetPeak();
+      return 0;
     case "stop": {
       endpoint?.stop();
       doorbell.stop();
