@@ -55,7 +55,7 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --heapprof-sites N distinct allocation stacks each shard's profiler keeps
                      (default: one per 32 KiB of --memory, 64 to 4096; at
-                     most a quarter of a shard, 528 bytes a site); further
+                     most a quarter of a shard, 608 bytes a site); further
                      stacks fold into "(other sites)", which reports say
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)

@@ -76,6 +76,14 @@ export class PeakBooks {
   private readonly records: number;
   /** Int32 index of S_PROF_HEAP_UNITS. */
   private readonly units: number;
+  /**
+   * The heap's atomic add (atomics.ts: WebAssembly's where the heap allows,
+   * ~7.6 ns against Atomics.add's ~20 ns in Node 20, where an Atomics call
+   * is a builtin call). The only atomic a profiled operation makes here;
+   * the epochs and the peak are read plainly: a read a moment stale only
+   * moves which operation in flight lands on which side of a new high.
+   */
+  private readonly add: (address: number, value: number) => number;
 
   constructor(r: ShardRegion) {
     this.f64 = r.f64;
@@ -83,6 +91,7 @@ export class PeakBooks {
     this.pk = r.peak;
     this.records = r.peaksOffset >>> 3;
     this.units = r.hdr + S_PROF_HEAP_UNITS;
+    this.add = r.atomics.add;
   }
 
   /**
@@ -95,7 +104,7 @@ export class PeakBooks {
     const p = this.records + site * PEAK_STRIDE;
     const epoch = f64[this.pk + PK_EPOCH]!;
     if (f64[p + PR_EPOCH] !== epoch) keepFigures(f64, f, p, epoch);
-    const heapEpoch = Atomics.load(this.i32, H_PEAK_EPOCH);
+    const heapEpoch = this.i32[H_PEAK_EPOCH]!;
     if (f64[p + PR_HEAP + PR_EPOCH] !== heapEpoch) keepFigures(f64, f, p + PR_HEAP, heapEpoch);
   }
 
@@ -115,8 +124,8 @@ export class PeakBooks {
     const d = units - i32[this.units]!;
     if (d !== 0) {
       i32[this.units] = units;
-      const sum = (Atomics.add(i32, H_PEAK_LIVE, d) + d) >>> 0;
-      if (sum > Atomics.load(i32, H_PEAK_UNITS) >>> 0) raiseHeapPeak(i32, this.f64, sum);
+      const sum = (this.add(H_PEAK_LIVE << 2, d) + d) >>> 0;
+      if (sum > i32[H_PEAK_UNITS]! >>> 0) raiseHeapPeak(i32, this.f64, sum);
     }
   }
 }

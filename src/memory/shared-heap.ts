@@ -79,9 +79,9 @@ export interface SharedHeapOptions {
   /**
    * Distinct allocation stacks each shard's heap profiler keeps exactly
    * (further ones fold into "(other sites)"; its frame and string tables
-   * grow with it, 528 bytes a stack). Default: one per 32 KiB of shard,
-   * 64 to 4096. At most what a quarter of the shard holds (63,545 in
-   * 128 MiB; 65,536 need 133 MiB shards).
+   * grow with it, 608 bytes a stack). Default: one per 32 KiB of shard,
+   * 64 to 4096. At most what a quarter of the shard holds (54,844 in
+   * 128 MiB; 65,536 need 153 MiB shards).
    */
   heapprofSites?: number;
   /**

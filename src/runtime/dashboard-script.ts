@@ -72,6 +72,20 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     started: false,
   };
   window.shardheapDashboard = state;
+  /*
+   * The panels in scripts of their own (dashboard-peaks-script.ts) use these
+   * and register in state.panels: each may have start, refresh (every
+   * REFRESH_MS while auto refresh is on), polled (after each history
+   * sample) and shardChanged; a panel's failure is its own, in the status line.
+   */
+  state.panels = [];
+  async function extensions(event) {
+    for (var i = 0; i < state.panels.length; i++) {
+      var panel = state.panels[i];
+      if (typeof panel[event] !== "function") continue;
+      try { await panel[event](); } catch (e) { if (e.message !== "unauthorized") status(e.message, true); }
+    }
+  }
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -331,8 +345,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     w.search(term);
   }
   function searchAll() {
-    applySearch($("flame"));
-    applySearch($("growth-flame"));
+    Array.from(document.querySelectorAll("iframe")).forEach(applySearch);
   }
   /** The live flamegraph's query: all sites, or one label value's (its root frame then names the value). */
   function flamePath() {
@@ -713,6 +726,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     drawRates();
     drawFailures();
     drawFolded();
+    extensions("polled");
   }
   var timers = [];
   function every(ms, fn) {
@@ -730,6 +744,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       await refreshGrowth();
     }
     await refreshGrowing();
+    await extensions("refresh");
   }
   async function start() {
     timers.forEach(clearInterval);
@@ -745,9 +760,12 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     await refreshLabels();
     await refreshGrowth();
     await refreshGrowing();
+    await extensions("start");
     every(state.intervalMs, poll);
     every(REFRESH_MS, refreshViews);
   }
+
+  state.lib = { api: api, loadSvg: loadSvg, size: size, signedSize: signedSize, clock: clock, el: el, status: status, withShard: withShard, shardName: shardName, legendValue: legendValue, chartWidth: chartWidth, palette: PALETTE, refreshMs: REFRESH_MS };
 
   window.addEventListener("DOMContentLoaded", function () {
     $("token-ok").addEventListener("click", useToken);
@@ -759,6 +777,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       refreshLabels();
       refreshGrowth();
       refreshGrowing();
+      extensions("shardChanged");
     });
     $("search").addEventListener("input", searchAll);
     $("refresh").addEventListener("click", function () { refreshFlame(); refreshLabels(); refreshGrowth(); refreshGrowing(); });
@@ -775,7 +794,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       refreshGrowth();
     });
     // Hovering a flamegraph (to zoom or read) holds its refresh, so the view does not move under the mouse.
-    ["flame", "growth-flame"].forEach(function (id) {
+    ["flame", "growth-flame", "peak-flame", "window-flame"].forEach(function (id) {
       $(id).addEventListener("mouseenter", function () { state.paused = true; });
       $(id).addEventListener("mouseleave", function () { state.paused = false; });
     });

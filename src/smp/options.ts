@@ -34,7 +34,7 @@ export interface SmpOptions {
    * as --heapprof-sites (SharedHeapOptions.heapprofSites): further stacks
    * fold into "(other sites)" (HeapProfile.folded says how much). Default:
    * one per 32 KiB of shard, 64 to 4096; at most what a quarter of a
-   * shard holds (528 bytes a site).
+   * shard holds (608 bytes a site).
    */
   heapprofSites?: number;
   /**

@@ -1,0 +1,140 @@
+/**
+ * Part of "profiler": what peaks, memory-pressure thresholds and timelines
+ * cost malloc and free, before and after, in one run, on profiler.ts's
+ * churn (a live set of L objects of 16..1024 B, one replaced per step).
+ * Each mode runs on heaps made by the code before and by this code, all
+ * timed interleaved in one measure() (best median of INSTANCES heaps each,
+ * as profiler.ts says why):
+ *
+ *   before  with SHARDHEAP_BENCH_BEFORE=/path/to/dist/index.js, a build of
+ *           the code before the change (its SharedHeap, through a second
+ *           instance of churn.ts, so each side's step loop stays
+ *           monomorphic); without it, this build with the peak books off
+ *           (SiteTable.setPeakBooks(false)), which leaves out the peaks'
+ *           work on the profiled path (the pressure compare is in both)
+ *   after   this build, as it runs
+ *
+ * Targets: never and off (the fast paths are not changed) <= 1.02,
+ * sampled at 512 KiB <= 1.02, exact <= 1.10. And, direct: the books' ns
+ * per profiled allocation + free, a site table's recordAlloc + recordFree
+ * with and without them.
+ */
+import { pathToFileURL } from "node:url";
+import { SharedHeap, type ShardAllocator } from "../src/index.js";
+import type { AllocationProfiler } from "../src/memory/profiler-hooks.js";
+import { SiteTable } from "../src/memory/site-table.js";
+import type * as Churn from "./churn.js";
+import { compare, type BenchContext } from "./report.js";
+import { measure, type Candidate, type Measurement } from "./timing.js";
+
+/** The modes timed before and after. */
+export type PeakMode = "never" | "off" | "sampled 512KiB" | "exact";
+const MODES: readonly PeakMode[] = ["never", "off", "sampled 512KiB", "exact"];
+const TARGETS: Readonly<Record<PeakMode, number>> = { never: 1.02, off: 1.02, "sampled 512KiB": 1.02, exact: 1.1 };
+const INSTANCES = 2;
+const ROUNDS = 11;
+const SHARD_BYTES = 32 * 1024 * 1024;
+export const BEFORE_ENV = "SHARDHEAP_BENCH_BEFORE";
+
+type Harness = typeof Churn;
+
+interface Side {
+  readonly name: "before" | "after";
+  readonly harness: Harness;
+  readonly SharedHeap: Pick<typeof SharedHeap, "create"> | undefined;
+  /** Turn this build's peak books off on each heap (the stand-in for "before" without a build of it). */
+  readonly booksOff: boolean;
+}
+
+/** The two sides: `after` is this build; `before` the build SHARDHEAP_BENCH_BEFORE names, or this one without the books. */
+async function sides(): Promise<{ before: Side; after: Side; what: string }> {
+  const after: Side = { name: "after", harness: (await import("./churn.js")) as Harness, SharedHeap: undefined, booksOff: false };
+  const second = (await import(new URL("./churn.js?before", import.meta.url).href)) as Harness;
+  const path = process.env[BEFORE_ENV];
+  if (path) {
+    const mod = (await import(pathToFileURL(path).href)) as { SharedHeap: Pick<typeof SharedHeap, "create"> };
+    return { before: { name: "before", harness: second, SharedHeap: mod.SharedHeap, booksOff: false }, after, what: `before: the build at ${path}` };
+  }
+  return { before: { name: "before", harness: second, SharedHeap: undefined, booksOff: true }, after, what: `before: this build with the peak books off (set ${BEFORE_ENV}=/path/to/dist/index.js for a build of the code before)` };
+}
+
+/** profiler.ts's setup of a heap in each mode ("off": profiled while filled and churned, then 0). */
+export type SetupFor = (mode: PeakMode) => ((a: ShardAllocator) => void) | undefined;
+
+function heapOf(side: Side, w: Churn.Workload, mode: PeakMode, k: number, setupFor: SetupFor, offProfiledSteps: number): Churn.ShardheapChurnCandidate {
+  const setup = setupFor(mode);
+  const c = side.harness.shardheapCandidate(w, {
+    name: `${mode} ${side.name} #${k + 1}`,
+    shardBytes: SHARD_BYTES,
+    ...(side.SharedHeap ? { SharedHeap: side.SharedHeap } : {}),
+    setup: (a) => {
+      setup?.(a);
+      if (side.booksOff) (a as unknown as { profiler: AllocationProfiler }).profiler.setPeakTracking(false);
+    },
+  });
+  if (mode === "off") {
+    c.run(offProfiledSteps);
+    c.shard.setHeapProfilingSampleRate(0);
+  }
+  return c;
+}
+
+/** Before and after, each mode timed on its own (exact's steps are 200x the others'). */
+export async function runPeakCost(ctx: BenchContext, w: Churn.Workload, setupFor: SetupFor, offProfiledSteps: number): Promise<void> {
+  const { before, after, what } = await sides();
+  for (const mode of MODES) {
+    ctx.progress(`profiler peaks: ${mode}, before and after (${what})`);
+    const heaps = [before, after].flatMap((side) => Array.from({ length: INSTANCES }, (_, k) => ({ side, heap: heapOf(side, w, mode, k, setupFor, offProfiledSteps) })));
+    const ms = measure(
+      heaps.map((h) => h.heap),
+      { rounds: mode === "exact" ? 5 : ROUNDS, ...ctx.timing },
+    );
+    for (const h of heaps) {
+      if (h.side.booksOff) (h.heap.shard as unknown as { profiler: AllocationProfiler }).profiler.setPeakTracking(true); // recounts, so check() holds
+      h.heap.verify();
+    }
+    const best = (side: Side): { m: Measurement; all: Measurement[] } => {
+      const all = ms.filter((_, i) => heaps[i]!.side === side);
+      return { m: all.reduce((a, b) => (b.nsPerOp < a.nsPerOp ? b : a)), all };
+    };
+    const b = best(before);
+    const a = best(after);
+    const medians = (x: { all: Measurement[] }): string => x.all.map((m) => m.nsPerOp.toFixed(1)).join(", ");
+    ctx.record({
+      bench: "profiler",
+      candidate: `${mode}, peaks (after)`,
+      nsPerOp: a.m.nsPerOp,
+      ...compare(a.m.nsPerOp, `${mode}, before`, b.m.nsPerOp, TARGETS[mode], `ratio <= ${TARGETS[mode]}`),
+      note: `ns per churn step; best of ${INSTANCES} heaps each: after ${medians(a)}, before ${medians(b)} (${what})`,
+    });
+  }
+  runBookCost(ctx);
+}
+
+/** The books alone: a site table's recordAlloc + recordFree of one 512-byte object, with and without them. */
+function runBookCost(ctx: BenchContext): void {
+  const table = (books: boolean): Candidate => {
+    const heap = SharedHeap.create({ shards: 1, shardBytes: 4 * 1024 * 1024 });
+    const sites = new SiteTable(heap.regions[0]!);
+    sites.setPeakBooks(books);
+    return {
+      name: books ? "site table with peak books" : "site table without",
+      run(n) {
+        for (let i = 0; i < n; i++) {
+          sites.recordAlloc(1 + (i & 3), 1, 512);
+          sites.recordFree(1 + (i & 3), 1, 512);
+        }
+        return n;
+      },
+    };
+  };
+  ctx.progress("profiler peaks: the books per profiled allocation and free");
+  const [without, withBooks] = measure([table(false), table(true)], ctx.timing) as [Measurement, Measurement];
+  ctx.record({
+    bench: "profiler",
+    candidate: "peak books (recordAlloc + recordFree)",
+    nsPerOp: withBooks.nsPerOp,
+    ...compare(withBooks.nsPerOp, "without them", without.nsPerOp),
+    note: `${(withBooks.nsPerOp - without.nsPerOp).toFixed(1)} ns more per profiled allocation + free: an exact-mode churn step (two profiled operations) costs ~6,000 times that in stack captures`,
+  });
+}
