@@ -14,10 +14,17 @@
  *           work on the profiled path (the pressure compare is in both)
  *   after   this build, as it runs
  *
+ *   control this build again, through a third instance of churn.ts: the
+ *           same code on both sides, so its ratio to "after" is the noise
+ *           floor of the comparison in this run (on a loaded 2-core
+ *           machine the same code has measured 0.74x to 1.39x itself in
+ *           exact mode, where a step is two stack captures)
+ *
  * Targets: never and off (the fast paths are not changed) <= 1.02,
- * sampled at 512 KiB <= 1.02, exact <= 1.10. And, direct: the books' ns
- * per profiled allocation + free, a site table's recordAlloc + recordFree
- * with and without them.
+ * sampled at 512 KiB <= 1.02, exact <= 1.10. And, direct, what the
+ * end-to-end ratios cannot resolve under noise: the books' ns per profiled
+ * allocation + free, a site table's recordAlloc + recordFree with and
+ * without them.
  */
 import { pathToFileURL } from "node:url";
 import { SharedHeap, type ShardAllocator } from "../src/index.js";
@@ -39,7 +46,7 @@ export const BEFORE_ENV = "SHARDHEAP_BENCH_BEFORE";
 type Harness = typeof Churn;
 
 interface Side {
-  readonly name: "before" | "after";
+  readonly name: "before" | "after" | "control";
   readonly harness: Harness;
   readonly SharedHeap: Pick<typeof SharedHeap, "create"> | undefined;
   /** Turn this build's peak books off on each heap (the stand-in for "before" without a build of it). */
@@ -47,15 +54,16 @@ interface Side {
 }
 
 /** The two sides: `after` is this build; `before` the build SHARDHEAP_BENCH_BEFORE names, or this one without the books. */
-async function sides(): Promise<{ before: Side; after: Side; what: string }> {
+async function sides(): Promise<{ before: Side; after: Side; control: Side; what: string }> {
   const after: Side = { name: "after", harness: (await import("./churn.js")) as Harness, SharedHeap: undefined, booksOff: false };
+  const control: Side = { name: "control", harness: (await import(new URL("./churn.js?control", import.meta.url).href)) as Harness, SharedHeap: undefined, booksOff: false };
   const second = (await import(new URL("./churn.js?before", import.meta.url).href)) as Harness;
   const path = process.env[BEFORE_ENV];
   if (path) {
     const mod = (await import(pathToFileURL(path).href)) as { SharedHeap: Pick<typeof SharedHeap, "create"> };
-    return { before: { name: "before", harness: second, SharedHeap: mod.SharedHeap, booksOff: false }, after, what: `before: the build at ${path}` };
+    return { before: { name: "before", harness: second, SharedHeap: mod.SharedHeap, booksOff: false }, after, control, what: `before: the build at ${path}` };
   }
-  return { before: { name: "before", harness: second, SharedHeap: undefined, booksOff: true }, after, what: `before: this build with the peak books off (set ${BEFORE_ENV}=/path/to/dist/index.js for a build of the code before)` };
+  return { before: { name: "before", harness: second, SharedHeap: undefined, booksOff: true }, after, control, what: `before: this build with the peak books off (set ${BEFORE_ENV}=/path/to/dist/index.js for a build of the code before)` };
 }
 
 /** profiler.ts's setup of a heap in each mode ("off": profiled while filled and churned, then 0). */
@@ -81,10 +89,10 @@ function heapOf(side: Side, w: Churn.Workload, mode: PeakMode, k: number, setupF
 
 /** Before and after, each mode timed on its own (exact's steps are 200x the others'). */
 export async function runPeakCost(ctx: BenchContext, w: Churn.Workload, setupFor: SetupFor, offProfiledSteps: number): Promise<void> {
-  const { before, after, what } = await sides();
+  const { before, after, control, what } = await sides();
   for (const mode of MODES) {
     ctx.progress(`profiler peaks: ${mode}, before and after (${what})`);
-    const heaps = [before, after].flatMap((side) => Array.from({ length: INSTANCES }, (_, k) => ({ side, heap: heapOf(side, w, mode, k, setupFor, offProfiledSteps) })));
+    const heaps = [before, after, control].flatMap((side) => Array.from({ length: INSTANCES }, (_, k) => ({ side, heap: heapOf(side, w, mode, k, setupFor, offProfiledSteps) })));
     const ms = measure(
       heaps.map((h) => h.heap),
       { rounds: mode === "exact" ? 5 : ROUNDS, ...ctx.timing },
@@ -99,13 +107,21 @@ export async function runPeakCost(ctx: BenchContext, w: Churn.Workload, setupFor
     };
     const b = best(before);
     const a = best(after);
+    const c = best(control);
     const medians = (x: { all: Measurement[] }): string => x.all.map((m) => m.nsPerOp.toFixed(1)).join(", ");
     ctx.record({
       bench: "profiler",
       candidate: `${mode}, peaks (after)`,
       nsPerOp: a.m.nsPerOp,
       ...compare(a.m.nsPerOp, `${mode}, before`, b.m.nsPerOp, TARGETS[mode], `ratio <= ${TARGETS[mode]}`),
-      note: `ns per churn step; best of ${INSTANCES} heaps each: after ${medians(a)}, before ${medians(b)} (${what})`,
+      note: `ns per churn step; best of ${INSTANCES} heaps each: after ${medians(a)}, before ${medians(b)}, control ${medians(c)} (${what})`,
+    });
+    ctx.record({
+      bench: "profiler",
+      candidate: `${mode}, control (this build again)`,
+      nsPerOp: c.m.nsPerOp,
+      ...compare(c.m.nsPerOp, `${mode}, after`, a.m.nsPerOp),
+      note: "the same code as after, timed in the same measure(): how far apart identical code lands in this run",
     });
   }
   runBookCost(ctx);

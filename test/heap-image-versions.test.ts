@@ -3,11 +3,12 @@
  * shardheap before peaks, test/fixtures/make-v4-image.mjs) has no peak
  * records nor timeline, and its pages start where its own layout put them.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
 import { HeapFormatError, decodeHeapImage } from "../src/index.js";
-import { siteNamed, thrown } from "./helpers.js";
+import { runCli, siteNamed, tempDir, thrown } from "./helpers.js";
 
 const V4_IMAGE = gunzipSync(readFileSync(new URL("./fixtures/heap-v4.img.gz", import.meta.url)));
 
@@ -29,5 +30,19 @@ describe("a version 4 heap image (before peaks)", () => {
       expect(e).toBeInstanceOf(HeapFormatError);
       expect(e.message).toMatch(/format version 4\) was written before shardheap kept peaks: it holds no peak profile/);
     }
+  });
+
+  it("shardheap report reads it, and report --peak exits 2 with the one line; diff takes no --peak", () => {
+    const file = join(tempDir("shardheap-v4-"), "heap-v4.img");
+    writeFileSync(file, V4_IMAGE);
+    const tree = runCli(["report", file, "--shard", "0"]);
+    expect([tree.status, tree.stderr]).toEqual([0, ""]);
+    expect(tree.stdout).toMatch(/^All \(29696, #10\)$/m);
+    const peak = runCli(["report", file, "--peak"]);
+    expect([peak.status, peak.stdout]).toEqual([2, ""]);
+    expect(peak.stderr).toBe("shardheap: this heap (format version 4) was written before shardheap kept peaks: it holds no peak profile\n");
+    const diff = runCli(["diff", file, file, "--peak"]);
+    expect(diff.status).toBe(2);
+    expect(diff.stderr).toMatch(/^shardheap: unknown flag --peak \(report takes it/);
   });
 });
