@@ -11,7 +11,7 @@
  *
  *   buffer = [heap header: 1 page][shard 0 region][shard 1 region]...
  *   region = [shard header][page records][class map][live/pending bitmap]
- *            [profiler: sites, frames, strings][pages]
+ *            [profiler: sites, frames, strings, peak records][timeline][pages]
  *
  * A pointer is a byte offset into the buffer. Page 0 of the buffer is the
  * heap header, so 0 is never a valid pointer and can mean null, as in C.
@@ -436,7 +436,8 @@ export const PM_SITE = 7;
 export const BITMAP_WORDS_PER_PAGE = 2 * (PAGE_SIZE >>> (GRANULE_SHIFT + 5));
 
 // ---------------------------------------------------------------------------
-// Heap profiler section: [rate epochs][site records][frame records][string bytes].
+// Heap profiler section: [rate epochs][site records][frame records][string bytes][peak records],
+// then the timeline (from version 5: PRE_PEAK_HEAP_VERSION's regions end at the strings).
 /**
  * Each sample rate the shard has used gets an epoch; a sampled object's
  * tag names its site and the epoch it was sampled in, so its free subtracts
