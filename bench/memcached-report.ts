@@ -35,6 +35,13 @@ export interface Bounds {
   flat?: number;
 }
 
+/** What a second thread or process gives a reference (requests/s) and costs it (CPU per request). */
+interface Reference {
+  readonly name: string;
+  readonly scale: number;
+  readonly cpuScale: number;
+}
+
 /** Requests/s and server CPU per request of one side of a comparison. */
 interface Side {
   readonly name: string;
@@ -227,7 +234,7 @@ export function reportLoad(ctx: BenchContext, load: Load, bounds: Bounds, server
   }
 
   // What a second thread or process gives the references on this machine, and what it costs them.
-  const references = ([[m1, m2], [c1, c2]] as [Server, Server][])
+  const references: Reference[] = ([[m1, m2], [c1, c2]] as [Server, Server][])
     .filter(([one, two]) => ran(one) && ran(two))
     .map(([one, two]) => ({ name: `${two.name} / ${one.name}`, scale: side(two).tps / side(one).tps, cpuScale: side(two).cpu / side(one).cpu }));
   const referenceText = references.map((r) => `${r.name}: ${x(r.scale)} requests/s, ${x(r.cpuScale)} CPU per request`).join("; ") || "no references";
@@ -243,40 +250,30 @@ export function reportLoad(ctx: BenchContext, load: Load, bounds: Bounds, server
       ? `the one-cache floor ${why(fo)}`
       : `the one-cache floor makes ${x(side(fo).tps / side(s1).tps)} the requests/s of --smp 1 at ${x(side(fo).cpu / side(s1).cpu)} its CPU per request`;
 
-  pair("--smp 2 vs --smp 1", s2, s1, (a, b, n) =>
-    target({
-      candidate: "--smp 2 vs --smp 1",
-      a,
-      b,
-      metric: "requests/s",
-      bound: bounds.scale,
-      rounds: n,
-      calibration: (bound, mine) =>
-        machine(references.map((r) => r.scale), bound, mine, true)
-          ? "a second thread gives the references less"
-          : ran(fo) && machine([side(fo).tps / b.tps], bound, mine, true)
-            ? `the one-cache floor itself is below ${bound}x --smp 1`
-            : undefined,
-      note: () => `${referenceText}; ${oneCache()}; load average ${loadAverages}`,
-    }),
-  );
-  pair("--smp 2 vs --smp 1", s2, s1, (a, b, n) =>
-    target({
-      candidate: "--smp 2 vs --smp 1",
-      a,
-      b,
-      metric: "CPU per request",
-      bound: bounds.cpuScale,
-      rounds: n,
-      calibration: (bound, mine) =>
-        machine(references.map((r) => r.cpuScale), bound, mine, false)
-          ? "a second thread costs the references more"
-          : ran(fo) && machine([side(fo).cpu / b.cpu], bound, mine, false)
-            ? `the one-cache floor itself costs more than ${bound}x --smp 1`
-            : undefined,
-      note: () => `${referenceText}; ${oneCache()}`,
-    }),
-  );
+  // --smp 2 against --smp 1: what a second shard gives (requests/s) and costs (CPU per request).
+  const scaling = [
+    { metric: "requests/s", bound: bounds.scale, atLeast: true, ofReference: (r: Reference) => r.scale, of: (s: Side) => s.tps, says: ["gives the references less", "is below"] },
+    { metric: "CPU per request", bound: bounds.cpuScale, atLeast: false, ofReference: (r: Reference) => r.cpuScale, of: (s: Side) => s.cpu, says: ["costs the references more", "costs more than"] },
+  ] as const;
+  for (const m of scaling) {
+    pair("--smp 2 vs --smp 1", s2, s1, (a, b, n) =>
+      target({
+        candidate: "--smp 2 vs --smp 1",
+        a,
+        b,
+        metric: m.metric,
+        bound: m.bound,
+        rounds: n,
+        calibration: (bound, mine) =>
+          machine(references.map(m.ofReference), bound, mine, m.atLeast)
+            ? `a second thread ${m.says[0]}`
+            : ran(fo) && machine([m.of(side(fo)) / m.of(b)], bound, mine, m.atLeast)
+              ? `the one-cache floor itself ${m.says[1]} ${bound}x --smp 1`
+              : undefined,
+        note: () => `${referenceText}; ${oneCache()}; load average ${loadAverages}`,
+      }),
+    );
+  }
   pair("--smp 2 vs memcached -t 2", s2, m2, (a, b, n) =>
     target({ candidate: "--smp 2 vs memcached -t 2", a, b, metric: "requests/s", bound: bounds.vsMemcached, rounds: n, calibration: floorBelow(m2), note: () => floorVs(m2) }),
   );
