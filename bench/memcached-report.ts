@@ -316,6 +316,14 @@ function perItem(s: Server, stats: Stats): string {
       parts.push(`class ${busiest}: chunk_size ${slabs.get(`${busiest}:chunk_size`)} B, ${count(slabs.get(`${busiest}:used_chunks`)!)} of ${count(slabs.get(`${busiest}:total_chunks`) ?? 0)} chunks used`);
     }
   }
+  // shardheap's per-shard MemoryStats: what of -m the heap's own tables take (limit - totalMemory), and what was free when it evicted.
+  const sum = (field: string): number | undefined => {
+    const values = [...stats].filter(([name]) => new RegExp(`^shard\\d+:${field}$`).test(name)).map(([, v]) => v);
+    return values.length === 0 ? undefined : values.reduce((a, v) => a + v, 0);
+  };
+  const total = sum("totalMemory");
+  const free = sum("freeMemory");
+  if (total !== undefined && free !== undefined) parts.push(`of -m: ${((limit - total) / MIB).toFixed(1)} MiB the heap's tables, ${(free / MIB).toFixed(1)} MiB free (shardN:totalMemory, freeMemory)`);
   parts.push(`${(limit / items).toFixed(0)} B of the cache's memory (limit_maxbytes / curr_items)`);
   if (s.rss !== undefined) parts.push(`resident ${(s.rss / MIB).toFixed(0)} MiB: ${(s.rss / items).toFixed(0)} B per item (VmRSS of its processes)`);
   return parts.join("; ");

@@ -74,13 +74,15 @@
  * less than the bound x --smp 1 or costs more; the two-cache floor itself
  * is below 0.5x memcached -t 2.
  *
- * Time: the fill phase (256 MiB at ~25k sets/s: ~3 rounds of 4 s for the
- * slowest servers), then 9 servers x (4 + 4 + 1 s, and ~4 s to start the
- * three clients) x 4 rounds: about 11 min on a quiet machine; `--rounds N
- * --round-ms MS` (memcaslap's round; the pipelined load runs a quarter of
- * it) to change it. The machine's load average is printed before and
- * after. Needs Linux (/proc); without memcached its rows say skipped,
- * without memcaslap its loads' (the pipelined load then fills the caches).
+ * Time: the fill phase (2 s rounds until each server has evicted: 2-8
+ * rounds, the one-cache floor's the most, its copies of the other thread's
+ * keys counted; ~3 min), then 9 servers x (4 + 4 + 1 s, and ~4 s to start
+ * the three clients) x 4 rounds: about 11 min in all (measured at load
+ * average 7-12); `--rounds N --round-ms MS` (memcaslap's round; the
+ * pipelined load runs a quarter of it, a fill round at most 2 s) to change
+ * it. The machine's load average is printed before and after. Needs Linux
+ * (/proc); without memcached its rows say skipped, without memcaslap its
+ * loads' (the pipelined load then fills the caches).
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
