@@ -34,7 +34,7 @@
 import os from "node:os";
 import { Worker } from "node:worker_threads";
 import { SharedHeap, SharedMap } from "../src/index.js";
-import { KeyScratch } from "../src/memory/shared-map-keys.js";
+import { KeyScratch } from "../src/memory/shared-map/keys.js";
 import { compare, type BenchModule, type BenchRecord } from "./report.js";
 import { measure, median, type Candidate } from "./timing.js";
 

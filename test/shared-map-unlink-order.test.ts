@@ -1,5 +1,5 @@
 /**
- * The owner's unlink order (src/memory/shared-map.ts, "The protocol":
+ * The owner's unlink order (src/memory/shared-map/shared-map.ts, "The protocol":
  * store(slot) away from the descriptor, then state UNLINKED, then release
  * the index's reference), checked at the instant it matters, on one
  * thread, every run.
@@ -12,7 +12,7 @@
  * the call cannot tell, and a race test only sees it when a reader lands
  * in those few instructions (the delete race caught a clear() done that
  * way in 3 runs of 6). So this test watches the drop itself: the owner's
- * object's count release step (its own field, shared-map-atomics.ts's
+ * object's count release step (its own field, shared-map/atomics.ts's
  * release) is wrapped, and at every drop, before it happens, no slot of
  * the current table may name the descriptor unless it is still LINKED,
  * and the map's own check() must be [] (it says "slot i names descriptor
@@ -22,8 +22,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { SharedMap } from "../src/index.js";
-import { descriptorAddress } from "../src/memory/shared-map-atomics.js";
-import * as L from "../src/memory/shared-map-layout.js";
+import { descriptorAddress } from "../src/memory/shared-map/atomics.js";
+import * as L from "../src/memory/shared-map/layout.js";
 import { newHeap } from "./helpers.js";
 
 interface Drop {

@@ -1,5 +1,5 @@
 /**
- * SharedMap on one thread (src/memory/shared-map.ts): what it stores and
+ * SharedMap on one thread (src/memory/shared-map/): what it stores and
  * finds, against a model; references that outlive deletes and replaces;
  * the two kinds of reference; bad input refused with the heap unchanged;
  * out of memory with the map unchanged; destroy and what comes back. Every
@@ -9,9 +9,9 @@
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { HeapOwnershipError, InvalidValueError, OutOfMemoryError, SharedHeap, SharedMap, SharedMapError } from "../src/index.js";
-import { AtomicsMapSteps, NO_TABLE, descriptorAddress, encodeMapModule, mapAtomics, type MapAtomics } from "../src/memory/shared-map-atomics.js";
-import { KeyScratch } from "../src/memory/shared-map-keys.js";
-import * as L from "../src/memory/shared-map-layout.js";
+import { AtomicsMapSteps, NO_TABLE, descriptorAddress, encodeMapModule, mapAtomics, type MapAtomics } from "../src/memory/shared-map/atomics.js";
+import { KeyScratch } from "../src/memory/shared-map/keys.js";
+import * as L from "../src/memory/shared-map/layout.js";
 import { mulberry32 } from "../bench/timing.js";
 import { newHeap, thrown } from "./helpers.js";
 

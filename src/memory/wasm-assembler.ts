@@ -1,7 +1,7 @@
 /**
  * A small assembler from WebAssembly's text form to its binary module
  * format, for the few modules this package writes by hand (atomics.ts:
- * the heap's read-modify-writes; shared-map-atomics.ts: the SharedMap's
+ * the heap's read-modify-writes; shared-map/atomics.ts: the SharedMap's
  * probe and reference counts). The instructions are written as WAT's flat
  * form, one per line (`local.get $d`, `i32.atomic.load offset=4`,
  * `loop $retry`, `br_if $held`, `end`), so the source a reader checks is

@@ -9,7 +9,7 @@
  * shard all the handles, so its connections read any shard's items.
  */
 import { createServer, type Server } from "node:net";
-import { SharedMap, type SharedMapStats } from "../../memory/shared-map.js";
+import { SharedMap, type SharedMapStats } from "../../memory/shared-map/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
 import { AcceptBalance } from "./accept-balance.js";
 import type { ServerConfig } from "./config.js";

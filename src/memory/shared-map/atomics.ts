@@ -5,7 +5,7 @@
  * shared-map.ts states the protocol and argues why it is safe; this file
  * is that protocol as code, twice: as WebAssembly over the heap's shared
  * memory, and as the same steps with Atomics for a thread that attached
- * the heap by its buffer alone (atomics.ts: a thread gets the WebAssembly
+ * the heap by its buffer alone (../atomics.ts: a thread gets the WebAssembly
  * kind only with heap.memory).
  *
  * Why WebAssembly: in Node 20 an Atomics call is a builtin call of some
@@ -44,7 +44,7 @@
  *   findHazard(records, count, id): 1 if a hazard slot of the first
  *     `count` reader records holds id, else 0.
  */
-import type { WasmMemory } from "./atomics.js";
+import type { WasmMemory } from "../atomics.js";
 import {
   D_REFS,
   D_STATE,
@@ -58,8 +58,8 @@ import {
   STATE_MASK,
   TABLE_HEADER_BYTES,
   T_MASK,
-} from "./shared-map-layout.js";
-import { assembleModule, type WasmFunction } from "./wasm-assembler.js";
+} from "./layout.js";
+import { assembleModule, type WasmFunction } from "../wasm-assembler.js";
 
 export interface MapAtomics {
   probe(hdr: number, hash: number, hazard: number): number;

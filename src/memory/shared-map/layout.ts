@@ -130,6 +130,16 @@ export const D_NEXT = 24;
 /** This descriptor's own id (constant: written when its chunk is made). */
 export const D_ID = 28;
 
+/** The same fields as word indexes from the descriptor's first word (d >>> 2). */
+export const W_REFS = D_REFS >>> 2;
+export const W_STATE = D_STATE >>> 2;
+export const W_HASH = D_HASH >>> 2;
+export const W_PAYLOAD = D_PAYLOAD >>> 2;
+export const W_KEY_LENGTH = D_KEY_LENGTH >>> 2;
+export const W_VALUE_LENGTH = D_VALUE_LENGTH >>> 2;
+export const W_NEXT = D_NEXT >>> 2;
+export const W_ID = D_ID >>> 2;
+
 export const STATE_MASK = 7;
 /** Not in use: refs 0, on the free list or the returned stack. */
 export const FREE = 0;

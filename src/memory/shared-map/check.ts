@@ -1,15 +1,15 @@
 /**
  * A SharedMap's books: its counts (stats) and its invariants as sentences
  * (check), both read from the heap by a walk over every descriptor and
- * slot, from any thread. The invariants are those of shared-map-layout.ts;
+ * slot, from any thread. The invariants are those of layout.ts;
  * on a map nobody changes or takes references on meanwhile they are exact
  * (a reader's count rising and falling during the walk can only show as a
  * held reference, never as a violation of the rest).
  */
-import { liveObjectRegion, objectSizeIn } from "./pointers.js";
-import type { SharedHeap } from "./shared-heap.js";
-import { descriptorAddress } from "./shared-map-atomics.js";
-import * as L from "./shared-map-layout.js";
+import { liveObjectRegion, objectSizeIn } from "../pointers.js";
+import type { SharedHeap } from "../shared-heap.js";
+import { descriptorAddress } from "./atomics.js";
+import * as L from "./layout.js";
 
 export interface SharedMapStats {
   /** Entries in the map. */
@@ -87,7 +87,7 @@ export function countStates(i32: Int32Array, hdr: number): SharedMapStats {
   return s;
 }
 
-/** Every invariant of shared-map-layout.ts that does not hold, as a sentence; [] when the map is sound. */
+/** Every invariant of layout.ts that does not hold, as a sentence; [] when the map is sound. */
 export function checkMap(heap: SharedHeap, i32: Int32Array, hdr: number): string[] {
   const problems: string[] = [];
   const say = (what: string): void => {

@@ -1,0 +1,400 @@
+/**
+ * SharedMap: a hash index in the shared heap that any thread reads without
+ * a lock or a message, and one thread writes.
+ *
+ * What it is for
+ * --------------
+ * Seastar shares nothing: a read of another shard's data is a message
+ * there and back (20 to 65 us between idle shards on these VMs, issue 19).
+ * A shared heap can do better for reads: the data is already in memory
+ * every thread can address. A SharedMap is made in one shard's memory and
+ * found from any thread by its handle (a number: post it); a lookup takes
+ * a reference to the entry, reads its bytes in place, and releases it. The
+ * entry is never freed while a reference is held.
+ *
+ * Shape (offsets in layout.ts)
+ * ---------------------------------------
+ *   header      table pointer, move count, hash seed, descriptor directory,
+ *               the owner's lists, the stacks other threads push onto
+ *   readers     a record per reading SharedMap object: 15 hazard slots
+ *   table       open addressing, linear probing, at most half full; a slot
+ *               is (descriptor id << 8) | tag, 0 empty
+ *   descriptor  32 bytes: refs, state + generation, hash, payload pointer,
+ *               key and value lengths, a list link, its own id
+ *   payload     one object per entry: the key's UTF-8 bytes, zero-padded to
+ *               8, then the value; the caller fills the value in place
+ *               (reserve, then publish) or hands bytes (set)
+ *
+ * One writer
+ * ----------
+ * Every change (set, reserve/publish, delete, unlink, clear, the resizes,
+ * reclaim, destroy) runs on the thread that owns the map's shard; any
+ * other thread asks that one (with Smp: submitTo the shard) and gets
+ * HeapOwnershipError if it tries. A single writer leaves no write/write
+ * race to argue about, and it is the allocator's own rule (only the owner
+ * allocates in its region): the payloads, tables and descriptor chunks are
+ * the owner's objects. Readers are the many: acquire, release, retain and
+ * the accessors work on every thread.
+ *
+ * Why descriptors, and why they are never freed
+ * ---------------------------------------------
+ * A reader must protect an entry before it knows the entry still exists:
+ * it read a slot, and the owner may delete that entry, and its last holder
+ * free it, before the reader's protection lands. A count kept in the
+ * payload (as memcached's items keep theirs) would then be incremented in
+ * freed memory, perhaps already another object's. So what a reader
+ * touches is a descriptor, and descriptors are type-stable: they sit in
+ * chunks that are never freed while the map lives (Linux's
+ * SLAB_TYPESAFE_BY_RCU), so any id a reader ever read still names a
+ * descriptor, and what the reader then holds is checked.
+ *
+ * Two kinds of reference
+ * ----------------------
+ * A shared count is one word every reader of an entry writes: two threads
+ * reading the same keys bounce its cache line between their cores on
+ * every lookup (two lock-prefixed writes to a line the other core last
+ * wrote), and the lookups of two threads add up to about those of one. So
+ * a reader protects what it reads with a hazard slot (Michael's hazard
+ * pointers): each reading SharedMap object claims a reader record of 15
+ * slots on a cache line of its own, and a lookup writes the descriptor's
+ * id there, on its own line, which no other thread writes; the count is
+ * not touched. Such a hazard reference is released on the object that
+ * took it. When an object's 15 slots are all held, when no record is left,
+ * and for references that must travel (retain), the reference is a
+ * counted one: the shared count, raised with compareExchange, never from
+ * 0, and released on any thread.
+ *
+ * Freeing: an entry is freed once it is out of the table, its count is 0
+ * and no hazard slot names it. Whoever takes the count to 0 (the owner
+ * dropping the index's reference, or the last counted reader) retires it
+ * (state UNLINKED -> RETIRED by compareExchange: exactly once per entry).
+ * A reader thread then looks at every hazard slot and frees it at once if
+ * none names it (its payload by heap.free: a cross-shard free, so whoever
+ * drops an entry's last reference frees it), else hands it to the owner.
+ * The owner keeps what it retired, and what was handed to it, on a retired
+ * list and frees those no hazard names in batches (reclaim: one scan of
+ * the hazard slots per 32 entries or 64 KiB retired, whenever a new entry
+ * needs a descriptor and none is free, and on reclaim()). Descriptors come
+ * back to the owner through a lock-free stack it takes whole with one
+ * exchange (cross-shard.ts's inbox: no single pop, so no ABA).
+ *
+ * The protocol
+ * ------------
+ * Reader (atomics.ts runs R1-R3 in one WebAssembly call):
+ *   R1  T = load(M_TABLE), m = load(M_MOVES); start at the key's home slot
+ *   R2  s = load(slot): 0 ends the path: absent if load(M_MOVES) is still
+ *       m, else start over. Another tag: next slot. The tag matches:
+ *       protect its descriptor: store(hazard, id), or take a count
+ *       (c = load(refs), compareExchange(c, c + 1), never from 0: a count
+ *       of 0 is a free descriptor: read the slot again)
+ *   R3  validate: load(slot) is still s and load(M_TABLE) still T; if not,
+ *       drop the protection and read the slot again (or start over if the
+ *       table was replaced)
+ *   R4  compare the held descriptor's hash, key length and key bytes (in
+ *       its payload) with the key; equal: the reference is the caller's;
+ *       else drop it and go on from the next slot
+ * Owner:
+ *   publish  payload and descriptor fields written, then store(refs, 1),
+ *            state LINKED, then store(slot) (new key: an empty slot;
+ *            existing key: over the old entry's slot, one store)
+ *   unlink   (delete, replace's old entry, clear) store(slot) away from the
+ *            descriptor, then state UNLINKED, then release the index's
+ *            reference (retired if it was the last)
+ *   delete   Knuth's backward shift (no tombstones, so no rebuilds): the
+ *            hole is filled from later in its cluster; before each store
+ *            that removes the older copy of a moved entry, M_MOVES += 1
+ *   grow     a table twice the size filled privately, then one
+ *            store(M_TABLE); the old one is kept until destroy
+ *   clear    slots emptied from the end of each cluster backwards, so no
+ *            path a present key needs is ever cut
+ *   reclaim  take what other threads retired, read every hazard slot,
+ *            then free each retired entry whose count is 0 and which no
+ *            hazard named
+ *
+ * Why it is safe (the memory-ordering argument)
+ * ---------------------------------------------
+ * Every access to a word that another thread may write at the same time is
+ * atomic (WebAssembly's or Atomics', sequentially consistent: one order of
+ * all of them that every thread agrees on). The plain reads are the
+ * owner's of its own words, and a reader's of a descriptor's fields and
+ * its payload while it protects them: nobody writes those then (the owner
+ * rewrites a descriptor only once it is free, and never writes a
+ * published payload), and they were written before the atomic store the
+ * reader's atomic loads observed (the slot, refs), so they happen before
+ * the reader's reads: no data race, no stale value.
+ *  - No torn read: a payload is complete before the store that links it,
+ *    and never written again by the map (a new value is a new payload and
+ *    a new descriptor, swapped in with one slot store). A reader that
+ *    protects a descriptor still being filled (reached through a stale
+ *    slot: a reserved descriptor is in no slot) fails R3 and never reads
+ *    its payload.
+ *  - No read of freed memory: an entry is freed only after it left the
+ *    table, its count reached 0 (and a count never rises from 0 but by
+ *    retain, whose caller protects the entry) and a look at every hazard
+ *    slot made after that found none naming it. A reader's hazard store
+ *    comes before its R3 loads; the freeing thread's unlink store comes
+ *    before its hazard loads. In the one order of these four, either the
+ *    freeing thread sees the hazard (and keeps the entry), or the unlink
+ *    comes before R3, which then fails: a reader never goes on to read an
+ *    entry that can be freed under it (Michael, "Hazard pointers", 2004).
+ *    A counted reference keeps the count above 0. A stale id still names a
+ *    descriptor (chunks are never freed while the map lives), and a stale
+ *    table is still a table (old ones are kept), so R1-R3 only ever touch
+ *    the map's own memory.
+ *  - The right entry (no ABA): once protected, a descriptor cannot be
+ *    recycled. R3 then finds it in its slot of the current table, so at
+ *    that instant it was an entry of the map, and R4 compares that entry's
+ *    key. If it was recycled before the protection landed, R3 fails (the
+ *    owner takes a descriptor out of its slot before it can be freed)
+ *    unless it was relinked to the same slot, and then it is what that
+ *    slot holds now. The table check covers old tables: a frozen slot may
+ *    name a descriptor recycled since (even one being filled), and the
+ *    moved table pointer sends the reader to the new table.
+ *  - Exactly one free: retiring is a compareExchange of the state from
+ *    UNLINKED (one winner per entry); after it, only the retiring reader
+ *    (no hazard, count still 0) or the owner's reclaim (the entry on its
+ *    list) frees, and the owner's list holds what readers did not free.
+ *  - Linearizable: a hit is the map's entry at the R3 instant. A miss: an
+ *    entry stays where it is in a table, but for the backward shift, which
+ *    stores a copy of an entry into the hole before it removes the older
+ *    copy; M_MOVES is bumped between the two, so a reader that passed the
+ *    hole before the copy and reaches the old place after the removal sees
+ *    the count change and starts over. Otherwise an empty slot at the end
+ *    of the path, with every slot before it holding another key, means the
+ *    key was absent at some instant of the probe (an insert of the key in
+ *    between had it absent just before). A table a resize replaced is
+ *    frozen at the resize, which came after the reader's R1: a miss there
+ *    is a miss at that instant.
+ *  - No lost update: one writer, and a replace is one store, so a key is
+ *    never absent in between; readers never write a slot.
+ *  - No leaked reference: every protection R2 takes is returned as a
+ *    reference or dropped (R3's, R4's); check() balances the counts and
+ *    the hazard slots against the table and the lists.
+ *  - Lock-free: a reader starts over only when the owner changed the map
+ *    under it (a slot, a move, a resize): the owner made progress. The
+ *    owner never waits for a reader.
+ *
+ * Costs and figures: bench/shared-map.ts (README, "Sharing data between
+ * shards"). Limits: 2^23 entries (2^24 slots at half load), keys up to
+ * 64 KiB, 1024 reader records; tables only grow (what a map once held, it
+ * keeps room for).
+ *
+ * Thread death: a reader that dies holding references leaves those
+ * entries allocated (a count that never gets back to 0, a hazard slot that
+ * is never cleared, and its record stays claimed) until the map is
+ * destroyed with { force: true } or the heap is discarded; nothing else is
+ * affected. The map belongs to its shard: a thread that takes a dead
+ * owner's shard over can attach and go on (check() says whether the dead
+ * one was cut off in the middle of a change), and must not free the map's
+ * objects as orphans while other threads read it.
+ */
+import { SharedMapError } from "../../errors.js";
+import { parseInteger, rejectUnknownKeys } from "../../parse.js";
+import { liveObjectRegion, objectSizeIn } from "../pointers.js";
+import type { SharedHeap } from "../shared-heap.js";
+import { checkMap, countStates, type SharedMapStats } from "./check.js";
+import { descriptorAddress } from "./atomics.js";
+import { newChunk, newTable, ownedAllocator, zeroed } from "./core.js";
+import * as L from "./layout.js";
+import { MapWriter } from "./writer.js";
+
+export type { SharedMapStats } from "./check.js";
+
+// Hot-path constants as module-local values (shard-allocator.ts: V8 folds
+// these to constants; imported bindings cost a load and a hole check).
+const { STATE_MASK, FREE, W_PAYLOAD, W_STATE } = L;
+const W_DIRECTORY = L.M_DIRECTORY >>> 2;
+
+export interface SharedMapOptions {
+  /** The shard whose memory holds the map; this thread must own it. */
+  shard: number;
+  /**
+   * Entries to make room for before the first resize (default 64): the
+   * table and the descriptors for them are made at once, so a map that
+   * stays within it allocates nothing but its entries later.
+   */
+  capacity?: number;
+  /**
+   * Reader records: how many SharedMap objects (one per thread, usually)
+   * may read with hazard references at once (default 64, at most 1024;
+   * 64 bytes each). Readers past them use counted references.
+   */
+  readers?: number;
+}
+
+export class SharedMap extends MapWriter {
+  private constructor(heap: SharedHeap, handle: number) {
+    super(heap, handle);
+  }
+
+
+  /**
+   * A new, empty map in shard `o.shard`'s memory, on the thread that owns
+   * that shard (HeapOwnershipError elsewhere). Bad options:
+   * InvalidValueError; no memory for it: OutOfMemoryError, nothing left
+   * allocated.
+   */
+  static create(heap: SharedHeap, o: SharedMapOptions): SharedMap {
+    if (o === null || typeof o !== "object") throw new TypeError("SharedMap.create: options must be an object");
+    rejectUnknownKeys(o, ["shard", "capacity", "readers"], "SharedMap.create: options");
+    const shard = parseInteger(o.shard, "SharedMap.create: options.shard", 0, heap.shards - 1);
+    const capacity = o.capacity === undefined ? 64 : parseInteger(o.capacity, "SharedMap.create: options.capacity", 0, L.MAX_CAPACITY * L.MAX_LOAD);
+    const readers = o.readers === undefined ? L.DEFAULT_READER_RECORDS : parseInteger(o.readers, "SharedMap.create: options.readers", 0, L.MAX_READER_RECORDS);
+    const a = ownedAllocator(heap, shard, "create");
+    let slots = L.MIN_CAPACITY;
+    while (slots * L.MAX_LOAD < capacity) slots *= 2;
+    const made: number[] = [];
+    try {
+      const hdr = zeroed(heap, a.allocateAligned(64, L.MAP_HEADER_BYTES), L.MAP_HEADER_BYTES);
+      made.push(hdr);
+      const table = newTable(heap, a, slots);
+      made.push(table);
+      const chunk = newChunk(heap, a, 0);
+      made.push(chunk);
+      // The descriptors for `capacity` entries, now: a map that stays within it allocates no
+      // structure later, so its objects sit together where an empty region put them instead of
+      // pinning pages among the entries (with chunks made as they were needed, a 1 MiB memcached
+      // shard emptied of its 329 items had 840 KiB free and no run over 344 KiB).
+      const chunks = [chunk];
+      for (let k = 1; k < L.CHUNK_COUNT && L.chunkFirstId(k) <= Math.min(capacity, L.MAX_ID); k++) {
+        const more = newChunk(heap, a, k);
+        made.push(more);
+        chunks.push(more);
+      }
+      const records = zeroed(heap, a.allocateAligned(64, Math.max(1, readers) * L.READER_BYTES), Math.max(1, readers) * L.READER_BYTES);
+      made.push(records);
+      const i32 = new Int32Array(heap.buffer);
+      const w = hdr >>> 2;
+      i32[w + (L.M_TABLE >>> 2)] = table;
+      for (let k = 0; k < chunks.length; k++) i32[w + W_DIRECTORY + k] = chunks[k]!;
+      i32[w + (L.M_READERS >>> 2)] = records;
+      i32[w + (L.M_READER_RECORDS >>> 2)] = readers;
+      i32[w + (L.M_SEED >>> 2)] = crypto.getRandomValues(new Int32Array(1))[0]!;
+      i32[w + (L.M_SHARD >>> 2)] = shard;
+      i32[w + (L.M_VERSION >>> 2)] = L.MAP_VERSION;
+      i32[w + (L.M_NEXT_ID >>> 2)] = 1; // id 0 is never handed out: a slot of 0 is empty
+      Atomics.store(i32, w + (L.M_MAGIC >>> 2), L.MAP_MAGIC);
+      return new SharedMap(heap, hdr);
+    } catch (e) {
+      for (const p of made) a.free(p);
+      throw e;
+    }
+  }
+
+  /**
+   * The map whose handle is `handle`, from any thread (the heap attached
+   * there). SharedMapError (ERR_SHARDHEAP_MAP_HANDLE) when `handle` is not
+   * a live map's: the check reads the object's first words, so a handle
+   * kept past its map's destroy is caught until its memory is reused.
+   */
+  static attach(heap: SharedHeap, handle: number): SharedMap {
+    let size: number;
+    try {
+      size = objectSizeIn(liveObjectRegion(heap, handle, "SharedMap.attach"), handle);
+    } catch (e) {
+      throw new SharedMapError("ERR_SHARDHEAP_MAP_HANDLE", `SharedMap.attach(${String(handle)}): not a SharedMap: ${(e as Error).message}`);
+    }
+    const i32 = new Int32Array(heap.buffer);
+    const w = handle >>> 2;
+    const problem =
+      size < L.MAP_HEADER_BYTES || Atomics.load(i32, w) !== L.MAP_MAGIC
+        ? "the object there is not a SharedMap (or it was destroyed)"
+        : i32[w + (L.M_VERSION >>> 2)] !== L.MAP_VERSION
+          ? `its layout version is ${i32[w + (L.M_VERSION >>> 2)]}, this is ${L.MAP_VERSION}`
+          : i32[w + (L.M_SHARD >>> 2)] !== heap.ownerOf(handle)
+            ? "its header names another shard"
+            : undefined;
+    if (problem !== undefined) throw new SharedMapError("ERR_SHARDHEAP_MAP_HANDLE", `SharedMap.attach(${handle}): ${problem}`);
+    return new SharedMap(heap, handle);
+  }
+
+  /**
+   * Heap bytes of the map's own objects (header, reader records, tables,
+   * descriptor chunks: stats().structureBytes) without a walk: read from
+   * the heap when first asked, then kept up to date by the changes this
+   * object makes (tables and descriptors only grow, by the owner's
+   * changes). So it is exact on the owner's object that changes the map,
+   * such as a memory budget's (memcached's store.ts); on any other, it is
+   * what the map had when first asked.
+   */
+  get structureBytes(): number {
+    if (this.ownBytes < 0) this.ownBytes = this.stats().structureBytes;
+    return this.ownBytes;
+  }
+
+  /**
+   * Whether entries out of the map wait for a reclaim (retired ones, or
+   * ones other threads handed back): an owner that goes quiet calls
+   * reclaim() while this says so, as the automatic reclaim waits for 32 of
+   * them. One or two loads, any thread.
+   */
+  get reclaimPending(): boolean {
+    const hw = this.hdrWord;
+    return this.i32[hw + (L.M_RETIRED_LIST >>> 2)] !== 0 || Atomics.load(this.i32, hw + (L.M_RETIRED_STACK >>> 2)) !== 0;
+  }
+
+  /**
+   * Free the map and everything in it. The owner's thread only, and only
+   * once no thread will use the map again (a reader still probing it would
+   * touch freed memory: tell the readers, and wait for their answer,
+   * first). Refused (SharedMapError, ERR_SHARDHEAP_MAP_IN_USE, nothing
+   * changed) while references are held or reservations open, unless
+   * `force`: then entries are freed whoever holds them (for holders known
+   * to be gone, such as a dead thread's).
+   */
+  destroy(o?: { force?: boolean }): void {
+    const a = this.owner("destroy");
+    if (o !== undefined) rejectUnknownKeys(o, ["force"], "SharedMap.destroy: options");
+    const stats = this.stats();
+    if (o?.force !== true && (stats.held > 0 || stats.reserved > 0)) {
+      throw new SharedMapError(
+        "ERR_SHARDHEAP_MAP_IN_USE",
+        `SharedMap.destroy: ${stats.held} references held and ${stats.reserved} reservations open; release them first (or destroy({ force: true }) if their holders are gone)`,
+      );
+    }
+    const i32 = this.i32;
+    const hw = this.hdrWord;
+    const own = this.ownObjects();
+    this.store(this.hdr + L.M_TABLE, 0);
+    this.store(this.hdr + L.M_MAGIC, 0);
+    this.ended = "destroyed";
+    const next = i32[hw + (L.M_NEXT_ID >>> 2)]!;
+    for (let id = 1; id < next; id++) {
+      const w = descriptorAddress(i32, this.hdr, id) >>> 2;
+      if ((i32[w + W_STATE]! & STATE_MASK) !== FREE) a.free(i32[w + W_PAYLOAD]! >>> 0);
+    }
+    for (const p of own) a.free(p);
+  }
+
+  /** The map's own heap objects: the descriptor chunks, the tables (current and replaced), the reader records, and last the header. */
+  private ownObjects(): number[] {
+    const i32 = this.i32;
+    const hw = this.hdrWord;
+    const own: number[] = [];
+    for (let k = 0; k < L.CHUNK_COUNT; k++) if (i32[hw + W_DIRECTORY + k] !== 0) own.push(i32[hw + W_DIRECTORY + k]! >>> 0);
+    for (let t = i32[hw + (L.M_OLD_TABLES >>> 2)]! >>> 0; t !== 0; t = i32[(t + L.T_NEXT_OLD) >>> 2]! >>> 0) own.push(t);
+    own.push(i32[hw + (L.M_TABLE >>> 2)]! >>> 0, i32[hw + (L.M_READERS >>> 2)]! >>> 0, this.hdr);
+    return own;
+  }
+
+  /** Counts of the map's entries, references and descriptors, read from the heap (any thread; a walk over every descriptor). */
+  stats(): SharedMapStats {
+    this.checkLive("stats");
+    const s = countStates(this.i32, this.hdr);
+    for (const p of this.ownObjects()) {
+      s.structureObjects++;
+      s.structureBytes += objectSizeIn(liveObjectRegion(this.heap, p, "SharedMap.stats"), p);
+    }
+    return s;
+  }
+
+  /**
+   * The map's invariants (layout.ts) as sentences, [] when they
+   * hold: on a quiet map (no thread changing it or taking references
+   * meanwhile), from any thread.
+   */
+  check(): string[] {
+    this.checkLive("check");
+    return checkMap(this.heap, this.i32, this.hdr);
+  }
+}
