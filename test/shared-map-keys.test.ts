@@ -22,6 +22,7 @@ const ENTRY_POINTS: Record<string, (map: SharedMap, key: string) => unknown> = {
   set: (m, k) => m.set(k, "value"),
   reserve: (m, k) => m.reserve(k, 8),
   delete: (m, k) => m.delete(k),
+  take: (m, k) => m.take(k),
 };
 
 describe("SharedMap: string keys must be valid UTF-16", () => {

@@ -48,16 +48,23 @@ import type { WasmMemory } from "../atomics.js";
 import {
   D_REFS,
   D_STATE,
+  GROUP_SHIFT,
   HAZARDS_PER_READER,
   LINKED,
   M_DIRECTORY,
-  M_MOVES,
-  M_TABLE,
+  M_SEGMENT_MASK,
   READER_BYTES,
   R_HAZARDS,
+  SEGMENTS,
+  SEGMENT_MULTIPLIER,
+  SG_MOVES,
+  SG_TABLE,
   STATE_MASK,
   TABLE_HEADER_BYTES,
   T_MASK,
+  UNLINKED,
+  descriptorAt,
+  segmentIndex,
 } from "./layout.js";
 import { assembleModule, type WasmFunction } from "../wasm-assembler.js";
 
@@ -66,6 +73,7 @@ export interface MapAtomics {
   probeNext(hdr: number, hash: number): number;
   release(d: number): number;
   retain(d: number): number;
+  unlinkEntry(d: number, expected: number, drop: number): number;
   findHazard(records: number, count: number, id: number): number;
   load(address: number): number;
   store(address: number, value: number): void;
@@ -81,9 +89,10 @@ export const NO_TABLE = 2;
 // The protocol in WebAssembly's text form (wasm-assembler.ts). Offsets are
 // the layout's; ${...} are filled in below.
 const DESC = `
-  ;; chunk k = 31 - clz((id >> 6) + 1); d = directory[k] + ((id - ((64 << k) - 64)) << 5)
+  ;; the chunk (layout.ts descriptorAt): group g = 31 - clz((id >> 8) + 1), o = id - ((256 << g) - 256),
+  ;; entry (g << 2) | (o >> (6 + g)); d = directory[entry] + ((o & ((64 << g) - 1)) << 5)
   local.get $id
-  i32.const 6
+  i32.const ${6 + GROUP_SHIFT}
   i32.shr_u
   i32.const 1
   i32.add
@@ -93,19 +102,35 @@ const DESC = `
   local.get $k
   i32.sub
   local.set $k
+  local.get $id
+  i32.const ${64 << GROUP_SHIFT}
+  local.get $k
+  i32.shl
+  i32.const ${64 << GROUP_SHIFT}
+  i32.sub
+  i32.sub
+  local.set $o
   local.get $hdr
   local.get $k
+  i32.const ${GROUP_SHIFT}
+  i32.shl
+  local.get $o
+  i32.const 6
+  local.get $k
+  i32.add
+  i32.shr_u
+  i32.or
   i32.const 2
   i32.shl
   i32.add
   i32.load offset=${M_DIRECTORY}
-  local.get $id
+  local.get $o
   i32.const 64
   local.get $k
   i32.shl
-  i32.const 64
+  i32.const 1
   i32.sub
-  i32.sub
+  i32.and
   i32.const 5
   i32.shl
   i32.add`;
@@ -119,6 +144,8 @@ const SLOT = `
   i32.atomic.load offset=${TABLE_HEADER_BYTES}`;
 
 const SAVE = `
+  local.get $seg
+  global.set $segment
   local.get $T
   global.set $table
   local.get $moves
@@ -128,10 +155,37 @@ const SAVE = `
   local.get $hazard
   global.set $hazardSlot`;
 
+/** The 8-byte pair (refs, state) on the stack, from the i32 instructions that push each. */
+function PAIR(refs: string, state: string): string {
+  return `${refs}
+    i64.extend_i32_u
+    ${state}
+    i64.extend_i32_u
+    i64.const 32
+    i64.shl
+    i64.or`;
+}
+
+/** The key's segment: hdr + SEGMENTS + (((hash * C) >>> 16) & mask) * SEGMENT_BYTES (layout.ts segmentIndex). */
+const SEGMENT = `
+  local.get $hdr
+  local.get $hash
+  i32.const ${SEGMENT_MULTIPLIER | 0}
+  i32.mul
+  i32.const 16
+  i32.shr_u
+  local.get $hdr
+  i32.load offset=${M_SEGMENT_MASK}
+  i32.and
+  i32.const 7
+  i32.shl
+  i32.add
+  i32.const ${SEGMENTS}`;
+
 /** Read the slot again, or start over if the table was replaced. */
 const AGAIN = `
-  local.get $hdr
-  i32.atomic.load offset=${M_TABLE}
+  local.get $seg
+  i32.atomic.load offset=${SG_TABLE}
   local.get $T
   i32.ne
   if
@@ -147,8 +201,8 @@ const VALIDATE = `
   local.get $s
   i32.eq
   if
-    local.get $hdr
-    i32.atomic.load offset=${M_TABLE}
+    local.get $seg
+    i32.atomic.load offset=${SG_TABLE}
     local.get $T
     i32.eq
     if
@@ -167,12 +221,12 @@ const SCAN = `
     local.get $T
     i32.eqz
     if
-      ;; a fresh start: the current table, the move count, the key's home
-      local.get $hdr
-      i32.atomic.load offset=${M_TABLE}
+      ;; a fresh start: the segment's current table, its move count, the key's home
+      local.get $seg
+      i32.atomic.load offset=${SG_TABLE}
       local.set $T
-      local.get $hdr
-      i32.atomic.load offset=${M_MOVES}
+      local.get $seg
+      i32.atomic.load offset=${SG_MOVES}
       local.set $moves
       local.get $T
       i32.eqz
@@ -200,8 +254,8 @@ const SCAN = `
       i32.eqz
       if
         ;; an empty slot ends the path: absent, unless an entry moved meanwhile
-        local.get $hdr
-        i32.atomic.load offset=${M_MOVES}
+        local.get $seg
+        i32.atomic.load offset=${SG_MOVES}
         local.get $moves
         i32.ne
         if
@@ -417,19 +471,58 @@ const FIND_HAZARD = `
   end
   unreachable`;
 
-const SCAN_LOCALS = ["mask", "s", "d", "c", "seen", "steps", "tag", "id", "k"];
+/**
+ * unlinkEntry(d, expected, drop): if d's state word is still `expected`
+ * (LINKED or RESERVED, of one generation), make it UNLINKED and take
+ * `drop` (1 or 0) from its count, both in one 8-byte compareExchange of
+ * the pair (refs, state); the count after, or -1 when the state was
+ * another (done already, or another generation: nothing changed). One
+ * step, so a writer that breaks a dead writer's lock can finish an unlink
+ * without ever dropping the index's reference twice (repair.ts).
+ */
+const UNLINK_ENTRY = `
+  loop $retry
+    local.get $d
+    i32.atomic.load offset=${D_STATE}
+    local.get $expected
+    i32.ne
+    if
+      i32.const -1
+      return
+    end
+    local.get $d
+    i32.atomic.load offset=${D_REFS}
+    local.set $c
+    local.get $d
+    ${PAIR("local.get $c", "local.get $expected")}
+    ${PAIR("local.get $c\n    local.get $drop\n    i32.sub", `local.get $expected\n    i32.const -8\n    i32.and\n    i32.const ${UNLINKED}\n    i32.or`)}
+    i64.atomic.rmw.cmpxchg offset=${D_REFS}
+    ${PAIR("local.get $c", "local.get $expected")}
+    i64.eq
+    if
+      local.get $c
+      local.get $drop
+      i32.sub
+      return
+    end
+    br $retry
+  end
+  unreachable`;
+
+const SCAN_LOCALS = ["mask", "s", "d", "c", "seen", "steps", "tag", "id", "k", "o"];
 
 /** The module's source (exported for the test that validates it). */
 export const MAP_MODULE: readonly WasmFunction[] = [
-  { name: "scan", params: ["hdr", "hash", "T", "moves", "i", "hazard"], locals: SCAN_LOCALS, result: true, exported: false, body: SCAN },
+  { name: "scan", params: ["hdr", "seg", "hash", "T", "moves", "i", "hazard"], locals: SCAN_LOCALS, result: true, exported: false, body: SCAN },
   {
     name: "probe", params: ["hdr", "hash", "hazard"], result: true, exported: true,
-    body: "local.get $hdr\nlocal.get $hash\ni32.const 0\ni32.const 0\ni32.const 0\nlocal.get $hazard\ncall $scan",
+    body: `local.get $hdr\n${SEGMENT}\ni32.add\nlocal.get $hash\ni32.const 0\ni32.const 0\ni32.const 0\nlocal.get $hazard\ncall $scan`,
   },
   {
     name: "probeNext", params: ["hdr", "hash"], result: true, exported: true,
-    body: "local.get $hdr\nlocal.get $hash\nglobal.get $table\nglobal.get $moved\nglobal.get $index\ni32.const 1\ni32.add\nglobal.get $hazardSlot\ncall $scan",
+    body: "local.get $hdr\nglobal.get $segment\nlocal.get $hash\nglobal.get $table\nglobal.get $moved\nglobal.get $index\ni32.const 1\ni32.add\nglobal.get $hazardSlot\ncall $scan",
   },
+  { name: "unlinkEntry", params: ["d", "expected", "drop"], locals: ["c"], result: true, exported: true, body: UNLINK_ENTRY },
   { name: "release", params: ["d"], locals: ["c", "seen"], result: true, exported: true, body: RELEASE },
   { name: "retain", params: ["d"], result: true, exported: true, body: RETAIN },
   { name: "findHazard", params: ["records", "count", "id"], locals: ["j", "a"], result: true, exported: true, body: FIND_HAZARD },
@@ -443,7 +536,7 @@ export const MAP_MODULE: readonly WasmFunction[] = [
 ];
 
 export function encodeMapModule(): Uint8Array {
-  return assembleModule({ globals: ["table", "moved", "index", "hazardSlot"], functions: MAP_MODULE });
+  return assembleModule({ globals: ["segment", "table", "moved", "index", "hazardSlot"], functions: MAP_MODULE });
 }
 
 interface WebAssemblyApi {
@@ -465,7 +558,7 @@ export function mapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undef
       compiled ??= new WA.Module(encodeMapModule());
       const e = new WA.Instance(compiled, { heap: { memory } }).exports as MapAtomics;
       a = {
-        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, findHazard: e.findHazard,
+        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, unlinkEntry: e.unlinkEntry, findHazard: e.findHazard,
         load: e.load, store: e.store, compareExchange: e.compareExchange, exchange: e.exchange,
       };
     } else {
@@ -482,23 +575,27 @@ export function mapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undef
  * run the races on both kinds.
  */
 export class AtomicsMapSteps implements MapAtomics {
+  private segment = 0;
   private table = 0;
   private moved = 0;
   private index = 0;
   private hazard = 0;
   constructor(private readonly i32: Int32Array) {}
 
-  probe = (hdr: number, hash: number, hazard: number): number => this.scan(hdr, hash, 0, 0, 0, hazard);
-  probeNext = (hdr: number, hash: number): number => this.scan(hdr, hash, this.table, this.moved, this.index + 1, this.hazard);
+  probe = (hdr: number, hash: number, hazard: number): number => {
+    const seg = hdr + SEGMENTS + segmentIndex(hash, this.i32[(hdr + M_SEGMENT_MASK) >>> 2]!) * 128;
+    return this.scan(hdr, seg, hash, 0, 0, 0, hazard);
+  };
+  probeNext = (hdr: number, hash: number): number => this.scan(hdr, this.segment, hash, this.table, this.moved, this.index + 1, this.hazard);
 
-  private scan(hdr: number, hash: number, T: number, moves: number, i: number, hazard: number): number {
+  private scan(hdr: number, seg: number, hash: number, T: number, moves: number, i: number, hazard: number): number {
     const i32 = this.i32;
-    const table = (hdr + M_TABLE) >>> 2;
+    const table = (seg + SG_TABLE) >>> 2;
     const tag = hash >>> 24;
     for (;;) {
       if (T === 0) {
         T = Atomics.load(i32, table) >>> 0;
-        moves = Atomics.load(i32, (hdr + M_MOVES) >>> 2);
+        moves = Atomics.load(i32, (seg + SG_MOVES) >>> 2);
         if (T === 0) return NO_TABLE;
         i = hash;
       }
@@ -509,7 +606,7 @@ export class AtomicsMapSteps implements MapAtomics {
       for (;;) {
         const s = Atomics.load(i32, slots + i);
         if (s === 0) {
-          if (Atomics.load(i32, (hdr + M_MOVES) >>> 2) !== moves) break;
+          if (Atomics.load(i32, (seg + SG_MOVES) >>> 2) !== moves) break;
           return ABSENT;
         }
         if ((s & 255) !== tag) {
@@ -520,7 +617,7 @@ export class AtomicsMapSteps implements MapAtomics {
         const d = descriptorAddress(i32, hdr, s >>> 8);
         if (hazard !== 0) {
           Atomics.store(i32, hazard >>> 2, s >>> 8);
-          if (Atomics.load(i32, slots + i) === s && Atomics.load(i32, table) >>> 0 === T) return this.save(T, moves, i, hazard, d);
+          if (Atomics.load(i32, slots + i) === s && Atomics.load(i32, table) >>> 0 === T) return this.save(seg, T, moves, i, hazard, d);
           Atomics.store(i32, hazard >>> 2, 0);
         } else {
           const refs = (d >>> 2) + (D_REFS >>> 2);
@@ -531,7 +628,7 @@ export class AtomicsMapSteps implements MapAtomics {
             c = seen;
           }
           if (c !== 0) {
-            if (Atomics.load(i32, slots + i) === s && Atomics.load(i32, table) >>> 0 === T) return this.save(T, moves, i, hazard, d);
+            if (Atomics.load(i32, slots + i) === s && Atomics.load(i32, table) >>> 0 === T) return this.save(seg, T, moves, i, hazard, d);
             for (c = Atomics.load(i32, refs); ; ) {
               if (c <= 1) return d | INVALID_HELD;
               const seen = Atomics.compareExchange(i32, refs, c, c - 1);
@@ -546,7 +643,8 @@ export class AtomicsMapSteps implements MapAtomics {
     }
   }
 
-  private save(T: number, moves: number, i: number, hazard: number, d: number): number {
+  private save(seg: number, T: number, moves: number, i: number, hazard: number, d: number): number {
+    this.segment = seg;
     this.table = T;
     this.moved = moves;
     this.index = i;
@@ -569,6 +667,17 @@ export class AtomicsMapSteps implements MapAtomics {
 
   retain = (d: number): number => Atomics.add(this.i32, (d >>> 2) + (D_REFS >>> 2), 1) + 1;
 
+  unlinkEntry = (d: number, expected: number, drop: number): number => {
+    const pair = new BigInt64Array(this.i32.buffer, d, 1);
+    for (;;) {
+      if (Atomics.load(this.i32, (d + D_STATE) >>> 2) !== expected) return -1;
+      const c = Atomics.load(this.i32, (d + D_REFS) >>> 2);
+      const was = BigInt.asUintN(32, BigInt(c)) | (BigInt.asUintN(32, BigInt(expected)) << 32n);
+      const now = BigInt.asUintN(32, BigInt(c - drop)) | (BigInt.asUintN(32, BigInt((expected & -8) | UNLINKED)) << 32n);
+      if (BigInt.asUintN(64, Atomics.compareExchange(pair, 0, BigInt.asIntN(64, was), BigInt.asIntN(64, now))) === was) return c - drop;
+    }
+  };
+
   findHazard = (records: number, count: number, id: number): number => {
     for (let r = 0; r < count; r++) {
       const first = (records + r * READER_BYTES + R_HAZARDS) >>> 2;
@@ -588,7 +697,5 @@ export class AtomicsMapSteps implements MapAtomics {
 
 /** The byte address of descriptor `id` (its chunk from the header's directory), as the probe computes it. */
 export function descriptorAddress(i32: Int32Array, hdr: number, id: number): number {
-  const k = 31 - Math.clz32((id >>> 6) + 1);
-  const chunk = i32[((hdr + M_DIRECTORY) >>> 2) + k]! >>> 0;
-  return chunk + ((id - ((64 << k) - 64)) << 5);
+  return descriptorAt(i32, (hdr + M_DIRECTORY) >>> 2, id);
 }

@@ -2,13 +2,16 @@
  * What every part of a SharedMap object shares (shared-map.ts has the
  * design and the memory-ordering argument): its fields, the views and
  * steps it works through, how a reference names a descriptor (checked),
- * the errors it gives, and the heap objects it makes (tables, descriptor
- * chunks). The parts build on it in a line: reclamation.ts (freeing what
- * no reference holds), reader.ts (lookups and references), writer.ts
- * (changes), shared-map.ts (making, attaching, books, destroy).
+ * which shard this thread writes with, the errors it gives, and the heap
+ * objects it makes (tables, descriptor chunks). The parts build on it in
+ * a line: reclamation.ts (freeing what no reference holds), reader.ts
+ * (lookups and references), writer.ts (changes, segment by segment),
+ * repair.ts (the segment locks, and a dead holder's change finished),
+ * shared-map.ts (making, attaching, books, destroy).
  */
 import { HeapOwnershipError, SharedMapError } from "../../errors.js";
 import { describeOwner, ownerToken, THIS_THREAD } from "../ownership.js";
+import { ownerShardOf } from "../pointers.js";
 import type { SharedHeap } from "../shared-heap.js";
 import type { ShardAllocator } from "../shard-allocator.js";
 import { descriptorAddress, mapAtomics, type MapAtomics } from "./atomics.js";
@@ -17,8 +20,8 @@ import * as L from "./layout.js";
 
 // Hot-path constants as module-local values (shard-allocator.ts: V8 folds
 // these to constants; imported bindings cost a load and a hole check).
-const { GENERATION_MASK, HAZARD_REF, ID_MASK, STATE_MASK, FREE, RETIRED, W_REFS, W_STATE, W_ID } = L;
-const W_DIRECTORY = L.M_DIRECTORY >>> 2;
+const { HAZARD_REF, ID_MASK, STATE_MASK, FREE, RETIRED, W_REFS, W_STATE, W_ID, W_HASH, M_DIRECTORY } = L;
+const W_DIRECTORY = M_DIRECTORY >>> 2;
 /** A reference of either kind: below 2^30 with an id. */
 export const REF_MASK = 0x3fffffff;
 
@@ -28,7 +31,7 @@ export const scratch = new KeyScratch();
 export class MapCore {
   /** The number to post to other threads: SharedMap.attach(heap, handle) there. */
   readonly handle: number;
-  /** The shard whose memory holds the map, and whose thread alone changes it. */
+  /** The home shard: its memory holds the map's header and reader records (its first tables and descriptors too). */
   readonly shard: number;
   readonly heap: SharedHeap;
   protected readonly i32: Int32Array;
@@ -36,12 +39,20 @@ export class MapCore {
   protected readonly hdr: number;
   protected readonly hdrWord: number;
   protected readonly seed: number;
+  protected readonly segmentMask: number;
   protected readonly atomics: MapAtomics;
   protected readonly probe: (hdr: number, hash: number, hazard: number) => number;
   protected readonly probeNext: (hdr: number, hash: number) => number;
   /** The count drops this object makes (but the probe's own, inside it) go through here: test/shared-map-unlink-order.test.ts wraps it to see the map at each. */
   protected readonly releaseStep: (d: number) => number;
+  /**
+   * Every atomic store, compareExchange and pair unlink a change makes
+   * goes through these fields: test/shared-map-writer-death.test.ts wraps
+   * them to stop a writer dead before any one of them.
+   */
   protected readonly store: (address: number, value: number) => void;
+  protected readonly compareExchange: (address: number, expected: number, replacement: number) => number;
+  protected readonly unlinkEntry: (d: number, expected: number, drop: number) => number;
   /** Bytes of the map's own objects (structureBytes), -1 until first asked. */
   protected ownBytes = -1;
   /** Byte address of this object's first hazard slot (0 until it claims a reader record, or when none was left). */
@@ -52,6 +63,10 @@ export class MapCore {
   protected unclaimed = true;
   /** "destroyed" or "closed" once it is; undefined while usable. */
   protected ended: string | undefined = undefined;
+  /** The allocator this object writes with (the shard this thread owns), undefined until its first change. */
+  protected alloc: ShardAllocator | undefined = undefined;
+  /** Byte address of that shard's writer record in the header. */
+  protected writerRecord = 0;
 
   protected constructor(heap: SharedHeap, handle: number) {
     this.heap = heap;
@@ -62,16 +77,44 @@ export class MapCore {
     this.u8 = new Uint8Array(heap.buffer);
     this.shard = this.i32[this.hdrWord + (L.M_SHARD >>> 2)]!;
     this.seed = this.i32[this.hdrWord + (L.M_SEED >>> 2)]!;
+    this.segmentMask = this.i32[this.hdrWord + (L.M_SEGMENT_MASK >>> 2)]!;
     this.atomics = mapAtomics(heap.buffer, heap.memory);
     this.probe = this.atomics.probe;
     this.probeNext = this.atomics.probeNext;
     this.releaseStep = this.atomics.release;
     this.store = this.atomics.store;
+    this.compareExchange = this.atomics.compareExchange;
+    this.unlinkEntry = this.atomics.unlinkEntry;
   }
 
-  protected owner(op: string): ShardAllocator {
-    this.checkLive(op);
-    return ownedAllocator(this.heap, this.shard, op);
+  /**
+   * The allocator this thread writes with: the shard it owns (the home
+   * shard if it owns that one, else the lowest it owns), found at the
+   * first change and kept. HeapOwnershipError when it owns none: a write
+   * allocates, and only a shard's owner allocates in it.
+   */
+  protected writer(op: string): ShardAllocator {
+    if (this.ended !== undefined) throw this.gone(op);
+    const a = this.alloc;
+    if (a !== undefined) return a;
+    return this.findWriter(op);
+  }
+
+  private findWriter(op: string): ShardAllocator {
+    const regions = this.heap.regions;
+    let shard = ownerToken(regions[this.shard]!) === THIS_THREAD ? this.shard : -1;
+    for (let s = 0; shard < 0 && s < regions.length; s++) if (ownerToken(regions[s]!) === THIS_THREAD) shard = s;
+    if (shard < 0) {
+      throw new HeapOwnershipError(
+        `SharedMap.${op} from ${describeOwner(THIS_THREAD)}, which owns no shard of this heap: a change allocates the entry in the writer's own shard. ` +
+          "Make it on a thread that owns a shard (with Smp, submitTo one); acquire, release and reading the entries work from any thread.",
+        this.shard,
+      );
+    }
+    const a = this.heap.shard(shard);
+    this.alloc = a;
+    this.writerRecord = this.hdr + L.writerOffset(this.segmentMask + 1, shard);
+    return a;
   }
 
   protected checkLive(op: string): void {
@@ -89,15 +132,23 @@ export class MapCore {
     throw badKey(key);
   }
 
-  /** The stored key at byte address `at` into the scratch (its length already set). */
-  protected loadKey(at: number): void {
-    const n = (scratch.length + 3) >>> 2;
-    if (scratch.words.length < n + 2) scratch.ofBytes(this.u8, at, at + scratch.length, this.seed);
-    else for (let j = 0; j < n; j++) scratch.words[j] = this.i32[(at >>> 2) + j]!;
+  /** Byte address of the segment `hash` picks. */
+  protected segmentOf(hash: number): number {
+    return this.hdr + L.SEGMENTS + L.segmentIndex(hash, this.segmentMask) * L.SEGMENT_BYTES;
   }
 
-  protected table(): number {
-    return this.i32[this.hdrWord + (L.M_TABLE >>> 2)]! >>> 0;
+  /** The segment holding descriptor d's key. */
+  protected segmentOfEntry(d: number): number {
+    return this.segmentOf(this.i32[(d >>> 2) + W_HASH]!);
+  }
+
+  /** Byte address of the writer record of the shard whose memory holds d (its writer's). */
+  protected recordOf(d: number): number {
+    return this.hdr + L.writerOffset(this.segmentMask + 1, ownerShardOf(this.heap, d));
+  }
+
+  protected table(seg: number): number {
+    return this.i32[(seg + L.SG_TABLE) >>> 2]! >>> 0;
   }
 
   protected mask(T: number): number {
@@ -106,12 +157,6 @@ export class MapCore {
 
   protected slotDescriptor(T: number, i: number): number {
     return descriptorAddress(this.i32, this.hdr, this.i32[slotAddress(T, i) >>> 2]! >>> 8);
-  }
-
-  /** The owner's probe for the key in the scratch: its slot, or ~(the empty slot that ends its path). */
-
-  protected addHeader(slot: number, delta: number): void {
-    this.i32[this.hdrWord + (slot >>> 2)] += delta;
   }
 
   // ---------------------------------------------------------- references
@@ -126,17 +171,15 @@ export class MapCore {
     if (this.ended !== undefined) throw this.gone(op);
     const id = ref & ID_MASK;
     if ((ref & REF_MASK) === ref && id !== 0) {
-      const k = 31 - Math.clz32((id >>> 6) + 1);
-      const chunk = this.i32[this.hdrWord + W_DIRECTORY + k]! >>> 0;
-      if (chunk !== 0) {
-        const d = chunk + ((id - ((64 << k) - 64)) << 5);
+      const d = L.descriptorAt(this.i32, this.hdrWord + W_DIRECTORY, id);
+      if (d !== 0) {
         if ((ref & HAZARD_REF) !== 0) {
           const slot = (ref >>> 24) & 31;
           if (slot < L.HAZARDS_PER_READER && (this.freeHazards & (1 << slot)) === 0 && this.hazards !== 0 && this.i32[(this.hazards >>> 2) + slot] === id) return d;
         } else {
           const state = this.i32[(d >>> 2) + W_STATE]!;
-          if ((state & GENERATION_MASK) === (ref & GENERATION_MASK) && (state & STATE_MASK) !== FREE && (state & STATE_MASK) !== RETIRED) return d;
-          if ((state & STATE_MASK) === RETIRED && this.i32[(d >>> 2) + W_REFS]! > 0 && (state & GENERATION_MASK) === (ref & GENERATION_MASK)) return d;
+          const kind = state & STATE_MASK;
+          if (L.refGeneration(state) === (ref & L.GENERATION_MASK) && kind !== FREE && (kind !== RETIRED || this.i32[(d >>> 2) + W_REFS]! > 0)) return d;
         }
       }
     }
@@ -148,23 +191,14 @@ export class MapCore {
     return new SharedMapError("ERR_SHARDHEAP_MAP_REFERENCE", `SharedMap.${op}(${String(ref)}): not a reference to an entry of this map that is held`);
   }
 
+  /** A counted reference to d as it is now (its generation and id). */
+  protected countedRef(d: number): number {
+    return L.refGeneration(this.i32[(d >>> 2) + W_STATE]!) | this.i32[(d >>> 2) + W_ID]!;
+  }
 }
 
 export function slotAddress(T: number, i: number): number {
   return T + L.TABLE_HEADER_BYTES + 4 * i;
-}
-
-/** The allocator of `shard` if this thread owns it; HeapOwnershipError naming the map and the owner otherwise. */
-export function ownedAllocator(heap: SharedHeap, shard: number, op: string): ShardAllocator {
-  // heap.shard takes a shard no thread owns, as a malloc there would.
-  const a = heap.shard(shard);
-  if (a.owned) return a;
-  throw new HeapOwnershipError(
-    `SharedMap.${op} on a map of shard ${shard} from ${describeOwner(THIS_THREAD)}: the shard belongs to ${describeOwner(ownerToken(heap.regions[shard]!))}. ` +
-      "A map changes only on the thread that owns its shard: ask that thread to make the change (with Smp, submitTo the shard); " +
-      "acquire, release and reading the entries work from any thread.",
-    shard,
-  );
 }
 
 export function zeroed(heap: SharedHeap, ptr: number, bytes: number): number {
@@ -180,13 +214,17 @@ export function newTable(heap: SharedHeap, a: ShardAllocator, capacity: number):
   return T;
 }
 
-/** Chunk k of descriptors, each FREE with its id written. */
-export function newChunk(heap: SharedHeap, a: ShardAllocator, k: number): number {
-  const first = L.chunkFirstId(k);
-  const count = Math.min(L.chunkSize(k), L.MAX_ID + 1 - first);
+/** Directory entry e's chunk of descriptors, each FREE with its id written, linked in id order through D_NEXT (the last one's link 0). */
+export function newChunk(heap: SharedHeap, a: ShardAllocator, e: number): number {
+  const first = L.chunkFirstId(e);
+  const count = L.chunkSize(e);
   const bytes = count * L.DESCRIPTOR_BYTES;
   const chunk = zeroed(heap, a.allocateAligned(64, bytes), bytes);
   const i32 = new Int32Array(heap.buffer);
-  for (let j = 0; j < count; j++) i32[((chunk + j * L.DESCRIPTOR_BYTES) >>> 2) + W_ID] = first + j;
+  for (let j = 0; j < count; j++) {
+    const w = (chunk + j * L.DESCRIPTOR_BYTES) >>> 2;
+    i32[w + W_ID] = first + j;
+    if (j + 1 < count) i32[w + L.W_NEXT] = first + j + 1;
+  }
   return chunk;
 }

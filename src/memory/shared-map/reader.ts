@@ -16,7 +16,7 @@ import { MapReclamation } from "./reclamation.js";
 
 // Hot-path constants as module-local values (shard-allocator.ts: V8 folds
 // these to constants; imported bindings cost a load and a hole check).
-const { GENERATION_MASK, HAZARD_REF, ID_MASK, STATE_MASK, W_HASH, W_KEY_LENGTH, W_PAYLOAD, W_STATE, W_ID, W_VALUE_LENGTH } = L;
+const { HAZARD_REF, ID_MASK, STATE_MASK, GENERATION_MASK, W_HASH, W_KEY_LENGTH, W_PAYLOAD, W_STATE, W_ID, W_VALUE_LENGTH } = L;
 /** Every hazard slot of a record free. */
 const ALL_HAZARDS = (1 << L.HAZARDS_PER_READER) - 1;
 const utf8 = new TextDecoder();
@@ -24,7 +24,9 @@ const utf8 = new TextDecoder();
 export class MapReader extends MapReclamation {
   /** Entries in the map (from any thread: a figure of a moment). */
   get size(): number {
-    return this.i32[this.hdrWord + (L.M_COUNT >>> 2)]!;
+    let n = 0;
+    for (let s = 0, seg = this.hdr + L.SEGMENTS; s <= this.segmentMask; s++, seg += L.SEGMENT_BYTES) n += this.i32[(seg + L.SG_COUNT) >>> 2]!;
+    return n;
   }
 
   // ------------------------------------------------------------- readers
@@ -74,7 +76,7 @@ export class MapReader extends MapReclamation {
       if ((d & 31) === 0 && d !== 0) {
         const w = d >>> 2;
         if (i32[w + W_HASH] === hash && i32[w + W_KEY_LENGTH] === k.length && k.equalsAt(i32, i32[w + W_PAYLOAD]! >>> 2)) {
-          if (hazard === 0) return (i32[w + W_STATE]! & GENERATION_MASK) | i32[w + W_ID]!;
+          if (hazard === 0) return ((i32[w + W_STATE]! << 21) & GENERATION_MASK) | i32[w + W_ID]!;
           this.freeHazards = free & ~(1 << slot);
           return HAZARD_REF | (slot << 24) | i32[w + W_ID]!;
         }
@@ -105,7 +107,7 @@ export class MapReader extends MapReclamation {
       throw new SharedMapError("ERR_SHARDHEAP_MAP_REFERENCE", `SharedMap.retain(${ref}): a reservation has one reference, its writer's: publish it first`);
     }
     this.atomics.retain(d);
-    return (this.i32[(d >>> 2) + W_STATE]! & GENERATION_MASK) | (ref & ID_MASK);
+    return L.refGeneration(this.i32[(d >>> 2) + W_STATE]!) | (ref & ID_MASK);
   }
 
   /**
@@ -129,7 +131,7 @@ export class MapReader extends MapReclamation {
       throw this.notHeld(ref, "release");
     }
     const d = this.descriptorOf(ref, "release");
-    if ((this.i32[(d >>> 2) + W_STATE]! & STATE_MASK) === L.RESERVED) this.giveUpReservation(ref);
+    if ((this.i32[(d >>> 2) + W_STATE]! & STATE_MASK) === L.RESERVED) this.giveUpReservation(ref, d);
     const r = this.releaseStep(d);
     if (r > 0) return;
     if (r === 0) return this.countGone(d);

@@ -188,30 +188,28 @@
  * one was cut off in the middle of a change), and must not free the map's
  * objects as orphans while other threads read it.
  */
-import { SharedMapError } from "../../errors.js";
+import { HeapOwnershipError, SharedMapError } from "../../errors.js";
 import { parseInteger, rejectUnknownKeys } from "../../parse.js";
-import { liveObjectRegion, objectSizeIn } from "../pointers.js";
+import { describeOwner, ownerToken, THIS_THREAD } from "../ownership.js";
+import { liveObjectRegion, objectSizeIn, ownerShardOf } from "../pointers.js";
 import type { SharedHeap } from "../shared-heap.js";
-import { checkMap, countStates, type SharedMapStats } from "./check.js";
+import { checkMap, countStates, tablesAndChunks, type SharedMapStats } from "./check.js";
 import { descriptorAddress } from "./atomics.js";
-import { newChunk, newTable, ownedAllocator, zeroed } from "./core.js";
+import { newChunk, newTable, zeroed } from "./core.js";
 import * as L from "./layout.js";
 import { MapWriter } from "./writer.js";
 
 export type { SharedMapStats } from "./check.js";
 
-// Hot-path constants as module-local values (shard-allocator.ts: V8 folds
-// these to constants; imported bindings cost a load and a hole check).
-const { STATE_MASK, FREE, W_PAYLOAD, W_STATE } = L;
-const W_DIRECTORY = L.M_DIRECTORY >>> 2;
-
 export interface SharedMapOptions {
-  /** The shard whose memory holds the map; this thread must own it. */
+  /** The home shard: its memory holds the map's header (and its first tables and descriptors); this thread must own it. */
   shard: number;
   /**
-   * Entries to make room for before the first resize (default 64): the
-   * table and the descriptors for them are made at once, so a map that
-   * stays within it allocates nothing but its entries later.
+   * Entries to make room for (default 64): the tables (each segment's
+   * share, at half load) and the descriptors for them are made at once,
+   * in the home shard, so a map that stays within it allocates little but
+   * its entries later (a segment given more than its share by the hash
+   * grows; what other writers write adds descriptors in their shards).
    */
   capacity?: number;
   /**
@@ -220,6 +218,20 @@ export interface SharedMapOptions {
    * 64 bytes each). Readers past them use counted references.
    */
   readers?: number;
+  /**
+   * Segments, a power of two from 1 to 256: each has its own table and
+   * writer lock, so writers to keys of different segments never wait for
+   * each other. Default: 4 per shard of the heap, at least 16 and at most
+   * 64.
+   */
+  segments?: number;
+}
+
+/** The default segment count for a heap of `shards` shards. */
+function defaultSegments(shards: number): number {
+  let n = 16;
+  while (n < 64 && n < 4 * shards) n *= 2;
+  return n;
 }
 
 export class SharedMap extends MapWriter {
@@ -227,52 +239,75 @@ export class SharedMap extends MapWriter {
     super(heap, handle);
   }
 
-
   /**
-   * A new, empty map in shard `o.shard`'s memory, on the thread that owns
-   * that shard (HeapOwnershipError elsewhere). Bad options:
+   * A new, empty map whose home is shard `o.shard`, on the thread that
+   * owns that shard (HeapOwnershipError elsewhere). Bad options:
    * InvalidValueError; no memory for it: OutOfMemoryError, nothing left
    * allocated.
    */
   static create(heap: SharedHeap, o: SharedMapOptions): SharedMap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedMap.create: options must be an object");
-    rejectUnknownKeys(o, ["shard", "capacity", "readers"], "SharedMap.create: options");
+    rejectUnknownKeys(o, ["shard", "capacity", "readers", "segments"], "SharedMap.create: options");
     const shard = parseInteger(o.shard, "SharedMap.create: options.shard", 0, heap.shards - 1);
-    const capacity = o.capacity === undefined ? 64 : parseInteger(o.capacity, "SharedMap.create: options.capacity", 0, L.MAX_CAPACITY * L.MAX_LOAD);
+    const capacity = o.capacity === undefined ? 64 : parseInteger(o.capacity, "SharedMap.create: options.capacity", 0, L.MAX_ENTRIES);
     const readers = o.readers === undefined ? L.DEFAULT_READER_RECORDS : parseInteger(o.readers, "SharedMap.create: options.readers", 0, L.MAX_READER_RECORDS);
-    const a = ownedAllocator(heap, shard, "create");
+    const segments = o.segments === undefined ? defaultSegments(heap.shards) : parseInteger(o.segments, "SharedMap.create: options.segments", 1, L.MAX_SEGMENTS);
+    if ((segments & (segments - 1)) !== 0) throw new RangeError(`SharedMap.create: options.segments must be a power of two, got ${segments}`);
+    const a = heap.shard(shard);
+    if (!a.owned) {
+      throw new HeapOwnershipError(
+        `SharedMap.create of a map whose home is shard ${shard} from ${describeOwner(THIS_THREAD)}: the shard belongs to ${describeOwner(ownerToken(heap.regions[shard]!))}. ` +
+          "Make the map on the thread that owns its home shard (with Smp, submitTo the shard).",
+        shard,
+      );
+    }
+    // Each segment's table holds its share of `capacity` at half load (the
+    // power of two above it leaves most some room for the spread of a
+    // random split). Not three standard deviations more: that doubled the
+    // tables of a 1 MiB memcached shard's index, and its full shard then
+    // failed 102 mallocs where it failed 4 (test/memcached-memory.test.ts).
+    const share = capacity / segments;
     let slots = L.MIN_CAPACITY;
-    while (slots * L.MAX_LOAD < capacity) slots *= 2;
+    while (slots * L.MAX_LOAD < share) slots *= 2;
     const made: number[] = [];
     try {
-      const hdr = zeroed(heap, a.allocateAligned(64, L.MAP_HEADER_BYTES), L.MAP_HEADER_BYTES);
+      const bytes = L.headerBytes(segments, heap.shards);
+      const hdr = zeroed(heap, a.allocateAligned(64, bytes), bytes);
       made.push(hdr);
-      const table = newTable(heap, a, slots);
-      made.push(table);
-      const chunk = newChunk(heap, a, 0);
-      made.push(chunk);
-      // The descriptors for `capacity` entries, now: a map that stays within it allocates no
-      // structure later, so its objects sit together where an empty region put them instead of
-      // pinning pages among the entries (with chunks made as they were needed, a 1 MiB memcached
-      // shard emptied of its 329 items had 840 KiB free and no run over 344 KiB).
-      const chunks = [chunk];
-      for (let k = 1; k < L.CHUNK_COUNT && L.chunkFirstId(k) <= Math.min(capacity, L.MAX_ID); k++) {
-        const more = newChunk(heap, a, k);
-        made.push(more);
-        chunks.push(more);
-      }
-      const records = zeroed(heap, a.allocateAligned(64, Math.max(1, readers) * L.READER_BYTES), Math.max(1, readers) * L.READER_BYTES);
-      made.push(records);
       const i32 = new Int32Array(heap.buffer);
       const w = hdr >>> 2;
-      i32[w + (L.M_TABLE >>> 2)] = table;
-      for (let k = 0; k < chunks.length; k++) i32[w + W_DIRECTORY + k] = chunks[k]!;
+      for (let s = 0; s < segments; s++) {
+        const table = newTable(heap, a, slots);
+        made.push(table);
+        i32[(hdr + L.SEGMENTS + s * L.SEGMENT_BYTES + L.SG_TABLE) >>> 2] = table;
+      }
+      // The descriptors for `capacity` entries, now, on the home writer's
+      // free list: a map that stays within it allocates no structure
+      // later, so its objects sit together where an empty region put them
+      // instead of pinning pages among the entries (with chunks made as
+      // they were needed, a 1 MiB memcached shard emptied of its 329 items
+      // had 840 KiB free and no run over 344 KiB).
+      let e = 0;
+      let last = -1;
+      do {
+        const chunk = newChunk(heap, a, e);
+        made.push(chunk);
+        i32[w + (L.M_DIRECTORY >>> 2) + e] = chunk;
+        if (last >= 0) i32[(last >>> 2) + L.W_NEXT] = L.chunkFirstId(e);
+        last = chunk + (L.chunkSize(e) - 1) * L.DESCRIPTOR_BYTES;
+        e++;
+      } while (e < L.CHUNK_COUNT && L.chunkFirstId(e) <= capacity);
+      const records = zeroed(heap, a.allocateAligned(64, Math.max(1, readers) * L.READER_BYTES), Math.max(1, readers) * L.READER_BYTES);
+      made.push(records);
+      i32[w + (L.M_NEXT_CHUNK >>> 2)] = e;
+      i32[(hdr + L.writerOffset(segments, shard) + L.WR_FREE) >>> 2] = 1; // id 0 is never handed out: a slot of 0 is empty
       i32[w + (L.M_READERS >>> 2)] = records;
       i32[w + (L.M_READER_RECORDS >>> 2)] = readers;
+      i32[w + (L.M_WRITERS >>> 2)] = heap.shards;
+      i32[w + (L.M_SEGMENT_MASK >>> 2)] = segments - 1;
       i32[w + (L.M_SEED >>> 2)] = crypto.getRandomValues(new Int32Array(1))[0]!;
       i32[w + (L.M_SHARD >>> 2)] = shard;
       i32[w + (L.M_VERSION >>> 2)] = L.MAP_VERSION;
-      i32[w + (L.M_NEXT_ID >>> 2)] = 1; // id 0 is never handed out: a slot of 0 is empty
       Atomics.store(i32, w + (L.M_MAGIC >>> 2), L.MAP_MAGIC);
       return new SharedMap(heap, hdr);
     } catch (e) {
@@ -296,14 +331,17 @@ export class SharedMap extends MapWriter {
     }
     const i32 = new Int32Array(heap.buffer);
     const w = handle >>> 2;
+    const segments = i32[w + (L.M_SEGMENT_MASK >>> 2)]! + 1;
     const problem =
-      size < L.MAP_HEADER_BYTES || Atomics.load(i32, w) !== L.MAP_MAGIC
+      size < L.SEGMENTS || Atomics.load(i32, w) !== L.MAP_MAGIC
         ? "the object there is not a SharedMap (or it was destroyed)"
         : i32[w + (L.M_VERSION >>> 2)] !== L.MAP_VERSION
-          ? `its layout version is ${i32[w + (L.M_VERSION >>> 2)]}, this is ${L.MAP_VERSION}`
+          ? `its layout version is ${i32[w + (L.M_VERSION >>> 2)]}, this is ${L.MAP_VERSION} (a map made by another version of shardheap)`
           : i32[w + (L.M_SHARD >>> 2)] !== heap.ownerOf(handle)
             ? "its header names another shard"
-            : undefined;
+            : !(segments >= 1 && segments <= L.MAX_SEGMENTS && (segments & (segments - 1)) === 0) || i32[w + (L.M_WRITERS >>> 2)] !== heap.shards || size < L.headerBytes(segments, heap.shards)
+              ? "its header does not fit this heap (segments or writer records)"
+              : undefined;
     if (problem !== undefined) throw new SharedMapError("ERR_SHARDHEAP_MAP_HANDLE", `SharedMap.attach(${handle}): ${problem}`);
     return new SharedMap(heap, handle);
   }
@@ -312,10 +350,10 @@ export class SharedMap extends MapWriter {
    * Heap bytes of the map's own objects (header, reader records, tables,
    * descriptor chunks: stats().structureBytes) without a walk: read from
    * the heap when first asked, then kept up to date by the changes this
-   * object makes (tables and descriptors only grow, by the owner's
-   * changes). So it is exact on the owner's object that changes the map,
-   * such as a memory budget's (memcached's store.ts); on any other, it is
-   * what the map had when first asked.
+   * object makes (tables and descriptors only grow). So it is exact on
+   * the object of a map's only writer, such as a memory budget's
+   * (memcached's store.ts); with other writers, it leaves out what they
+   * added since it was first asked.
    */
   get structureBytes(): number {
     if (this.ownBytes < 0) this.ownBytes = this.stats().structureBytes;
@@ -323,27 +361,34 @@ export class SharedMap extends MapWriter {
   }
 
   /**
-   * Whether entries out of the map wait for a reclaim (retired ones, or
-   * ones other threads handed back): an owner that goes quiet calls
-   * reclaim() while this says so, as the automatic reclaim waits for 32 of
-   * them. One or two loads, any thread.
+   * Whether entries this thread's writer retired, or other threads handed
+   * back to it, wait for a reclaim: a writer that goes quiet calls
+   * reclaim() while this says so, as the automatic reclaim waits for 32
+   * of them. A few loads; false on a thread that owns no shard.
    */
   get reclaimPending(): boolean {
-    const hw = this.hdrWord;
-    return this.i32[hw + (L.M_RETIRED_LIST >>> 2)] !== 0 || Atomics.load(this.i32, hw + (L.M_RETIRED_STACK >>> 2)) !== 0;
+    let rec = this.writerRecord;
+    if (rec === 0) {
+      const regions = this.heap.regions;
+      const s = regions.findIndex((r) => ownerToken(r) === THIS_THREAD);
+      if (s < 0) return false;
+      rec = this.hdr + L.writerOffset(this.segmentMask + 1, ownerToken(regions[this.shard]!) === THIS_THREAD ? this.shard : s);
+    }
+    return this.i32[(rec + L.WR_RETIRED_LIST) >>> 2] !== 0 || Atomics.load(this.i32, (rec + L.WR_RETIRED_STACK) >>> 2) !== 0;
   }
 
   /**
-   * Free the map and everything in it. The owner's thread only, and only
-   * once no thread will use the map again (a reader still probing it would
-   * touch freed memory: tell the readers, and wait for their answer,
-   * first). Refused (SharedMapError, ERR_SHARDHEAP_MAP_IN_USE, nothing
-   * changed) while references are held or reservations open, unless
-   * `force`: then entries are freed whoever holds them (for holders known
-   * to be gone, such as a dead thread's).
+   * Free the map and everything in it, from any thread that owns a shard
+   * (what lives in other shards' memory goes back by cross-shard frees),
+   * and only once no thread will use the map again (a reader still probing
+   * it would touch freed memory: tell the readers, and wait for their
+   * answer, first). Refused (SharedMapError, ERR_SHARDHEAP_MAP_IN_USE,
+   * nothing changed) while references are held or reservations open,
+   * unless `force`: then entries are freed whoever holds them (for holders
+   * known to be gone, such as a dead thread's).
    */
   destroy(o?: { force?: boolean }): void {
-    const a = this.owner("destroy");
+    this.writer("destroy");
     if (o !== undefined) rejectUnknownKeys(o, ["force"], "SharedMap.destroy: options");
     const stats = this.stats();
     if (o?.force !== true && (stats.held > 0 || stats.reserved > 0)) {
@@ -353,45 +398,52 @@ export class SharedMap extends MapWriter {
       );
     }
     const i32 = this.i32;
-    const hw = this.hdrWord;
     const own = this.ownObjects();
-    this.store(this.hdr + L.M_TABLE, 0);
+    const payloads: number[] = [];
+    for (const [, d] of this.descriptors()) if ((i32[(d >>> 2) + L.W_STATE]! & L.STATE_MASK) !== L.FREE) payloads.push(i32[(d >>> 2) + L.W_PAYLOAD]! >>> 0);
+    for (let s = 0; s <= this.segmentMask; s++) this.store(this.hdr + L.SEGMENTS + s * L.SEGMENT_BYTES + L.SG_TABLE, 0);
     this.store(this.hdr + L.M_MAGIC, 0);
     this.ended = "destroyed";
-    const next = i32[hw + (L.M_NEXT_ID >>> 2)]!;
-    for (let id = 1; id < next; id++) {
-      const w = descriptorAddress(i32, this.hdr, id) >>> 2;
-      if ((i32[w + W_STATE]! & STATE_MASK) !== FREE) a.free(i32[w + W_PAYLOAD]! >>> 0);
-    }
-    for (const p of own) a.free(p);
+    for (const p of payloads) this.heap.free(p);
+    for (const p of own) this.heap.free(p);
   }
 
-  /** The map's own heap objects: the descriptor chunks, the tables (current and replaced), the reader records, and last the header. */
+  /** Every descriptor of a recorded chunk: [id, address]. */
+  private descriptors(): Array<[number, number]> {
+    const out: Array<[number, number]> = [];
+    const next = this.atomics.load(this.hdr + L.M_NEXT_CHUNK);
+    for (let e = 0; e < next; e++) {
+      if (this.i32[this.hdrWord + (L.M_DIRECTORY >>> 2) + e] === 0) continue;
+      const first = L.chunkFirstId(e);
+      for (let j = first === 0 ? 1 : 0; j < L.chunkSize(e); j++) out.push([first + j, descriptorAddress(this.i32, this.hdr, first + j)]);
+    }
+    return out;
+  }
+
+  /** The map's own heap objects: the descriptor chunks, every segment's tables (current and replaced), the reader records, and last the header. */
   private ownObjects(): number[] {
-    const i32 = this.i32;
-    const hw = this.hdrWord;
-    const own: number[] = [];
-    for (let k = 0; k < L.CHUNK_COUNT; k++) if (i32[hw + W_DIRECTORY + k] !== 0) own.push(i32[hw + W_DIRECTORY + k]! >>> 0);
-    for (let t = i32[hw + (L.M_OLD_TABLES >>> 2)]! >>> 0; t !== 0; t = i32[(t + L.T_NEXT_OLD) >>> 2]! >>> 0) own.push(t);
-    own.push(i32[hw + (L.M_TABLE >>> 2)]! >>> 0, i32[hw + (L.M_READERS >>> 2)]! >>> 0, this.hdr);
-    return own;
+    return [...tablesAndChunks(this.i32, this.hdr), this.i32[this.hdrWord + (L.M_READERS >>> 2)]! >>> 0, this.hdr];
   }
 
   /** Counts of the map's entries, references and descriptors, read from the heap (any thread; a walk over every descriptor). */
   stats(): SharedMapStats {
     this.checkLive("stats");
     const s = countStates(this.i32, this.hdr);
+    s.structureBytesByShard = new Array<number>(this.heap.shards).fill(0);
     for (const p of this.ownObjects()) {
+      const bytes = objectSizeIn(liveObjectRegion(this.heap, p, "SharedMap.stats"), p);
       s.structureObjects++;
-      s.structureBytes += objectSizeIn(liveObjectRegion(this.heap, p, "SharedMap.stats"), p);
+      s.structureBytes += bytes;
+      s.structureBytesByShard[ownerShardOf(this.heap, p)]! += bytes;
     }
     return s;
   }
 
   /**
-   * The map's invariants (layout.ts) as sentences, [] when they
-   * hold: on a quiet map (no thread changing it or taking references
-   * meanwhile), from any thread.
+   * The map's invariants (layout.ts) as sentences, [] when they hold: on
+   * a quiet map (no thread changing it or taking references meanwhile),
+   * from any thread. What a writer that died mid-change left is named in
+   * sentences that say "lost" (shared-map.ts, "A writer that dies").
    */
   check(): string[] {
     this.checkLive("check");
