@@ -74,6 +74,8 @@ export interface MapAtomics {
   release(d: number): number;
   retain(d: number): number;
   unlinkEntry(d: number, expected: number, drop: number): number;
+  reserveSteps(d: number, state: number): void;
+  linkSteps(d: number, state: number, slot: number, word: number): void;
   findHazard(records: number, count: number, id: number): number;
   load(address: number): number;
   store(address: number, value: number): void;
@@ -523,6 +525,15 @@ export const MAP_MODULE: readonly WasmFunction[] = [
     body: "local.get $hdr\nglobal.get $segment\nlocal.get $hash\nglobal.get $table\nglobal.get $moved\nglobal.get $index\ni32.const 1\ni32.add\nglobal.get $hazardSlot\ncall $scan",
   },
   { name: "unlinkEntry", params: ["d", "expected", "drop"], locals: ["c"], result: true, exported: true, body: UNLINK_ENTRY },
+  {
+    // A writer's two stores in one call (a call costs more than an x86 store): d's state, then its count 1.
+    name: "reserveSteps", params: ["d", "state"], result: false, exported: true,
+    body: `local.get $d\nlocal.get $state\ni32.atomic.store offset=${D_STATE}\nlocal.get $d\ni32.const 1\ni32.atomic.store offset=${D_REFS}`,
+  },
+  {
+    name: "linkSteps", params: ["d", "state", "slot", "word"], result: false, exported: true,
+    body: `local.get $d\nlocal.get $state\ni32.atomic.store offset=${D_STATE}\nlocal.get $slot\nlocal.get $word\ni32.atomic.store`,
+  },
   { name: "release", params: ["d"], locals: ["c", "seen"], result: true, exported: true, body: RELEASE },
   { name: "retain", params: ["d"], result: true, exported: true, body: RETAIN },
   { name: "findHazard", params: ["records", "count", "id"], locals: ["j", "a"], result: true, exported: true, body: FIND_HAZARD },
@@ -558,7 +569,7 @@ export function mapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undef
       compiled ??= new WA.Module(encodeMapModule());
       const e = new WA.Instance(compiled, { heap: { memory } }).exports as MapAtomics;
       a = {
-        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, unlinkEntry: e.unlinkEntry, findHazard: e.findHazard,
+        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, unlinkEntry: e.unlinkEntry, reserveSteps: e.reserveSteps, linkSteps: e.linkSteps, findHazard: e.findHazard,
         load: e.load, store: e.store, compareExchange: e.compareExchange, exchange: e.exchange,
       };
     } else {
@@ -666,6 +677,16 @@ export class AtomicsMapSteps implements MapAtomics {
   };
 
   retain = (d: number): number => Atomics.add(this.i32, (d >>> 2) + (D_REFS >>> 2), 1) + 1;
+
+  reserveSteps = (d: number, state: number): void => {
+    Atomics.store(this.i32, (d + D_STATE) >>> 2, state);
+    Atomics.store(this.i32, (d + D_REFS) >>> 2, 1);
+  };
+
+  linkSteps = (d: number, state: number, slot: number, word: number): void => {
+    Atomics.store(this.i32, (d + D_STATE) >>> 2, state);
+    Atomics.store(this.i32, slot >>> 2, word);
+  };
 
   unlinkEntry = (d: number, expected: number, drop: number): number => {
     const pair = new BigInt64Array(this.i32.buffer, d, 1);

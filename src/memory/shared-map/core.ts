@@ -46,13 +46,17 @@ export class MapCore {
   /** The count drops this object makes (but the probe's own, inside it) go through here: test/shared-map-unlink-order.test.ts wraps it to see the map at each. */
   protected readonly releaseStep: (d: number) => number;
   /**
-   * Every atomic store, compareExchange and pair unlink a change makes
+   * Every atomic store, compareExchange, pair unlink and step pair a change makes
    * goes through these fields: test/shared-map-writer-death.test.ts wraps
    * them to stop a writer dead before any one of them.
    */
   protected readonly store: (address: number, value: number) => void;
   protected readonly compareExchange: (address: number, expected: number, replacement: number) => number;
   protected readonly unlinkEntry: (d: number, expected: number, drop: number) => number;
+  /** Two stores in one call: d's state, then its count 1 (a reservation made). */
+  protected readonly reserveSteps: (d: number, state: number) => void;
+  /** Two stores in one call: d's state LINKED, then the slot that names it. */
+  protected readonly linkSteps: (d: number, state: number, slot: number, word: number) => void;
   /** Bytes of the map's own objects (structureBytes), -1 until first asked. */
   protected ownBytes = -1;
   /** Byte address of this object's first hazard slot (0 until it claims a reader record, or when none was left). */
@@ -85,6 +89,8 @@ export class MapCore {
     this.store = this.atomics.store;
     this.compareExchange = this.atomics.compareExchange;
     this.unlinkEntry = this.atomics.unlinkEntry;
+    this.reserveSteps = this.atomics.reserveSteps;
+    this.linkSteps = this.atomics.linkSteps;
   }
 
   /**
@@ -171,8 +177,12 @@ export class MapCore {
     if (this.ended !== undefined) throw this.gone(op);
     const id = ref & ID_MASK;
     if ((ref & REF_MASK) === ref && id !== 0) {
-      const d = L.descriptorAt(this.i32, this.hdrWord + W_DIRECTORY, id);
-      if (d !== 0) {
+      // layout.ts descriptorAt, inline (the accessors' hot path).
+      const g = 31 - Math.clz32((id >>> 8) + 1);
+      const o = id - ((256 << g) - 256);
+      const chunk = this.i32[this.hdrWord + W_DIRECTORY + ((g << 2) | (o >>> (6 + g)))]! >>> 0;
+      if (chunk !== 0) {
+        const d = chunk + ((o & ((64 << g) - 1)) << 5);
         if ((ref & HAZARD_REF) !== 0) {
           const slot = (ref >>> 24) & 31;
           if (slot < L.HAZARDS_PER_READER && (this.freeHazards & (1 << slot)) === 0 && this.hazards !== 0 && this.i32[(this.hazards >>> 2) + slot] === id) return d;
