@@ -1,6 +1,6 @@
 /**
  * SharedMap: a hash index in the shared heap that any thread reads without
- * a lock or a message, and one thread writes.
+ * a lock or a message, and every thread that owns a shard writes.
  *
  * What it is for
  * --------------
@@ -13,9 +13,11 @@
  * entry is never freed while a reference is held.
  *
  * Shape (offsets in layout.ts)
- * ---------------------------------------
- *   header      table pointer, move count, hash seed, descriptor directory,
- *               the owner's lists, the stacks other threads push onto
+ * ----------------------------
+ *   header      hash seed, descriptor directory, the segments (a table
+ *               pointer, a move count, a lock, an entry count and an intent
+ *               each), a writer record per shard (its lists, the stacks
+ *               other threads push onto)
  *   readers     a record per reading SharedMap object: 15 hazard slots
  *   table       open addressing, linear probing, at most half full; a slot
  *               is (descriptor id << 8) | tag, 0 empty
@@ -25,16 +27,26 @@
  *               8, then the value; the caller fills the value in place
  *               (reserve, then publish) or hands bytes (set)
  *
- * One writer
- * ----------
+ * Writers: segments, and each writer's own memory
+ * ------------------------------------------------
  * Every change (set, reserve/publish, delete, unlink, clear, the resizes,
- * reclaim, destroy) runs on the thread that owns the map's shard; any
- * other thread asks that one (with Smp: submitTo the shard) and gets
- * HeapOwnershipError if it tries. A single writer leaves no write/write
- * race to argue about, and it is the allocator's own rule (only the owner
- * allocates in its region): the payloads, tables and descriptor chunks are
- * the owner's objects. Readers are the many: acquire, release, retain and
- * the accessors work on every thread.
+ * reclaim, destroy) runs on any thread that owns a shard of the heap, and
+ * what it allocates (the entry's payload, descriptors, a grown table) is
+ * made in that shard's memory: the allocator's rule (only a shard's owner
+ * allocates in it) holds, and a write needs no message. A thread that owns
+ * no shard gets HeapOwnershipError. The keys are split into 2^k segments
+ * (Java's ConcurrentHashMap before Java 8), each with its own table, move
+ * count, entry count and lock, the segment picked by a second mix of the
+ * key's hash (layout.ts segmentIndex); writers of one segment serialise
+ * on its lock, writers of different segments never meet, and readers take
+ * no lock at all. Inside the lock a change is the single writer's
+ * algorithm of before, on that segment (probe, one store to link, the
+ * backward shift, the resize), so the argument below is made per segment.
+ * Nothing is allocated inside a lock but a grown table: the payload and
+ * the descriptor are made first. Each writer has a record (one per shard):
+ * its free and retired descriptors, and two stacks other threads push its
+ * descriptors onto; a descriptor belongs to the writer whose shard holds
+ * its chunk and always goes back there, whoever unlinks or frees it.
  *
  * Why descriptors, and why they are never freed
  * ---------------------------------------------
@@ -71,42 +83,50 @@
  * A reader thread then looks at every hazard slot and frees it at once if
  * none names it (its payload by heap.free: a cross-shard free, so whoever
  * drops an entry's last reference frees it), else hands it to the owner.
- * The owner keeps what it retired, and what was handed to it, on a retired
- * list and frees those no hazard names in batches (reclaim: one scan of
- * the hazard slots per 32 entries or 64 KiB retired, whenever a new entry
- * needs a descriptor and none is free, and on reclaim()). Descriptors come
- * back to the owner through a lock-free stack it takes whole with one
- * exchange (cross-shard.ts's inbox: no single pop, so no ABA).
+ * The entry's writer keeps what it retired, and what was handed to it, on
+ * a retired list and frees those no hazard names in batches (reclaim: one
+ * scan of the hazard slots per 32 entries or 64 KiB retired, whenever a
+ * new entry needs a descriptor and none is free, and on reclaim()).
+ * Descriptors come back to their writer through lock-free stacks only it
+ * pops (one at a time, by compareExchange: one popper, so no ABA).
  *
  * The protocol
  * ------------
  * Reader (atomics.ts runs R1-R3 in one WebAssembly call):
- *   R1  T = load(M_TABLE), m = load(M_MOVES); start at the key's home slot
+ *   R1  the key's segment; T = load(its table), m = load(its move count);
+ *       start at the key's home slot
  *   R2  s = load(slot): 0 ends the path: absent if load(M_MOVES) is still
  *       m, else start over. Another tag: next slot. The tag matches:
  *       protect its descriptor: store(hazard, id), or take a count
  *       (c = load(refs), compareExchange(c, c + 1), never from 0: a count
  *       of 0 is a free descriptor: read the slot again)
- *   R3  validate: load(slot) is still s and load(M_TABLE) still T; if not,
+ *   R3  validate: load(slot) is still s and load(table) still T; if not,
  *       drop the protection and read the slot again (or start over if the
  *       table was replaced)
  *   R4  compare the held descriptor's hash, key length and key bytes (in
  *       its payload) with the key; equal: the reference is the caller's;
  *       else drop it and go on from the next slot
- * Owner:
- *   publish  payload and descriptor fields written, then store(refs, 1),
- *            state LINKED, then store(slot) (new key: an empty slot;
- *            existing key: over the old entry's slot, one store)
+ * Writer (every step below under the segment's lock, taken by
+ * compareExchange(lock, 0, token) and given back by store(lock, 0)):
+ *   intent   before its first store a reader can see, the writer writes
+ *            what it is doing in the segment (the descriptor it links, the
+ *            one it takes out, a table it is filling); cleared before the
+ *            unlock
+ *   publish  payload and descriptor fields written, then store(state
+ *            RESERVED), store(refs, 1) (before the lock); then state
+ *            LINKED, then store(slot) (new key: an empty slot; existing
+ *            key: over the old entry's slot, one store)
  *   unlink   (delete, replace's old entry, clear) store(slot) away from the
- *            descriptor, then state UNLINKED, then release the index's
- *            reference (retired if it was the last)
+ *            descriptor, then state UNLINKED and the index's reference
+ *            dropped in one 8-byte compareExchange of (refs, state)
+ *            (retired after the unlock if that was the last count)
  *   delete   Knuth's backward shift (no tombstones, so no rebuilds): the
  *            hole is filled from later in its cluster; before each store
- *            that removes the older copy of a moved entry, M_MOVES += 1
- *   grow     a table twice the size filled privately, then one
- *            store(M_TABLE); the old one is kept until destroy
- *   clear    slots emptied from the end of each cluster backwards, so no
- *            path a present key needs is ever cut
+ *            that removes the older copy of a moved entry, moves += 1
+ *   grow     a table twice the size filled privately, then one store of
+ *            the segment's table pointer; the old one is kept until destroy
+ *   clear    segment by segment, slots emptied from the end of each
+ *            cluster backwards, so no path a present key needs is ever cut
  *   reclaim  take what other threads retired, read every hazard slot,
  *            then free each retired entry whose count is 0 and which no
  *            hazard named
@@ -115,13 +135,31 @@
  * ---------------------------------------------
  * Every access to a word that another thread may write at the same time is
  * atomic (WebAssembly's or Atomics', sequentially consistent: one order of
- * all of them that every thread agrees on). The plain reads are the
- * owner's of its own words, and a reader's of a descriptor's fields and
- * its payload while it protects them: nobody writes those then (the owner
+ * all of them that every thread agrees on). The plain reads are a writer's
+ * of words only the holder of a segment's lock writes (its count, its
+ * intent, its old tables, its table's slots), or only its own thread
+ * writes (its record's lists), and a reader's of a descriptor's fields and
+ * its payload while it protects them: nobody writes those then (a writer
  * rewrites a descriptor only once it is free, and never writes a
  * published payload), and they were written before the atomic store the
  * reader's atomic loads observed (the slot, refs), so they happen before
  * the reader's reads: no data race, no stale value.
+ *  - Many writers, one at a time per segment: a writer's stores to its
+ *    segment's words come before its store(lock, 0), which comes before
+ *    the next holder's compareExchange(lock, 0, token) that saw it (one
+ *    SC order), so the next holder reads every word as the last one left
+ *    it: within a segment the writers form one sequence, and each step
+ *    below is the single writer's of before. Words two segments share are
+ *    written by atomics only: the directory (a chunk recorded with one
+ *    store, after the compareExchange that claimed its entry, before any
+ *    of its ids is handed out), a descriptor's pair (refs, state), and the
+ *    writers' stacks. A descriptor is linked in its key's segment only,
+ *    so only that segment's lock holder takes it out.
+ *  - The pair step: (refs, state) are 8 bytes, changed as one by
+ *    i64.atomic.rmw.cmpxchg where the index's reference is dropped, so
+ *    "UNLINKED" and "the index let go" are one event; readers' counts
+ *    change refs alone (4-byte atomics on half of it: mixed sizes, which
+ *    x86 and ARMv8 keep atomic and totally ordered on one cache line).
  *  - No torn read: a payload is complete before the store that links it,
  *    and never written again by the map (a new value is a new payload and
  *    a new descriptor, swapped in with one slot store). A reader that
@@ -165,28 +203,56 @@
  *    between had it absent just before). A table a resize replaced is
  *    frozen at the resize, which came after the reader's R1: a miss there
  *    is a miss at that instant.
- *  - No lost update: one writer, and a replace is one store, so a key is
- *    never absent in between; readers never write a slot.
+ *  - No lost update: the writers of a key's segment take turns, and a
+ *    replace is one store, so a key is never absent in between; readers
+ *    never write a slot.
  *  - No leaked reference: every protection R2 takes is returned as a
  *    reference or dropped (R3's, R4's); check() balances the counts and
  *    the hazard slots against the table and the lists.
- *  - Lock-free: a reader starts over only when the owner changed the map
- *    under it (a slot, a move, a resize): the owner made progress. The
- *    owner never waits for a reader.
+ *  - Lock-free reads: a reader starts over only when a writer changed the
+ *    map under it (a slot, a move, a resize): a writer made progress.
+ *    Writers never wait for a reader, only for another writer of their
+ *    segment, in a critical section of a probe and a few stores (or a
+ *    resize).
+ *
+ * A writer that dies
+ * ------------------
+ * A worker terminated in the middle of a change stops between two of its
+ * steps: no finally block runs, its lock is never given back. So a waiter
+ * that has spun (then slept) a while asks whether the lock's holder still
+ * owns a shard: a thread that owns none cannot be inside a change (only a
+ * shard's owner writes, and a runtime hands a dead thread's shard to
+ * another only once it is gone: ownership.ts adoptShard). Then it takes
+ * the lock over by compareExchange from the dead token (one waiter wins)
+ * and repairs the segment (repair.ts): the resize whose table was never
+ * published is undone; the one anomaly a cut-off backward shift leaves,
+ * an entry in two slots, loses its older copy by the rest of the shift
+ * (moves bumped first); the entry being linked is kept if a slot names it,
+ * else its reservation or link is dropped; the entry being unlinked is
+ * unlinked if no slot names it (the pair step: never dropped twice); the
+ * count is recounted. Readers see nothing of this but a map that was
+ * changed: every state the dead writer left was one a live writer passes
+ * through. A writer's own lists change by one store per descriptor taken
+ * off or put on, so a death costs at most the descriptor in hand; what is
+ * lost that way (that descriptor, a reservation the dead thread made, a
+ * chunk it claimed and never recorded) check() names in a sentence that
+ * says "lost", and destroy({ force: true }) frees it. The dead thread's
+ * stores are all seen by the waiter: the thread ended before the runtime
+ * learned of it and stored the new owner token the waiter loaded.
  *
  * Costs and figures: bench/shared-map.ts (README, "Sharing data between
- * shards"). Limits: 2^23 entries (2^24 slots at half load), keys up to
- * 64 KiB, 1024 reader records; tables only grow (what a map once held, it
- * keeps room for).
+ * shards"). Limits: 2^23 entries, keys up to 64 KiB, 1024 reader records,
+ * 256 segments; tables only grow (what a map once held, it keeps room
+ * for).
  *
  * Thread death: a reader that dies holding references leaves those
  * entries allocated (a count that never gets back to 0, a hazard slot that
  * is never cleared, and its record stays claimed) until the map is
  * destroyed with { force: true } or the heap is discarded; nothing else is
- * affected. The map belongs to its shard: a thread that takes a dead
- * owner's shard over can attach and go on (check() says whether the dead
- * one was cut off in the middle of a change), and must not free the map's
- * objects as orphans while other threads read it.
+ * affected. A thread that takes a dead writer's shard over attaches and
+ * writes on with that shard's writer record (a writer's death: above),
+ * and must not free the map's objects in it as orphans while other
+ * threads read it.
  */
 import { HeapOwnershipError, SharedMapError } from "../../errors.js";
 import { parseInteger, rejectUnknownKeys } from "../../parse.js";
