@@ -99,7 +99,7 @@ describe("the route table", () => {
         if (method !== "HEAD") expect(JSON.parse(twice.body.toString()).error, route.path).toBe(`parameter "${param}" is given twice: give it once`);
       }
     }
-    expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline")).body.toString())).toEqual({ baselines: [] });
+    expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline")).body.toString())).toEqual({ baselines: [], jsBaselines: [] });
     expect(JSON.parse((await send(admin, "GET", "/v1/heapprof?shard=0")).body.toString()).sampleRate).toBe(0);
   });
 

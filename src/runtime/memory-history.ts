@@ -17,6 +17,7 @@ import { InvalidValueError } from "../errors.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { siteKey } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
+import type { JsHeapStats } from "../smp/js-heap-board.js";
 import { rankGrowingSites, type GrowingSite, type SiteSeries } from "./growing-sites.js";
 
 export interface HistoryOptions {
@@ -51,6 +52,8 @@ export interface ShardSample {
   /** Allocations folded into "(other sites)" since profiling began (the dashboard warns when > 0), and the stacks the shard keeps. */
   foldedAllocations: number;
   siteCapacity: number;
+  /** The shard's own V8 heap as it last posted it (smp.jsHeapStats: used, total, external, arrayBuffers, its JS heap profiler's sampleRate); null before its first posting. */
+  js: JsHeapStats | null;
 }
 
 export interface HistorySample {
@@ -150,6 +153,7 @@ export class MemoryHistory {
           sampleRate: profile.sampleRate,
           foldedAllocations: fill.folded.allocCount,
           siteCapacity: fill.siteCapacity,
+          js: this.smp.jsHeapStats(s) ?? null,
         });
         const row: Array<[number, number]> = [];
         for (const site of profile.sites) {
