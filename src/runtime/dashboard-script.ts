@@ -72,6 +72,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     started: false,
   };
   window.shardheapDashboard = state;
+  // What the whole-memory panel (dashboard-js-heap.ts) borrows; it hears of each poll by the "shardheap:poll" event.
+  state.lib = { api: api, loadSvg: loadSvg, download: download, shardName: shardName, size: size, status: status };
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -713,6 +715,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     drawRates();
     drawFailures();
     drawFolded();
+    window.dispatchEvent(new Event("shardheap:poll"));
   }
   var timers = [];
   function every(ms, fn) {
