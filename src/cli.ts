@@ -58,7 +58,7 @@ Ctrl-C ends it early and still writes the report.
                      stacks fold into "(other sites)", which reports say
   --jsheapprof[=RATE] each shard's JavaScript heap too (V8's sampling heap
                      profiler in its thread): one sample per RATE bytes (default
-                     32KiB); the tree is printed and jsheapprof.svg, .collapsed,
+                     512KiB); the tree is printed and jsheapprof.svg, .collapsed,
                      .pb.gz and .heapprofile written beside heapprof.*
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)

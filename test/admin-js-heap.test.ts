@@ -59,9 +59,9 @@ describe("admin API: heap=js", () => {
     expect((await call("/v1/heapprof?shard=0&heap=js&format=collapsed")).text).toMatch(/retainKnownObjects \S+ \d+\n/);
     expect((await call("/v1/heapprof?shard=0&heap=js&format=svg")).text).toContain("retainKnownObjects");
     expect((await call("/v1/heapprof?shard=0&heap=js&format=heapprofile")).text).toContain('"functionName":"retainKnownObjects"');
-    // enabled=1 with heap=js is V8's default interval; off keeps the profile as it stood.
-    expect(await json("/v1/heapprof?shard=all&enabled=1&heap=js", "PUT")).toEqual({ shard: "all", rate: 32768, heap: "js" });
-    expect(smp.jsHeapStats(1)!.sampleRate).toBe(32768);
+    // enabled=1 with heap=js is the default interval; off keeps the profile as it stood.
+    expect(await json("/v1/heapprof?shard=all&enabled=1&heap=js", "PUT")).toEqual({ shard: "all", rate: 512 * 1024, heap: "js" });
+    expect(smp.jsHeapStats(1)!.sampleRate).toBe(512 * 1024);
     await json("/v1/heapprof?shard=all&rate=0&heap=js", "PUT");
     expect((await json<HeapProfile>("/v1/heapprof?shard=1&heap=js")).sampleRate).toBe(0);
     // Bad values: 400, and nothing switched.

@@ -17,11 +17,11 @@ const flagsOf = (argv: string[]): RuntimeFlags => {
 };
 
 describe("--jsheapprof", () => {
-  it("alone is V8's default interval; =RATE a size; 0 off; a rate after a space says to use =", () => {
-    expect(flagsOf(["--jsheapprof"])).toEqual({ jsHeapprof: 32768 });
+  it("alone is 512 KiB; =RATE a size; 0 off; a rate after a space says to use =", () => {
+    expect(flagsOf(["--jsheapprof"])).toEqual({ jsHeapprof: 512 * 1024 });
     expect(flagsOf(["--jsheapprof=64KiB", "--heapprof"])).toEqual({ jsHeapprof: 65536, heapprof: true });
     expect(flagsOf(["--jsheapprof=0"])).toEqual({ jsHeapprof: 0 });
-    expect(() => flagsOf(["--jsheapprof", "64K"])).toThrow(/did you mean --jsheapprof=64K\? \(--jsheapprof alone samples at V8's default interval/);
+    expect(() => flagsOf(["--jsheapprof", "64K"])).toThrow(/did you mean --jsheapprof=64K\? \(--jsheapprof alone samples every 512KiB on average/);
     expect(() => flagsOf(["--jsheapprof=-1"])).toThrow(/--jsheapprof=RATE/);
     expect(parseMemcachedArgs(["--jsheapprof=8192", "-p", "0"])).toMatchObject({ jsHeapprof: 8192, port: 0 });
   });

@@ -56,7 +56,7 @@ describe("JS heap profiler per shard", () => {
 
   it("a new rate starts the profile again; setJsHeapProfiling and jsHeapProfile check their arguments", async () => {
     const smp = await startSmp({ shards: 2, module: JS_TASKS, jsHeapprof: true });
-    expect((await smp.jsHeapProfile(1)).sampleRate).toBe(32 * 1024);
+    expect((await smp.jsHeapProfile(1)).sampleRate).toBe(512 * 1024);
     await smp.setJsHeapProfiling("all", "4KiB");
     await smp.submitTo(1, "retainKnownObjects", { count: COUNT });
     expect(top(await smp.jsHeapProfile(1))).toBe("retainKnownObjects");

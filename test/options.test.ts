@@ -16,8 +16,8 @@ describe("Smp options", () => {
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
-    // The JS heap profiler: true is V8's default interval, not "every allocation".
-    expect([true, "64KiB", 1, false].map((jsHeapprof) => fillSmpOptions({ shards: 1, jsHeapprof }).jsHeapprofRate)).toEqual([32768, 65536, 1, 0]);
+    // The JS heap profiler: true is its default interval, not "every allocation".
+    expect([true, "64KiB", 1, false].map((jsHeapprof) => fillSmpOptions({ shards: 1, jsHeapprof }).jsHeapprofRate)).toEqual([512 * 1024, 65536, 1, 0]);
     expect(() => fillSmpOptions({ shards: 1, jsHeapprof: -1 })).toThrow(/options\.jsHeapprof/);
     expect(fillSmpOptions({ shards: 1, module: new URL("file:///x.mjs") }).module).toBe("file:///x.mjs");
     expect(fillSmpOptions({ shards: 1, orphans: "free" }).orphans).toBe("free");

@@ -280,7 +280,7 @@ const ROUTES: readonly Route[] = [
     const r = q.get("rate");
     const enabled = q.get("enabled");
     if ((r === null) === (enabled === null)) throw new UsageError(`give one of rate=BYTES (0 off, ${heap === "js" ? "N one sample per N bytes" : "1 every allocation"}) or enabled=1|0`);
-    // heap=js: enabled=1 is V8's default interval (32 KiB), not every allocation.
+    // heap=js: enabled=1 is the JS heap profiler's default interval (512 KiB), not every allocation.
     const parseRate = heap === "js" ? jsHeapprofRate : heapprofRate;
     const rate = r !== null ? parseRate(r, "rate") : parseRate(parseBoolean(enabled!, "enabled"), "enabled");
     await (heap === "js" ? smp.setJsHeapProfiling(shard, rate) : smp.setHeapProfiling(shard, rate));

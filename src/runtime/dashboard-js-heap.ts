@@ -24,7 +24,7 @@
 export const JS_HEAP_SECTION_HTML = String.raw`<section id="js-heap-section">
   <h2>Whole memory per shard <span class="hint">(each shard's shared-heap region beside its own JS heap: V8's sampling heap profiler in the shard's thread, live sampled objects)</span></h2>
   <table class="js-heap">
-    <thead><tr><th>Shard</th><th>JS heap profiler</th><th>Interval (one sample per 4K, 32K, 512K... bytes)</th><th></th><th>Now</th><th>Shared heap used</th><th>JS heap used / total</th><th>External</th><th>Array buffers</th></tr></thead>
+    <thead><tr><th>Shard</th><th>JS heap profiler</th><th>Interval (one sample per 32K, 128K, 512K... bytes)</th><th></th><th>Now</th><th>Shared heap used</th><th>JS heap used / total</th><th>External</th><th>Array buffers</th></tr></thead>
     <tbody id="js-heap-rows"></tbody>
   </table>
   <div class="chart" id="chart-js-used"></div>
@@ -76,7 +76,7 @@ export const JS_HEAP_SCRIPT = String.raw`"use strict";
       cell(row, name);
       var on = el("input", { type: "checkbox", id: "js-prof-on-" + s, "aria-label": "JS heap profiler of " + name });
       cell(row, on);
-      var rate = el("input", { type: "text", id: "js-prof-rate-" + s, size: "10", value: "32K", "aria-label": "JS heap sampling interval of " + name });
+      var rate = el("input", { type: "text", id: "js-prof-rate-" + s, size: "10", value: "512K", "aria-label": "JS heap sampling interval of " + name });
       cell(row, rate);
       var apply = el("button", { id: "js-prof-apply-" + s }, "Apply");
       cell(row, apply);

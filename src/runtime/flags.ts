@@ -70,7 +70,7 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
       if (inline === undefined && looksLikeRate(argv[i + 1])) {
         // The rate takes "=" (a bare --heapprof records every allocation):
         // left alone, `--heapprof 64K` was refused as "unknown flag: 64K".
-        const alone = js ? "samples at V8's default interval, 32KiB" : "records every allocation";
+        const alone = js ? "samples every 512KiB on average" : "records every allocation";
         throw new UsageError(`${name} takes its rate after "=": did you mean ${name}=${argv[i + 1]!}? (${name} alone ${alone})`);
       }
       if (js) into.jsHeapprof = jsHeapprofRate(inline ?? true, "--jsheapprof=RATE");

@@ -381,7 +381,7 @@ export class Smp extends EventEmitter<SmpEvents> {
 
   /**
    * Switch the JS heap profiler (V8's sampler in that shard's isolate; mainShard: this thread's) on `shard` or "all":
-   * N bytes per sample on average ("64KiB"), true V8's 32 KiB, false / 0 off; resolves once applied (js-heap.ts).
+   * N bytes per sample on average ("64KiB"), true 512 KiB, false / 0 off; resolves once applied (js-heap.ts).
    */
   setJsHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
     return this.jsHeaps.set(shard, rate);
