@@ -71,7 +71,7 @@ describe("JS heap profiler per shard", () => {
     expect(() => smp.jsHeapStats(7)).toThrow(RangeError);
   });
 
-  it("the main thread's shard: its own JS heap, profiled on this thread", async () => {
+  it("the main thread's shard: its own JS heap, profiled on this thread, switched off by stop()", async () => {
     const smp = await startSmp({ shards: 1, module: JS_TASKS, mainShard: true });
     const main = smp.mainShard!;
     await smp.setJsHeapProfiling(main, 4096);
@@ -80,9 +80,12 @@ describe("JS heap profiler per shard", () => {
     expect(p.shard).toBe(main);
     expect(bytesIn(p, "retainOnMainThread")).toBeGreaterThan(KNOWN_BYTES * 0.3);
     expect(bytesIn(await smp.jsHeapProfile(0), "retainOnMainThread")).toBe(0);
-    await smp.setJsHeapProfiling(main, 0);
-    mainKept.length = 0;
+    // stop() switches this thread's sampler off (it would go on costing); the profile as it stood stays.
     await smp.stop();
+    const after = await smp.jsHeapProfile(main);
+    expect(after.sampleRate).toBe(0);
+    expect(bytesIn(after, "retainOnMainThread")).toBeGreaterThan(KNOWN_BYTES * 0.3);
+    mainKept.length = 0;
     await expect(smp.setJsHeapProfiling(main, 4096)).rejects.toThrow(/stop/);
   });
 

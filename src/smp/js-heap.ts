@@ -56,6 +56,11 @@ export class JsHeaps {
     if (this.main) await this.main.setRate(this.board.rate(this.main.shard));
   }
 
+  /** At Smp.stop: the main thread's sampler off (it would go on costing after the runtime ends); its last profile stays readable. */
+  async stop(): Promise<void> {
+    await this.main?.close();
+  }
+
   /** Smp.setJsHeapProfiling: switch `shard`'s (or every shard's) JS heap profiler. */
   async set(shard: number | "all", rate: boolean | number | string): Promise<void> {
     const bytes = jsHeapprofRate(rate, "setJsHeapProfiling: rate");

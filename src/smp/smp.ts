@@ -498,6 +498,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     // The main thread's region was this thread's all along: its inbox
     // (frees the shards pushed since its last ring, and any recovered) last.
     this.main?.finish();
+    await this.jsHeaps.stop();
   }
 
   private async terminateThreads(): Promise<void> {
