@@ -89,6 +89,23 @@ describe("JS heap profiler per shard", () => {
     await expect(smp.setJsHeapProfiling(main, 4096)).rejects.toThrow(/stop/);
   });
 
+  it("a shard's new thread (its old one died) profiles its JS heap at the rate last set, afresh", async () => {
+    const smp = await startSmp({ shards: 2, module: JS_TASKS });
+    smp.on("error", () => undefined); // the death below is expected
+    await smp.setJsHeapProfiling(1, 4096);
+    await smp.submitTo(1, "retainKnownObjects", { count: COUNT });
+    let replaced: number | undefined;
+    smp.once("replaced", (r) => (replaced = r.shard));
+    await smp.submitTo(1, "exitSoon");
+    await waitFor(() => replaced === 1, "shard 1 on its new thread", 15_000);
+    const fresh = await smp.jsHeapProfile(1);
+    expect(fresh.sampleRate).toBe(4096);
+    expect(bytesIn(fresh, "retainKnownObjects")).toBe(0); // those objects died with the old thread
+    await smp.submitTo(1, "retainKnownObjects", { count: COUNT });
+    expect(top(await smp.jsHeapProfile(1))).toBe("retainKnownObjects");
+    expect((await smp.jsHeapProfile(0)).sampleRate).toBe(0);
+  });
+
   it("each shard posts its own V8 heap figures; a shard that retains more shows more", async () => {
     const smp = await startSmp({ shards: 2, module: JS_TASKS });
     await waitFor(() => smp.jsHeapStats(0) !== undefined && smp.jsHeapStats(1) !== undefined, "both shards' first figures");
