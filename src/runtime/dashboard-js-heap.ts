@@ -15,7 +15,7 @@
  *   (`js`, each shard's V8 figures as it last posted them);
  * - the JS heap used per shard over time (uPlot, as the memory charts);
  * - the chosen shard's (or all shards') shared heap and JS heap as two
- *   flamegraphs side by side, refreshed with the page's other views
+ *   flamegraphs side by side, each drawn to its half's width, refreshed with the page's other views
  *   (every 5 s while "refresh" is on, on a shard change, on "Refresh now");
  * - downloads: the JS heap's pprof, .heapprofile and SVG, and the whole
  *   memory's pprof, whose samples carry heap=shared|js.
@@ -176,6 +176,19 @@ export const JS_HEAP_SCRIPT = String.raw`"use strict";
     }
   }
 
+  /** A flamegraph drawn as wide as its half of the panel (its viewBox keeps the proportions), the frame as tall as the drawing. */
+  function fit(frame) {
+    var svg = frame.contentDocument && frame.contentDocument.documentElement;
+    if (!svg || svg.tagName.toLowerCase() !== "svg") return;
+    var box = (svg.getAttribute("viewBox") || "").split(/\s+/).map(Number);
+    var width = frame.clientWidth - 24;
+    if (box.length !== 4 || !(box[2] > 0) || !(width > 0)) return;
+    var height = Math.ceil((width * box[3]) / box[2]);
+    svg.setAttribute("width", String(width));
+    svg.setAttribute("height", String(height));
+    frame.style.height = (height + 24) + "px";
+  }
+
   var DOWNLOADS = [
     ["JS heap pprof", "jsheapprof.pb.gz", "/v1/heapprof?format=pprof&heap=js"],
     ["JS heap .heapprofile", "jsheapprof.heapprofile", "/v1/heapprof?format=heapprofile&heap=js"],
@@ -212,6 +225,7 @@ export const JS_HEAP_SCRIPT = String.raw`"use strict";
     ["both-shared", "both-js"].forEach(function (id) {
       $(id).addEventListener("mouseenter", function () { dash().paused = true; });
       $(id).addEventListener("mouseleave", function () { dash().paused = false; });
+      $(id).addEventListener("load", function () { setTimeout(function () { fit($(id)); }, 0); });
     });
     window.addEventListener("resize", function () { if (panel.chart) panel.chart.setSize({ width: chartWidth(), height: 180 }); });
   });
