@@ -57,4 +57,19 @@ describe.runIf(hasChromium)("the dashboard's whole-memory panel in Chromium", ()
     expect(problems).toEqual([]);
     await page.close();
   });
+
+  it("the shared heap's switch of a shard that is not the last switches that shard", async () => {
+    const { smp, admin, browser } = the;
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1600 } });
+    const problems = watchPage(page, admin.url, { warnings: true });
+    await page.goto(`${admin.url}/`);
+    await page.waitForSelector("#prof-on-0:checked", { timeout: 30_000 });
+    await page.click("#prof-on-0");
+    await expect.poll(() => smp.heapProfile(0).sampleRate, { timeout: 30_000 }).toBe(0);
+    expect(smp.heapProfile(1).sampleRate).toBe(1);
+    await page.click("#prof-on-0");
+    await expect.poll(() => smp.heapProfile(0).sampleRate, { timeout: 30_000 }).not.toBe(0);
+    expect(problems).toEqual([]);
+    await page.close();
+  });
 });

@@ -258,7 +258,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       row.appendChild(el("td", { id: "prof-now-" + s }, ""));
       body.appendChild(row);
       (function (shard) {
-        on.addEventListener("change", function () { setRate(shard, on.checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
+        // Its own checkbox by id: "on" is the last row's once the loop has run.
+        on.addEventListener("change", function () { setRate(shard, $("prof-on-" + shard).checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
         apply.addEventListener("click", function () { setRate(shard, rateFromBox($("prof-rate-" + shard).value)); });
       })(s);
     }
