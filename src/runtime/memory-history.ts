@@ -2,7 +2,8 @@
  * What the dashboard draws over time, kept by the admin server: once per
  * sampleIntervalMs (1 s by default), every shard's statistics (used,
  * free, live objects, cross-shard frees sent, failed allocations, the
- * largest free span: what fragmentation leaves) and profiler rate, and every
+ * largest free span: what fragmentation leaves), profiler rate and V8 heap
+ * figures (each shard's own isolate, as it last posted them: smp.jsHeapStats), and every
  * site's live bytes, all read from the SharedArrayBuffer on the server's
  * thread, so the shards do nothing for it (a busy or stuck shard is
  * sampled all the same). Bounded rings: the statistics of the last
