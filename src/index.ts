@@ -25,6 +25,7 @@ export {
 } from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
 export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans } from "./smp/smp.js";
+export { type JsHeapStats } from "./smp/js-heap-board.js";
 export { currentShard } from "./smp/current-shard.js";
 export { type ShardContext, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";

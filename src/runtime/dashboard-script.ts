@@ -72,6 +72,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     started: false,
   };
   window.shardheapDashboard = state;
+  // What the whole-memory panel (dashboard-js-heap.ts) borrows; it hears of each poll by the "shardheap:poll" event.
+  state.lib = { api: api, loadSvg: loadSvg, download: download, shardName: shardName, size: size, status: status };
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -256,7 +258,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       row.appendChild(el("td", { id: "prof-now-" + s }, ""));
       body.appendChild(row);
       (function (shard) {
-        on.addEventListener("change", function () { setRate(shard, on.checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
+        // Its own checkbox by id: "on" is the last row's once the loop has run.
+        on.addEventListener("change", function () { setRate(shard, $("prof-on-" + shard).checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
         apply.addEventListener("click", function () { setRate(shard, rateFromBox($("prof-rate-" + shard).value)); });
       })(s);
     }
@@ -713,6 +716,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     drawRates();
     drawFailures();
     drawFolded();
+    window.dispatchEvent(new Event("shardheap:poll"));
   }
   var timers = [];
   function every(ms, fn) {

@@ -37,7 +37,9 @@ import { MainShard } from "./main-shard.js";
 import { decodeError } from "./error-codec.js";
 import { Endpoint, wakeEndpoint } from "./endpoint.js";
 import { errorMessage } from "./call-errors.js";
-import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
+import { describeRequest, type ShardBootData, type ShardReply, type ShardRequest, type ShardTakeover } from "./protocol.js";
+import { JsHeaps } from "./js-heap.js";
+import type { JsHeapBoard, JsHeapStats } from "./js-heap-board.js";
 import { formatSize } from "../units.js";
 import {
   ackWord,
@@ -140,14 +142,18 @@ export class Smp extends EventEmitter<SmpEvents> {
   private typed: Tasks<object> | undefined;
   /** The main thread's region (mainShard), or undefined. */
   private readonly main: MainShard | undefined;
+  /** Every shard's JS heap: its profiler switch and profile, its V8 figures (js-heap.ts). */
+  private readonly jsHeaps: JsHeaps;
 
-  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
+  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer, jsHeapBoard: JsHeapBoard) {
     super();
     this.options = Object.freeze(options);
     this.heap = heap;
     this.shards = options.shards;
     this.main = main;
     this.mainShard = main?.id;
+    const stopped = (call: string): ShardError | undefined => (this.stopping ? this.stoppedError(this.main!.id, call) : undefined);
+    this.jsHeaps = new JsHeaps({ shards: options.shards, mainShard: main?.id, request: (s, r) => this.request(s, r), stopped }, jsHeapBoard);
     this.pools = pools;
     this.inFlight = pools.map(() => new Set());
     this.geometry = geometry;
@@ -189,6 +195,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     const main = options.mainShard ? new MainShard(heap, options.shards, options.heapprofRate) : undefined;
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
+    const jsHeapBoard = JsHeaps.board(regions, options.jsHeapprofRate);
     const pools: Piscina[] = [];
     for (let shard = 0; shard < options.shards; shard++) {
       const workerData: ShardBootData = {
@@ -203,6 +210,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         idleTrimMs: options.idleTrimMs,
         maxPendingCalls: options.maxPendingCalls,
         orphans: options.orphans,
+        jsHeapBoard: jsHeapBoard.buffer,
       };
       try {
         pools.push(
@@ -224,7 +232,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         throw refusedExecArgv(e) ?? e;
       }
     }
-    const smp = new Smp(options, heap, main, pools, geometry, queues);
+    const smp = new Smp(options, heap, main, pools, geometry, queues, jsHeapBoard);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
     // 'error' and leaves the request pending), or by never answering (a
@@ -249,7 +257,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         }, options.loadTimeoutMs);
       }
     });
-    const loaded = Promise.all(inits);
+    const loaded = Promise.all([...inits, smp.jsHeaps.start()]);
     try {
       await Promise.race([loaded, failure]);
     } catch (e) {
@@ -371,6 +379,24 @@ export class Smp extends EventEmitter<SmpEvents> {
     await Promise.all(shards.map((s) => this.request(s, { kind: "heapprof", rate: bytes })));
   }
 
+  /**
+   * Switch the JS heap profiler (V8's sampler in that shard's isolate; mainShard: this thread's) on `shard` or "all":
+   * N bytes per sample on average ("64KiB"), true 512 KiB, false / 0 off; resolves once applied (js-heap.ts).
+   */
+  setJsHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
+    return this.jsHeaps.set(shard, rate);
+  }
+
+  /** The sampled objects still live in `shard`'s JS heap (its thread answers), as a HeapProfile every renderer reads. */
+  jsHeapProfile(shard: number): Promise<HeapProfile> {
+    return this.jsHeaps.profile(shard);
+  }
+
+  /** `shard`'s V8 heap figures as it last posted them (every 500 ms, no shard involved); undefined before its first. */
+  jsHeapStats(shard: number): JsHeapStats | undefined {
+    return this.jsHeaps.stats(shard);
+  }
+
   /** One shard's heap profile (the main thread's region too), or all shards' merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     return this.heap.heapProfile(shard);
@@ -472,6 +498,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     // The main thread's region was this thread's all along: its inbox
     // (frees the shards pushed since its last ring, and any recovered) last.
     this.main?.finish();
+    await this.jsHeaps.stop();
   }
 
   private async terminateThreads(): Promise<void> {
@@ -667,17 +694,4 @@ function refusedExecArgv(e: unknown): InvalidValueError | undefined {
   if ((e as { code?: unknown })?.code !== "ERR_WORKER_INVALID_EXEC_ARGV") return undefined;
   const flags = errorMessage(e).replace(/^.*?flags: /, "");
   return new InvalidValueError("options.execArgv", `options.execArgv: Node refuses ${flags} for a worker thread (V8 flags and process-wide ones cannot be given to a thread)`);
-}
-
-function describeRequest(request: ShardRequest): string {
-  switch (request.kind) {
-    case "init":
-      return "loading the module";
-    case "heapprof":
-      return "setHeapProfiling";
-    case "stop":
-      return "stop";
-    case "freeOrphans":
-      return "freeOrphans";
-  }
 }
