@@ -40,8 +40,8 @@ interface CommandHelp {
 }
 
 const STRESS: CommandHelp = {
-  synopsis: `       shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--duration S]
-                        [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
+  synopsis: `       shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--jsheapprof[=RATE]]
+                        [--duration S] [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
                         [--admin-port P [--admin-heap-image]]`,
   help: `stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
@@ -57,6 +57,10 @@ Ctrl-C ends it early and still writes the report.
                      (default: one per 32 KiB of --memory, 64 to 4096; at
                      most a quarter of a shard, 608 bytes a site); further
                      stacks fold into "(other sites)", which reports say
+  --jsheapprof[=RATE] each shard's JavaScript heap too (V8's sampling heap
+                     profiler in its thread): one sample per RATE bytes (default
+                     512KiB); the tree is printed and jsheapprof.svg, .collapsed,
+                     .pb.gz and .heapprofile written beside heapprof.*
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
   --live R           live set each shard keeps, as a share of its memory, 0..1 (default 0.4)
@@ -288,6 +292,7 @@ async function stress(argv: readonly string[]): Promise<void> {
     ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
     heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
     ...(flags.heapprofSites === undefined ? {} : { heapprofSites: flags.heapprofSites }),
+    ...(flags.jsHeapprof === undefined ? {} : { jsHeapprof: flags.jsHeapprof }),
   });
   // Ctrl-C: end the run and still write the report; a second one leaves at once.
   let interrupt!: () => void;
@@ -304,6 +309,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       memoryPerShard: options.memoryPerShard,
       heapprofRate: options.heapprofRate,
       heapprofSites: options.heapprofSites,
+      jsHeapprofRate: options.jsHeapprofRate,
       durationSeconds: duration,
       crossShard,
       ...(liveRatio === undefined ? {} : { liveRatio }),

@@ -151,7 +151,7 @@ describe("debug pointers", () => {
     }
     expect(warnings.map((w) => (w as Error & { code?: string }).code)).toEqual(["SHARDHEAP_WRITE_AFTER_FREE"]);
     expect(warnings[0]!.message).toContain(`object ${p} (64 bytes) was written after it was freed, at byte 20`);
-    expect(heap.check()).toEqual(["shard 0: 1 freed object was written after its free (debug pointers found them as they left the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)"]);
+    expect(heap.check()).toEqual(["shard 0: 1 freed object was written after its free (debug pointers found them in the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)"]);
   });
 
   it("on: the quarantine gives memory back past its budget, and all of it before an allocation would fail", () => {

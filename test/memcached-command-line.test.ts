@@ -101,6 +101,9 @@ describe("memcached's flags", () => {
     expect(help.stdout).toMatch(/^  -M /m);
     // MemcachedTest.pm's feature probes (sasl, extstore, proxy, TLS, unix sockets, dropping privileges).
     expect(help.stdout).not.toMatch(/sasl|ext_path|proxy_config|enable-ssl|unix-socket|no_drop_privileges/i);
+    // -V as memcached's: its name and a version scripts can parse (major.minor.micro, nothing after).
+    const version = runCli(["memcached", "-V"]);
+    expect([version.status, version.stdout]).toEqual([0, "memcached 1.6.18\n"]);
     for (const [argv, message] of [
       [["-I", "256m"], /must be at most half/],
       [["-U", "5"], /speaks TCP only/],

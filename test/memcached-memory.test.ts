@@ -68,11 +68,12 @@ describe("shardheap memcached on the shared heap", () => {
     expect(live(server, 0)).toBe(before0);
     const crossBefore = server.smp.stats(0).crossShardFrees;
 
-    // Four gets of it (32 MiB of answers) to a client that does not read.
+    // A get of it four times (32 MiB of answers) to a client that does not read: one request, answered
+    // whole though it passes the bound on unwritten answers (backpressure.ts), which then stops reading.
     reader.socket.pause();
     // Read before sending: the shard may hand the answers over before this thread looks again.
     const written = totals(server.config).bytes_written;
-    reader.send(`get ${key}\r\n`.repeat(4));
+    reader.send(`get ${key} ${key} ${key} ${key}\r\n`);
     await waitFor(() => totals(server.config).bytes_written >= written + 4 * value.length, "the answers to be handed to the socket", 30_000);
     expect(await writer.request(`delete ${key}\r\n`)).toBe("DELETED\r\n");
     expect(await writer.request(`get ${key}\r\n`, "END\r\n")).toBe("END\r\n");
@@ -84,12 +85,13 @@ describe("shardheap memcached on the shared heap", () => {
     reader.socket.resume();
     const header = `VALUE ${key} 7 ${value.length}\r\n`;
     const one = header.length + value.length + 2;
-    const got = await reader.untilBytes(4 * (one + 5), 30_000);
+    const got = await reader.untilBytes(4 * one + 5, 30_000);
     for (let i = 0; i < 4; i++) {
-      const at = i * (one + 5); // each answer: VALUE line, value, \r\n, END\r\n
+      const at = i * one; // each item: VALUE line, value, \r\n; then END\r\n
       expect(got.toString("latin1", at, at + header.length)).toBe(header);
       expect(got.subarray(at + header.length, at + header.length + value.length).equals(value), `answer ${i} intact`).toBe(true);
     }
+    expect(got.toString("latin1", 4 * one)).toBe("END\r\n");
     // The last references were shard 0's hazard slots: once they are clear, shard 1's reclaim frees the item (no cross-shard free).
     await waitFor(() => live(server, 1) === before1, "shard 1's item to be freed", 10_000);
     expect(server.smp.stats(0).crossShardFrees).toBe(crossBefore);

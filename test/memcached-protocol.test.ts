@@ -7,7 +7,9 @@
  * Debian's memcached is installed, against memcached 1.6 itself, so the
  * table says what memcached says.
  */
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { installed, lines, RawClient, startReferenceMemcached } from "./memcached-client.js";
 
@@ -278,6 +280,42 @@ async function debugLine(port: number, key: string): Promise<string> {
 }
 const DEBUG_LINE = /^ME (\S+) exp=(99|100) la=[01] cas=\d+ fetch=yes cls=\d+ size=\d+\r\n$/;
 
+/** Keys owned by each of two shards in turn (of the connection's shard and another, whichever it is). */
+const ME_KEYS = [0, 1, 0, 1].map((shard, i) => {
+  for (let n = 0; ; n++) if (keyOwner(`bin${i}.${n}`, 2) === shard) return `bin${i}.${n}`;
+});
+const b64 = (key: string): string => Buffer.from(key, "latin1").toString("base64");
+const literally = (text: string): string => text.replace(/[+/=.]/g, (c) => `\\${c}`);
+/**
+ * me's key as memcached writes it: an item stored with a base64 key (ms
+ * ... b) answers it in base64, as sent, whether asked with b or by its
+ * bytes (memcached re-encodes it from the item's binary flag); an item
+ * stored with a plain key answers it plain, even asked in base64. Each me
+ * right behind its ms, pipelined: the ms may still be on its way to
+ * another shard.
+ */
+const BINARY_ME = {
+  send: ME_KEYS.map((k, i) => (i < 2 ? `ms ${b64(k)} 2 b\r\npo\r\nme ${b64(k)} b\r\nme ${k}\r\n` : `ms ${k} 2\r\npo\r\nme ${b64(k)} b\r\n`)).join("") + "mn\r\n",
+  answer: new RegExp(
+    "^" +
+      ME_KEYS.map((k, i) => {
+        const line = `ME ${literally(i < 2 ? b64(k) : k)} exp=-1 la=\\d+ cas=\\d+ fetch=no cls=\\d+ size=\\d+\\r\\n`;
+        return i < 2 ? `HD\\r\\n${line}${line}` : `HD\\r\\n${line}`;
+      }).join("") +
+      "MN\\r\\n$",
+  ),
+};
+
+/** What BINARY_ME's requests answer, on a connection of their own. */
+async function binaryMe(port: number): Promise<string> {
+  const client = await RawClient.open(port);
+  try {
+    return await client.request(BINARY_ME.send, "MN\r\n");
+  } finally {
+    client.close();
+  }
+}
+
 /** How much each of `fields` of stats grew while `script` ran (ending in mn), on a connection of its own. */
 async function counted(port: number, script: string, fields: readonly string[]): Promise<Record<string, number>> {
   const client = await RawClient.open(port);
@@ -460,8 +498,27 @@ describe("shardheap memcached: the ASCII protocol", () => {
     expect(await debugLine(server.port, "debugged")).toMatch(DEBUG_LINE);
   });
 
+  it("me of a base64 key: answered in base64 as sent (a plain item's key plain), right behind its ms on either shard", async () => {
+    expect(await binaryMe(server.port)).toMatch(BINARY_ME.answer);
+  });
+
   it("counts meta commands in stats as memcached does", async () => {
     expect(await counted(server.port, META_COUNTED.script.replaceAll("{k}", "counted"), Object.keys(META_COUNTED.counts))).toEqual(META_COUNTED.counts);
+  });
+
+  it("version: memcached's numeric form, which clients parse; stats says what the server is", async () => {
+    const client = await RawClient.open(server.port);
+    try {
+      const line = await client.request("version\r\n");
+      // The npm memcached client's pattern (it threw on a suffix), on the line without its \r\n.
+      expect(line.slice(0, -2)).toMatch(/^VERSION (\d+)\.(\d+)\.(\d+)$/);
+      const stats = await client.request("stats\r\n", "END\r\n");
+      expect(stats).toContain(`STAT version ${line.slice("VERSION ".length, -2)}\r\n`);
+      const own = (JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { version: string }).version;
+      expect(stats).toContain(`STAT shardheap_version ${own}\r\n`);
+    } finally {
+      client.close();
+    }
   });
 
   it("stats: memcached's fields, then each shard's MemoryStats", async () => {
@@ -507,6 +564,10 @@ describe.runIf(haveMemcached)("memcached 1.6 itself (the reference the table fol
   it.each(CASES.map((c, i) => [c.name, c, i] as const).filter(([, c]) => c.suiteOnly === undefined))("%s", async (_name, c, i) => {
     const key = `p${i}k`;
     expect(await run(reference.port, c, key)).toBe(expected1618(c, key));
+  });
+
+  it("me of a base64 key: in base64 as sent, a plain item's key plain", async () => {
+    expect(await binaryMe(reference.port)).toMatch(BINARY_ME.answer);
   });
 
   it("me: an item's metadata in this form", async () => {

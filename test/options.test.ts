@@ -10,12 +10,15 @@ import { SharedHeap } from "../src/index.js";
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, heapprofSites: 64, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536, maxPendingCalls: 262_144, orphans: "keep", execArgv: undefined, mainShard: false, debugPointers: false, memoryPressure: [0.8, 0.9], timelineIntervalMs: 1000 });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, jsHeapprofRate: 0, heapprofSites: 64, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536, maxPendingCalls: 262_144, orphans: "keep", execArgv: undefined, mainShard: false, debugPointers: false, memoryPressure: [0.8, 0.9], timelineIntervalMs: 1000 });
     expect(fillSmpOptions({ shards: 1, queueBytes: "4KiB" }).queueBytes).toBe(4096);
     expect(fillSmpOptions({ shards: 255, memoryPerShard: "1MiB" }).queueBytes).toBe(1024); // 256^2 queues stay under 64 MiB
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
+    // The JS heap profiler: true is its default interval, not "every allocation".
+    expect([true, "64KiB", 1, false].map((jsHeapprof) => fillSmpOptions({ shards: 1, jsHeapprof }).jsHeapprofRate)).toEqual([512 * 1024, 65536, 1, 0]);
+    expect(() => fillSmpOptions({ shards: 1, jsHeapprof: -1 })).toThrow(/options\.jsHeapprof/);
     expect(fillSmpOptions({ shards: 1, module: new URL("file:///x.mjs") }).module).toBe("file:///x.mjs");
     expect(fillSmpOptions({ shards: 1, orphans: "free" }).orphans).toBe("free");
     expect(fillSmpOptions({ shards: 1, memoryPressure: [0.95, 0.5, 0.95] }).memoryPressure).toEqual([0.5, 0.95]);

@@ -181,8 +181,10 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
 /**
  * Debug pointers' quarantine (quarantine.ts): its chain holds what its
  * counts say, each object a freed one (live bit clear) whose claim is
- * kept, still poisoned: a byte changed is a write after the free, reported
- * with the ones found earlier as they left. Returns the held objects.
+ * kept, its link words agreeing and the rest poisoned: a byte changed is a
+ * write after the free, reported with the ones found earlier (as they
+ * left, or as their link words were next needed). Past a link that was
+ * written, the held objects are found by their bits. Returns them.
  */
 function checkQuarantine(r: ShardRegion, fail: (m: string) => void): Set<number> {
   const held = new Set<number>();
@@ -203,7 +205,7 @@ function checkQuarantine(r: ShardRegion, fail: (m: string) => void): Set<number>
     fail(`the debug quarantine counts ${r.u32[r.hdr + S_QUARANTINE_OBJECTS]} objects of ${r.u32[r.hdr + S_QUARANTINE_BYTES]} bytes but holds ${held.size} of ${bytes}`);
   }
   const earlier = r.i32[r.hdr + S_QUARANTINE_WRITTEN]!;
-  if (earlier > 0) fail(`${earlier} freed object${earlier === 1 ? " was" : "s were"} written after ${earlier === 1 ? "its" : "their"} free (debug pointers found them as they left the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)`);
+  if (earlier > 0) fail(`${earlier} freed object${earlier === 1 ? " was" : "s were"} written after ${earlier === 1 ? "its" : "their"} free (debug pointers found them in the quarantine; see the SHARDHEAP_WRITE_AFTER_FREE warnings)`);
   return held;
 }
 

@@ -222,10 +222,12 @@ export const PROF_FULL_FRAMES = 2;
 export const PROF_FULL_STRINGS = 4;
 /**
  * Debug pointers' quarantine (quarantine.ts), the owner's: a FIFO chain of
- * freed objects held back from reuse, linked through their first word.
- * Oldest (Uint32 pointer, 0 = empty), newest, and how many objects and
- * bytes it holds; S_QUARANTINE_WRITTEN counts the objects found written
- * after their free as they left it. All 0 in a heap without the mode.
+ * freed objects held back from reuse, linked through their first two
+ * words (the link, then the link XOR LINK_CHECK). Oldest (Uint32 pointer,
+ * 0 = empty), newest, and how many objects and bytes it holds;
+ * S_QUARANTINE_WRITTEN counts the objects found written after their free
+ * (as they left, or when their link words were next needed). All 0 in a
+ * heap without the mode.
  */
 export const S_QUARANTINE_HEAD = 68;
 export const S_QUARANTINE_TAIL = 69;

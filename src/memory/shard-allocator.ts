@@ -41,10 +41,10 @@ import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf
 import { clearMark, forEachMarked, keptPointers, snapshotLiveBits, type ObjectCount } from "./orphans.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
-import { refillPool, sampledTagIndex, trimPool } from "./small-pool.js";
+import { refillPool, releaseClean, sampledTagIndex, trimPool } from "./small-pool.js";
 import { readStats, type MemoryStats } from "./stats.js";
 import { bytesOf, STORED_HEADER_BYTES, writeStoredHeader } from "./stored-values.js";
-import { firstWrittenByte, holdInQuarantine, quarantineBudget, quarantinedBytes, takeOldest } from "./quarantine.js";
+import { holdInQuarantine, quarantineBudget, quarantinedBytes, takeOldest } from "./quarantine.js";
 import { formatDiagnostics } from "./diagnostics.js";
 
 // V8 reads an imported binding through a module cell, with a hole check, on
@@ -69,7 +69,6 @@ const {
   PM_SPAN_PAGES,
   PM_STATE,
   POOL_STRIDE,
-  S_QUARANTINE_WRITTEN,
   P_CLAIMED_HEAD,
   P_FREE_COUNT,
   P_FREE_HEAD,
@@ -776,23 +775,18 @@ export class ShardAllocator extends ShardRegion {
   }
 
   /**
-   * The quarantine's oldest object goes back for reuse, checked first for
-   * writes made after its free (counted, and a process warning naming it).
-   * False when the quarantine is empty.
+   * The quarantine's oldest object goes back for reuse, checked for writes
+   * after its free (takeOldest reports them). A pool object gives its claim
+   * up at once, onto the clean list: a freed object with its claim kept is
+   * then exactly a held one, which a damaged chain is rebuilt from
+   * (quarantine.ts). False when the quarantine is empty.
    */
   private releaseOldest(): boolean {
     const ptr = takeOldest(this);
     if (ptr === 0) return false;
-    const size = objectSizeIn(this, ptr);
-    const written = firstWrittenByte(this, ptr, size);
-    if (written >= 0) {
-      this.i32[this.hdr + S_QUARANTINE_WRITTEN]++;
-      process.emitWarning(
-        `shard ${this.id}: object ${ptr} (${size} bytes) was written after it was freed, at byte ${written} (debug pointers found it as it left the quarantine)`,
-        { code: "SHARDHEAP_WRITE_AFTER_FREE" },
-      );
-    }
-    this.recycle(ptr, this.poolOfPage(this.pageOf(ptr)) + 1);
+    const pool1 = this.poolOfPage(this.pageOf(ptr)) + 1;
+    if (pool1 === 0) this.recycle(ptr, 0);
+    else releaseClean(this, pool1 - 1, ptr);
     return true;
   }
 

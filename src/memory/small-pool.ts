@@ -8,9 +8,10 @@
  *   - the pool's lists, both LIFO: the claimed list (P_CLAIMED_HEAD), where
  *     free() puts what it frees with the object's pending bit still set
  *     (cross-shard.ts, "Claims"), and the clean list (P_FREE_HEAD), objects
- *     with the bit clear (new, or back from their spans). malloc pops the
- *     claimed list first (what was freed last is in cache) and clears the
- *     bit; P_FREE_COUNT counts both lists. Trimming sends objects back to
+ *     with the bit clear (new, back from their spans, or out of debug
+ *     pointers' quarantine: releaseClean). malloc pops the claimed list
+ *     first (what was freed last is in cache) and clears the bit;
+ *     P_FREE_COUNT counts both lists. Trimming sends objects back to
  *     their spans clean: settleClaims clears a whole claimed list's bits,
  *     one atomic and per bitmap word;
  *   - each span's own list (PM_FREELIST on the span head): where trimmed
@@ -49,6 +50,7 @@ import {
   classFallbackSpanPages,
   classMaxFree,
   classRefillGoal,
+  classTrimTarget,
   classSpanPages,
   objectsPerSpan,
   poolStride,
@@ -194,6 +196,22 @@ export function settleClaims(r: ShardRegion, cls: number): number {
   u32[pool + P_FREE_HEAD] = first;
   u32[pool + P_CLAIMED_HEAD] = 0;
   return n;
+}
+
+/**
+ * Give a freed object of pool `cls` whose claim this shard holds back
+ * clean: clear its pending bit and push it on the clean list, trimming
+ * past maxFree. For debug pointers' quarantine (a claim kept off the
+ * claimed list would look like a held object, quarantine.ts). Cost: one
+ * atomic, beside the object's fill and scan the quarantine already paid.
+ */
+export function releaseClean(r: ShardRegion, cls: number, obj: number): void {
+  const u32 = r.u32;
+  const pool = poolRecord(r, cls);
+  r.atomicAnd(r.pendingWord(obj) << 2, ~r.liveBit(obj));
+  u32[obj >>> 2] = u32[pool + P_FREE_HEAD]!;
+  u32[pool + P_FREE_HEAD] = obj;
+  if (++r.i32[pool + P_FREE_COUNT]! > r.i32[pool + P_MAX_FREE]!) trimPool(r, cls, classTrimTarget[cls]!);
 }
 
 /**

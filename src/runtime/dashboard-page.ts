@@ -4,12 +4,14 @@
  * installed package, the page's own script from dashboard-script.ts), the
  * favicon a data: URL so the browser asks nothing else. The body says
  * whether the server needs a token, so the page asks for it before its
- * first request instead of after a refused one.
+ * first request instead of after a refused one. The whole-memory panel's
+ * section and style come from dashboard-js-heap.ts.
  */
+import { JS_HEAP_CSS, JS_HEAP_SECTION_HTML } from "./dashboard-js-heap.js";
 
 /** The page; `tokenRequired` marks the body so the page asks for the token first. */
 export function dashboardHtml(tokenRequired: boolean): string {
-  return DASHBOARD_HTML.replace("TOKEN_STATE", tokenRequired ? "required" : "none");
+  return DASHBOARD_HTML.replace("TOKEN_STATE", tokenRequired ? "required" : "none").replace("<!--JS_HEAP_SECTION-->", JS_HEAP_SECTION_HTML);
 }
 
 const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
@@ -24,6 +26,7 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
 <script src="/vendor/uPlot.iife.min.js"></script>
 <script src="/dashboard.js"></script>
 <script src="/dashboard-peaks.js"></script>
+<script src="/dashboard-js-heap.js"></script>
 </head>
 <body data-token="TOKEN_STATE">
 <header>
@@ -69,6 +72,7 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
   </table>
   <datalist id="rate-choices"><option value="every allocation"></option><option value="4K"></option><option value="64K"></option><option value="512K"></option><option value="1M"></option></datalist>
 </section>
+<!--JS_HEAP_SECTION-->
 <section id="growing-section">
   <h2>Growing sites <span class="hint">(live bytes rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span></h2>
   <ol id="growing-list"></ol>
@@ -149,4 +153,4 @@ table.by-label tr.chosen button.value { font-weight: bold; text-decoration: none
 #chart-sites { min-height: 260px; }
 #window-box button { margin-left: 0.3em; }
 .warning { margin: 0.3em 0; padding: 0.3em 0.6em; border-left: 4px solid #ff7043; background: #fff3e0; }
-`;
+${JS_HEAP_CSS}`;

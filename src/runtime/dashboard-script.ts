@@ -73,11 +73,17 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   };
   window.shardheapDashboard = state;
   /*
-   * The panels in scripts of their own (dashboard-peaks-script.ts) use these
-   * and register in state.panels: each may have start, refresh (every
-   * REFRESH_MS while auto refresh is on), polled (after each history
-   * sample) and shardChanged; a panel's failure is its own, in the status line.
+   * The panels in scripts of their own borrow these (state.lib). The
+   * whole-memory panel (dashboard-js-heap.ts) hears of each poll by the
+   * "shardheap:poll" event; the peak and timeline panels
+   * (dashboard-peaks-script.ts) register in state.panels: each may have
+   * start, refresh (every REFRESH_MS), polled (after each history sample)
+   * and shardChanged; a panel's failure is its own, in the status line.
    */
+  state.lib = {
+    api: api, loadSvg: loadSvg, download: download, shardName: shardName, size: size, status: status,
+    signedSize: signedSize, clock: clock, el: el, withShard: withShard, legendValue: legendValue, chartWidth: chartWidth, palette: PALETTE, refreshMs: REFRESH_MS,
+  };
   state.panels = [];
   async function extensions(event) {
     for (var i = 0; i < state.panels.length; i++) {
@@ -270,7 +276,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       row.appendChild(el("td", { id: "prof-now-" + s }, ""));
       body.appendChild(row);
       (function (shard) {
-        on.addEventListener("change", function () { setRate(shard, on.checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
+        // Its own checkbox by id: "on" is the last row's once the loop has run.
+        on.addEventListener("change", function () { setRate(shard, $("prof-on-" + shard).checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
         apply.addEventListener("click", function () { setRate(shard, rateFromBox($("prof-rate-" + shard).value)); });
       })(s);
     }
@@ -726,6 +733,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     drawRates();
     drawFailures();
     drawFolded();
+    window.dispatchEvent(new Event("shardheap:poll"));
     extensions("polled");
   }
   var timers = [];
@@ -765,7 +773,6 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     every(REFRESH_MS, refreshViews);
   }
 
-  state.lib = { api: api, loadSvg: loadSvg, size: size, signedSize: signedSize, clock: clock, el: el, status: status, withShard: withShard, shardName: shardName, legendValue: legendValue, chartWidth: chartWidth, palette: PALETTE, refreshMs: REFRESH_MS };
 
   window.addEventListener("DOMContentLoaded", function () {
     $("token-ok").addEventListener("click", useToken);

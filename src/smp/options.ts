@@ -16,6 +16,7 @@ import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
 import { MAX_PRESSURE_THRESHOLDS } from "../memory/pressure.js";
 import { parseInteger, rejectUnknownKeys } from "../parse.js";
 import { checkRingBytes, defaultRingBytes } from "./queue-layout.js";
+import { DEFAULT_JS_HEAP_SAMPLE_RATE } from "./js-heap-profile.js";
 import { parseSize } from "../units.js";
 
 export interface SmpOptions {
@@ -29,6 +30,15 @@ export interface SmpOptions {
    * "512KiB"; at most 2^31 - 1), false / 0 = off.
    */
   heapprof?: boolean | number | string;
+  /**
+   * The JavaScript heap profiler at start, as --jsheapprof: V8's sampling
+   * heap profiler in every shard's own isolate (and the main thread's with
+   * mainShard), sampling once per N bytes allocated on average (a size:
+   * 65536 or "64KiB"); true = 512 KiB (Go's rate; V8's own 32 KiB costs
+   * memcached 11-15% CPU); false / 0 = off (the
+   * default). smp.setJsHeapProfiling switches it at run time.
+   */
+  jsHeapprof?: boolean | number | string;
   /**
    * Distinct allocation stacks each shard's heap profiler keeps exactly,
    * as --heapprof-sites (SharedHeapOptions.heapprofSites): further stacks
@@ -146,6 +156,8 @@ export interface FilledSmpOptions {
   memoryPerShard: number;
   /** Sample rate in bytes: 0 off, 1 every allocation. */
   heapprofRate: number;
+  /** The JS heap profiler's mean sampling interval in bytes: 0 off. */
+  jsHeapprofRate: number;
   /** Stacks each shard's profiler keeps exactly (the default filled in). */
   heapprofSites: number;
   /** The module as a URL string (file paths already resolved). */
@@ -195,6 +207,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   shards: true,
   memoryPerShard: true,
   heapprof: true,
+  jsHeapprof: true,
   heapprofSites: true,
   module: true,
   loadTimeoutMs: true,
@@ -227,6 +240,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     shards,
     memoryPerShard,
     heapprofRate: heapprofRate(o.heapprof, "options.heapprof"),
+    jsHeapprofRate: jsHeapprofRate(o.jsHeapprof, "options.jsHeapprof"),
     heapprofSites: profilerSitesFor(o.heapprofSites, memoryPerShard, "options.heapprofSites", "options.memoryPerShard"),
     module: moduleSpecifier(o.module),
     loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
@@ -290,6 +304,19 @@ export function heapprofRate(value: boolean | number | string | undefined, what:
   if (value === undefined || value === false) return 0;
   if (value === true) return 1;
   return parseSize(value, what, { max: MAX_SAMPLE_RATE });
+}
+
+/**
+ * A JS heap profiler setting as V8's mean sampling interval in bytes, the
+ * one reading of --jsheapprof[=RATE], Smp.start's jsHeapprof,
+ * setJsHeapProfiling and the admin API's rate with heap=js: true -> V8's
+ * default (512 KiB), false / undefined -> 0 (off), a size -> that many
+ * bytes (1 samples every allocation: slow, but what was asked), at most
+ * MAX_SAMPLE_RATE; InvalidValueError naming `what`.
+ */
+export function jsHeapprofRate(value: boolean | number | string | undefined, what: string): number {
+  if (value === true) return DEFAULT_JS_HEAP_SAMPLE_RATE;
+  return heapprofRate(value, what);
 }
 
 /**

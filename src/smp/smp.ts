@@ -38,6 +38,8 @@ import { decodeError } from "./error-codec.js";
 import { Endpoint, wakeEndpoint } from "./endpoint.js";
 import { errorMessage } from "./call-errors.js";
 import { describeRequest, type ShardBootData, type ShardReply, type ShardRequest, type ShardTakeover } from "./protocol.js";
+import { JsHeaps } from "./js-heap.js";
+import type { JsHeapBoard, JsHeapStats } from "./js-heap-board.js";
 import { formatSize } from "../units.js";
 import {
   ackWord,
@@ -111,8 +113,10 @@ export class Smp extends EventEmitter<SmpEvents> {
   private readonly main: MainShard | undefined;
   /** Memory pressure and the timelines' ticks, watched from this thread (heap-watch.ts). */
   private readonly watch: HeapWatch;
+  /** Every shard's JS heap: its profiler switch and profile, its V8 figures (js-heap.ts). */
+  private readonly jsHeaps: JsHeaps;
 
-  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer, watch: HeapWatch) {
+  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer, jsHeapBoard: JsHeapBoard, watch: HeapWatch) {
     super();
     this.watch = watch;
     this.options = Object.freeze(options);
@@ -120,6 +124,8 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.shards = options.shards;
     this.main = main;
     this.mainShard = main?.id;
+    const stopped = (call: string): ShardError | undefined => (this.stopping ? this.stoppedError(this.main!.id, call) : undefined);
+    this.jsHeaps = new JsHeaps({ shards: options.shards, mainShard: main?.id, request: (s, r) => this.request(s, r), stopped }, jsHeapBoard);
     this.pools = pools;
     this.inFlight = pools.map(() => new Set());
     this.geometry = geometry;
@@ -163,6 +169,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     const watch = new HeapWatch(heap, options);
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
+    const jsHeapBoard = JsHeaps.board(regions, options.jsHeapprofRate);
     const pools: Piscina[] = [];
     for (let shard = 0; shard < options.shards; shard++) {
       const workerData: ShardBootData = {
@@ -177,6 +184,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         idleTrimMs: options.idleTrimMs,
         maxPendingCalls: options.maxPendingCalls,
         orphans: options.orphans,
+        jsHeapBoard: jsHeapBoard.buffer,
       };
       try {
         pools.push(
@@ -198,7 +206,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         throw refusedExecArgv(e) ?? e;
       }
     }
-    const smp = new Smp(options, heap, main, pools, geometry, queues, watch);
+    const smp = new Smp(options, heap, main, pools, geometry, queues, jsHeapBoard, watch);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
     // 'error' and leaves the request pending), or by never answering (a
@@ -223,7 +231,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         }, options.loadTimeoutMs);
       }
     });
-    const loaded = Promise.all(inits);
+    const loaded = Promise.all([...inits, smp.jsHeaps.start()]);
     try {
       await Promise.race([loaded, failure]);
     } catch (e) {
@@ -355,6 +363,24 @@ export class Smp extends EventEmitter<SmpEvents> {
     }
     const shards = shard === "all" ? [...Array(this.shards).keys()] : shard === this.mainShard ? [] : [shard];
     await Promise.all(shards.map((s) => this.request(s, { kind: "heapprof", rate: bytes })));
+  }
+
+  /**
+   * Switch the JS heap profiler (V8's sampler in that shard's isolate; mainShard: this thread's) on `shard` or "all":
+   * N bytes per sample on average ("64KiB"), true 512 KiB, false / 0 off; resolves once applied (js-heap.ts).
+   */
+  setJsHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
+    return this.jsHeaps.set(shard, rate);
+  }
+
+  /** The sampled objects still live in `shard`'s JS heap (its thread answers), as a HeapProfile every renderer reads. */
+  jsHeapProfile(shard: number): Promise<HeapProfile> {
+    return this.jsHeaps.profile(shard);
+  }
+
+  /** `shard`'s V8 heap figures as it last posted them (every 500 ms, no shard involved); undefined before its first. */
+  jsHeapStats(shard: number): JsHeapStats | undefined {
+    return this.jsHeaps.stats(shard);
   }
 
   /** One shard's heap profile (the main thread's region too), or all shards' merged; read from the buffer, no shard involved. */
@@ -491,6 +517,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     this.main?.finish();
     // A last timeline tick and pressure look, of the memory as stop leaves it.
     this.watch.stop();
+    await this.jsHeaps.stop();
   }
 
   private async terminateThreads(): Promise<void> {

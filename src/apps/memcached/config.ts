@@ -4,17 +4,29 @@
  * the shared statistics block. Plain data: it travels to each shard as a
  * task argument (the SharedArrayBuffer arrives shared).
  */
+import { readFileSync } from "node:fs";
 
 /** memcached's default port. */
 export const DEFAULT_PORT = 11211;
 /** memcached's default item size limit (-I), header and key included. */
 export const DEFAULT_MAX_ITEM_SIZE = 1024 * 1024;
 /**
- * What `version` answers: the protocol level of memcached this server
- * speaks (clients such as libmemcached parse major.minor.micro from the
- * front), then shardheap's name.
+ * What `version` answers (and `stats`' version, and -V): the memcached
+ * release whose protocol this server speaks, in memcached's own numeric
+ * form, as Debian's 1.6.18 answers. Clients parse it: libmemcached reads
+ * major.minor.micro from the front, and the npm `memcached` client
+ * matches /(\d+)\.(\d+)\.(\d+)$/ and threw on "1.6.18-shardheap".
+ * What the server is, is said where no client parses it: `stats`'
+ * shardheap_version (shardheapVersion).
  */
-export const VERSION = "1.6.18-shardheap";
+export const VERSION = "1.6.18";
+
+let packageVersion: string | undefined;
+/** shardheap's own version, from the package.json that ships beside src/ and dist/. */
+export function shardheapVersion(): string {
+  packageVersion ??= (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+  return packageVersion;
+}
 
 /** memcached's -R default: requests one connection may run per event before it yields. */
 export const DEFAULT_REQUESTS_PER_EVENT = 20;

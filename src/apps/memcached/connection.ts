@@ -30,18 +30,20 @@
  * Bad input never costs more than this connection: every error is
  * answered with memcached's words and the connection carries on (or, for
  * a line too long, the binary protocol, an HTTP request or a failure of
- * this code, is answered and closed); reading pauses while the client
- * does not read its answers.
+ * this code, is answered and closed); reading stops (the socket and the
+ * reader) while the client does not read its answers, within the bounds
+ * of backpressure.ts, whatever the reader is doing.
  */
 import type { Socket } from "node:net";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
-import type { SharedMap } from "../../memory/shared-map.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, type ServerConfig } from "./config.js";
 import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
 import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "./protocol.js";
+import { MAX_HELD_BYTES, UnsentAnswers, type Holding } from "./backpressure.js";
 import { MetaCommands, type MetaStoreCommand } from "./meta-commands.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
 import type { StagingArea } from "./staging.js";
@@ -128,10 +130,6 @@ const STORE_ANSWER: Record<number, string> = {
   [R_TOUCHED]: REPLY.TOUCHED,
   [R_NO_MEMORY]: REPLY.NO_MEMORY_STORING,
 };
-/** Stop reading while this many bytes wait to be sent (a client that does not read its answers). */
-const MAX_UNSENT_BYTES = 4 << 20;
-/** Stop reading while this many answers wait for other shards. */
-const MAX_WAITING = 4096;
 /**
  * Stop reading while this connection's staging copies for other shards
  * hold this many bytes (a value is staged only when a small pool holds it,
@@ -177,16 +175,26 @@ export class Connection implements ReaderSink {
   private outRefs: number[] = [];
   private endAfterOut = false;
   /**
-   * The references each write still in the socket holds, oldest first: the
-   * socket calls back its writes in order, so one shared callback drops the
-   * oldest (no closure per write, and Node merges the callbacks of writes
+   * The answers not yet written, counted from their making (backpressure.ts),
+   * and the references each write still in the socket holds: the socket
+   * calls back its writes in order, so one shared callback drops the
+   * oldest's (no closure per write, and Node merges the callbacks of writes
    * that complete at once into one tick).
    */
-  private writing: number[][] = [];
+  private readonly unsent = new UnsentAnswers();
   private readonly written = (): void => {
-    const refs = this.writing.shift();
-    if (refs !== undefined) this.releaseAll(refs);
+    const refs = this.unsent.written();
+    if (refs !== undefined && refs.length > 0) this.releaseAll(refs);
+    if (this.unsentFull) this.checkUnsent();
   };
+  /**
+   * The reader is suspended (and the socket paused): the answers not yet
+   * written, or those waiting for other shards, passed their bounds; until
+   * they are down to half (backpressure.ts).
+   */
+  private unsentFull = false;
+  /** The most bytes the reader held unparsed. */
+  private peakHeld = 0;
   private incoming: Incoming | undefined;
   /** Unix seconds, read once per socket read. */
   private now = 0;
@@ -275,6 +283,16 @@ export class Connection implements ReaderSink {
     if (!this.yielded) this.requestsThisEvent = 0;
     this.ctx.counters[STAT.bytes_read] += chunk.length;
     this.feed(chunk);
+    // The reader holds what it cannot parse yet (a yield, a reservation, answers unwritten): not without bound.
+    const held = this.reader.heldBytes;
+    if (held > this.peakHeld) this.peakHeld = held;
+    if (held > MAX_HELD_BYTES) this.pause();
+  }
+
+  /** What this connection holds of its client's making (census: shard.ts). */
+  holding(): Holding {
+    const u = this.unsent;
+    return { unsentBytes: u.bytes, unsentPieces: u.pieces, peakUnsentBytes: u.peakBytes, peakUnsentPieces: u.peakPieces, stopped: this.unsentFull ? 1 : 0, heldBytes: this.reader.heldBytes, peakHeldBytes: this.peakHeld };
   }
 
   /** Push bytes to the reader (or, with none, resume it), then write the answers. */
@@ -300,6 +318,12 @@ export class Connection implements ReaderSink {
   // ---- ReaderSink ----
 
   line(text: string, bytes: number): number {
+    const data = this.command(text, bytes);
+    this.checkUnsent();
+    return data;
+  }
+
+  private command(text: string, bytes: number): number {
     // -R: after that many requests in one read, the others on this shard get a turn (memcached's conn_yields).
     if (++this.requestsThisEvent >= this.ctx.config.requestsPerEvent) this.yieldAfterThis();
     const cmd = parseCommand(text, bytes);
@@ -611,11 +635,15 @@ export class Connection implements ReaderSink {
       }
       const ptr = ctx.maps[owner]!.valuePointer(ref);
       if (this.queue.length === 0) {
-        this.itemAnswer(ptr, withCas, true, this.out);
+        const out = this.out;
+        const from = out.length;
+        this.itemAnswer(ptr, withCas, true, out);
+        for (let i = from; i < out.length; i++) this.unsent.add(out[i]!);
         this.outRefs.push(held(owner, ref));
       } else {
         const chunks: Chunk[] = [];
         this.itemAnswer(ptr, withCas, true, chunks);
+        this.unsent.addAll(chunks);
         this.queue.push({ chunks, refs: [held(owner, ref)], ready: true, close: false });
       }
       return;
@@ -695,7 +723,7 @@ export class Connection implements ReaderSink {
 
   /** Go on reading unless something else still holds the reader: a yield, a reservation, staging copies. */
   private resumeIfFree(): void {
-    if (!this.closed && !this.yielded && !this.reserving && !this.stagingFull) this.resumeReading();
+    if (!this.closed && !this.yielded && !this.reserving && !this.stagingFull && !this.unsentFull) this.resumeReading();
   }
 
   /** Go on reading what the suspended reader holds, then end if the client half-closed meanwhile. */
@@ -951,6 +979,7 @@ export class Connection implements ReaderSink {
 
   /** An answer ready now: straight to `out`, or behind the answers still waiting. */
   private answer(chunk: Chunk): void {
+    this.unsent.add(chunk);
     if (this.queue.length === 0) this.out.push(chunk);
     else this.queue.push({ chunks: [chunk], refs: [], ready: true, close: false });
   }
@@ -959,13 +988,13 @@ export class Connection implements ReaderSink {
   private later(): Pending {
     const p: Pending = { chunks: [], refs: [], ready: false, close: false };
     this.queue.push(p);
-    if (this.queue.length > MAX_WAITING) this.pause();
     return p;
   }
 
   /** Complete an answer: now (`target` undefined) or in its place in line. */
   private deliver(target: Pending | undefined, chunks: Chunk[], refs: number[]): void {
     if (target === undefined) {
+      this.unsent.addAll(chunks);
       if (this.queue.length === 0) {
         for (const c of chunks) this.out.push(c);
         for (const r of refs) this.outRefs.push(r);
@@ -985,6 +1014,7 @@ export class Connection implements ReaderSink {
     p.chunks = chunks;
     p.refs = refs;
     p.ready = true;
+    this.unsent.addAll(chunks);
     while (this.queue.length > 0 && this.queue[0]!.ready) {
       const head = this.queue.shift()!;
       for (const c of head.chunks) this.out.push(c);
@@ -998,7 +1028,7 @@ export class Connection implements ReaderSink {
       this.flushQueued = true;
       queueMicrotask(this.flushQueuedOut);
     }
-    this.maybeResume();
+    this.checkUnsent();
   }
 
   private flushQueued = false;
@@ -1021,17 +1051,15 @@ export class Connection implements ReaderSink {
       this.out = [];
       this.outRefs = [];
       const socket = this.socket;
+      let bytes = 0;
+      for (const c of out) bytes += c.length; // strings here are ASCII: one byte a char
       if (this.closed || socket.writableEnded) {
+        this.unsent.discard(bytes, out.length);
         this.releaseAll(refs);
       } else {
-        let bytes = 0;
-        for (const c of out) bytes += c.length; // strings here are ASCII: one byte a char
         this.ctx.counters[STAT.bytes_written] += bytes;
-        let done: (() => void) | undefined;
-        if (refs.length > 0) {
-          this.writing.push(refs);
-          done = this.written;
-        }
+        this.unsent.handed(bytes, out.length, refs);
+        const done = this.written;
         if (out.length === 1) {
           socket.write(out[0]!, done);
         } else {
@@ -1041,7 +1069,6 @@ export class Connection implements ReaderSink {
           socket.write(out[last]!, done);
           socket.uncork();
         }
-        if (socket.writableLength > MAX_UNSENT_BYTES) this.pause();
       }
     }
     if (this.endAfterOut && !this.closed) {
@@ -1057,12 +1084,38 @@ export class Connection implements ReaderSink {
     this.socket.pause();
   }
 
+  /**
+   * Read the socket again unless something still holds it: a suspended
+   * reader that waits for its owners or its socket (a reservation, staging
+   * copies, answers), or what the reader holds (it may hold a little while
+   * it yields: the socket reads meanwhile).
+   */
   private maybeResume(): void {
-    // (The staging bound holds the reader, stagingFull, and so this.)
-    if (!this.paused || this.reader.suspended) return;
-    if (this.socket.writableLength > MAX_UNSENT_BYTES || this.queue.length > MAX_WAITING / 2) return;
+    if (!this.paused || this.closed || this.reserving || this.stagingFull || this.unsentFull) return;
+    if (this.reader.heldBytes > MAX_HELD_BYTES / 2) return;
     this.paused = false;
     this.socket.resume();
+  }
+
+  /**
+   * After answers were made, written or completed by another shard: stop
+   * reading (the reader and the socket) past the bounds (backpressure.ts),
+   * read again once down to half.
+   */
+  private checkUnsent(): void {
+    if (this.closed) return;
+    const waiting = this.queue.length;
+    if (this.unsent.over(waiting)) {
+      if (this.unsentFull) return;
+      this.unsentFull = true;
+      this.reader.suspend();
+      this.pause();
+      // What is made goes to the socket now, so its write can call back (a yielded reader writes only once it resumes).
+      this.flushOut();
+    } else if (this.unsentFull && this.unsent.drained(waiting)) {
+      this.unsentFull = false;
+      this.resumeIfFree();
+    }
   }
 
   /** Give back a staging copy (from the staging area or the heap). */
@@ -1096,9 +1149,7 @@ export class Connection implements ReaderSink {
     this.incoming = undefined;
     if (inc !== undefined && inc.ptr !== 0) this.discardIncoming(inc);
     // What the socket will never write.
-    const writing = this.writing;
-    this.writing = [];
-    for (const refs of writing) this.releaseAll(refs);
+    for (const refs of this.unsent.clear()) this.releaseAll(refs);
     this.releaseAll(this.outRefs);
     this.outRefs = [];
     this.out = [];

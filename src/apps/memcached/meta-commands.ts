@@ -20,13 +20,13 @@
  * success), errors are always sent. The TTL flag t reports the TTL in
  * flag order, as memcached does: t before T gives the old one.
  */
-import type { SharedMap } from "../../memory/shared-map.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
 import { answerFlags, encodeKey, parseMeta, ttlBeforeTouch, type MetaFlags } from "./meta-protocol.js";
 import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "./protocol.js";
-import { OP_EXPIRE, OP_META_ARITH, OP_META_DELETE, OP_META_GET, type OpArg, type OpResult } from "./remote.js";
+import { OP_AFTER, OP_EXPIRE, OP_META_ARITH, OP_META_DELETE, OP_META_GET, type OpArg, type OpResult } from "./remote.js";
 import { STAT } from "./stats.js";
 import { MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, META_INVALIDATE, META_RESULT, META_VIVIFY, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore } from "./store.js";
 
@@ -323,21 +323,35 @@ export class MetaCommands {
 
   // ---- me ----
 
-  /** me: the item's metadata, read in place (nothing changes). */
+  /**
+   * me: the item's metadata, read in place (nothing changes); behind a
+   * change of this connection's to the key still on its way to another
+   * shard (ms then me, pipelined), once the owner has run it.
+   */
   private debug(key: string): void {
     const host = this.host;
     const { ctx } = host;
-    const now = host.now();
     const owner = keyOwner(key, ctx.shards);
-    const map = ctx.maps[owner]!;
-    const v = ctx.views;
     // memcached's cmd_meta counts me commands, hit or miss (the others count as gets, sets...).
     ctx.counters[STAT.cmd_meta]++;
+    if (owner === ctx.shard || host.readsHere(key)) {
+      host.answer([this.debugLine(key, owner)], []);
+      return;
+    }
+    const done = host.later();
+    host.toOwner(owner, [OP_AFTER, key], (r) => done([r instanceof Error ? host.failure(r) : this.debugLine(key, owner)], []));
+  }
+
+  /** me's answer: ME, the key as the item's binary mark says (memcached re-encodes it so), its figures; or EN. */
+  private debugLine(key: string, owner: number): Chunk {
+    const { ctx } = this.host;
+    const now = this.host.now();
+    const map = ctx.maps[owner]!;
+    const v = ctx.views;
     const ref = map.acquire(key);
     if (ref === 0 || expired(v.exptime(map.valuePointer(ref)), now)) {
       if (ref !== 0) map.release(ref);
-      host.answer([EN], []);
-      return;
+      return EN;
     }
     const ptr = map.valuePointer(ref);
     const binary = (v.marks(ptr) & MARK_KEY_BINARY) !== 0;
@@ -347,6 +361,6 @@ export class MetaCommands {
     while (cls < CLASS_COUNT && classSize[cls]! < allocated) cls++;
     const line = `ME ${encodeKey(key, binary)} exp=${ttlOf(v.exptime(ptr), now)} la=${Math.max(0, now - v.accessed(ptr))} cas=${v.cas(ptr)} fetch=${v.fetched(ptr) ? "yes" : "no"} cls=${cls + 1} size=${v.itemBytes(ptr)}\r\n`;
     map.release(ref);
-    host.answer([line], []);
+    return line;
   }
 }

@@ -62,8 +62,9 @@ export class RequestReader {
   private first: boolean;
   private stopped = false;
   private paused = false;
-  /** What arrived while suspended, oldest first (only the first may be a chunk's tail). */
+  /** What arrived while suspended, oldest first (only the first may be a chunk's tail), and its bytes. */
   private held: Buffer[] = [];
+  private heldLength = 0;
 
   constructor(sink: ReaderSink, negotiate = true) {
     this.sink = sink;
@@ -75,6 +76,7 @@ export class RequestReader {
     this.stopped = true;
     this.pieces = [];
     this.held = [];
+    this.heldLength = 0;
   }
 
   /** Read nothing more until resume() (called from the sink's line()). */
@@ -86,10 +88,19 @@ export class RequestReader {
     return this.paused;
   }
 
+  /** Bytes read and held, not yet parsed (backpressure.ts MAX_HELD_BYTES bounds them). */
+  get heldBytes(): number {
+    return this.heldLength;
+  }
+
   /** Go on with what was held, in order (a line in it may suspend again). */
   resume(): void {
     this.paused = false;
-    while (!this.paused && !this.stopped && this.held.length > 0) this.push(this.held.shift()!);
+    while (!this.paused && !this.stopped && this.held.length > 0) {
+      const chunk = this.held.shift()!;
+      this.heldLength -= chunk.length;
+      this.push(chunk);
+    }
   }
 
   /** Whether a data block is being read (a client that leaves now left half a value). */
@@ -99,7 +110,10 @@ export class RequestReader {
 
   push(chunk: Buffer): void {
     if (this.paused) {
-      if (!this.stopped) this.held.push(chunk);
+      if (!this.stopped) {
+        this.held.push(chunk);
+        this.heldLength += chunk.length;
+      }
       return;
     }
     let pos = 0;
@@ -149,7 +163,10 @@ export class RequestReader {
       this.remaining = this.sink.line(line, bytes);
       if (this.paused) {
         // Before anything held later: this tail came first.
-        if (pos < end && !this.stopped) this.held.unshift(chunk.subarray(pos));
+        if (pos < end && !this.stopped) {
+          this.held.unshift(chunk.subarray(pos));
+          this.heldLength += end - pos;
+        }
         return;
       }
     }

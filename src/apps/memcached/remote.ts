@@ -58,7 +58,8 @@ export const OP_FLUSHED_MISS = 12; // key -> 0 (a get elsewhere found no item: t
 export const OP_META_GET = 13; // key, touchTo, vivifyTo, recacheBefore, casIn, bits (1 no bump, 2 binary key) -> store.metaGet's string
 export const OP_META_DELETE = 14; // key, cas, casIn, touchTo, bits (1 invalidate, 2 remove value), client flags -> result
 export const OP_META_ARITH = 15; // key, incr (1/0), delta, cas, casIn, vivifyTo, initial, touchTo -> store.metaArith's result
-const ARITY = [1, 2, 6, 1, 2, 2, 2, 1, 2, 6, 1, 1, 1, 6, 6, 8];
+export const OP_AFTER = 16; // key -> 0 (nothing: a read in place that must come after this connection's changes to the key, me)
+const ARITY = [1, 2, 6, 1, 2, 2, 2, 1, 2, 6, 1, 1, 1, 6, 6, 8, 1];
 
 export type OpArg = string | number;
 export type OpResult = string | number;
@@ -132,6 +133,9 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         break;
       case OP_FLUSHED_MISS:
         store.flushedMiss(key);
+        results.push(0);
+        break;
+      case OP_AFTER:
         results.push(0);
         break;
       default:

@@ -9,9 +9,11 @@
  * shard all the handles, so its connections read any shard's items.
  */
 import { createServer, type Server } from "node:net";
-import { SharedMap, type SharedMapStats } from "../../memory/shared-map.js";
+import { getHeapStatistics } from "node:v8";
+import { SharedMap, type SharedMapStats } from "../../memory/shared-map/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
 import { AcceptBalance } from "./accept-balance.js";
+import type { Holding } from "./backpressure.js";
 import type { ServerConfig } from "./config.js";
 import { Connection, type ConnectionContext } from "./connection.js";
 import { ItemViews } from "./item.js";
@@ -261,8 +263,26 @@ export function closeConnections(): number {
   return n;
 }
 
-/** This shard's connections and items now, and its index's counts (SharedMap.stats: entries, references held, its own structure). */
-export function census(): { connections: number; items: number; index: SharedMapStats } {
+/**
+ * This shard's connections and items now, its index's counts
+ * (SharedMap.stats: entries, references held, its own structure), what
+ * its connections hold of their clients' making (backpressure.ts: the
+ * sums now, the most any one held) and its thread's JS memory (the
+ * isolate's heap and the Buffers' memory outside it).
+ */
+export function census(): { connections: number; items: number; index: SharedMapStats; holding: Holding; jsMemoryBytes: number } {
   const s = configured();
-  return { connections: s.connections.size, items: s.ctx.store.size, index: s.ctx.store.map.stats() };
+  const holding: Holding = { unsentBytes: 0, unsentPieces: 0, peakUnsentBytes: 0, peakUnsentPieces: 0, stopped: 0, heldBytes: 0, peakHeldBytes: 0 };
+  for (const c of s.connections) {
+    const h = c.holding();
+    holding.unsentBytes += h.unsentBytes;
+    holding.unsentPieces += h.unsentPieces;
+    holding.heldBytes += h.heldBytes;
+    holding.peakUnsentBytes = Math.max(holding.peakUnsentBytes, h.peakUnsentBytes);
+    holding.peakUnsentPieces = Math.max(holding.peakUnsentPieces, h.peakUnsentPieces);
+    holding.peakHeldBytes = Math.max(holding.peakHeldBytes, h.peakHeldBytes);
+    holding.stopped += h.stopped;
+  }
+  const v8 = getHeapStatistics();
+  return { connections: s.connections.size, items: s.ctx.store.size, index: s.ctx.store.map.stats(), holding, jsMemoryBytes: v8.used_heap_size + v8.external_memory };
 }

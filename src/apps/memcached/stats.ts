@@ -14,7 +14,7 @@
 import type { SharedHeap } from "../../memory/shared-heap.js";
 import { MEMORY_STAT_FIELDS } from "../../memory/stats.js";
 import type { AppFigure } from "../../smp/app-stats.js";
-import { VERSION, type ServerConfig } from "./config.js";
+import { VERSION, shardheapVersion, type ServerConfig } from "./config.js";
 import { CLASS_BLOCK_SLOTS, CLASS_GAUGES, CLASS_STAT_NAMES } from "./item-classes.js";
 
 /** memcached's counters: each one's slot in a shard's row. */
@@ -203,6 +203,8 @@ const FIELDS: readonly Field[] = [
   "reclaimed",
   // Eviction never skips an item a reader holds (the map frees it once the reader lets go): never counted.
   ["lrutail_reflocked", () => 0],
+  // Not memcached's: what the server is (version stays memcached's number, which clients parse).
+  ["shardheap_version", () => shardheapVersion()],
 ];
 
 /** `stats`: memcached's general-purpose lines, then each shard's, then END. */
