@@ -16,6 +16,7 @@ import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type Re
 import { parseLabelFilter } from "./report/labels.js";
 import { diffProfiles } from "./report/diff.js";
 import { readProfilesToDiff } from "./report/profile-file.js";
+import { peakTitle } from "./runtime/peak-views.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
 import { checkProfilerSitesFlag, parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
@@ -54,7 +55,7 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --heapprof-sites N distinct allocation stacks each shard's profiler keeps
                      (default: one per 32 KiB of --memory, 64 to 4096; at
-                     most a quarter of a shard, 528 bytes a site); further
+                     most a quarter of a shard, 608 bytes a site); further
                      stacks fold into "(other sites)", which reports say
   --jsheapprof[=RATE] each shard's JavaScript heap too (V8's sampling heap
                      profiler in its thread): one sample per RATE bytes (default
@@ -93,9 +94,12 @@ const REPORT_FLAGS_HELP = `  --format F    tree (default): the seed's text tree;
 const REPORT: CommandHelp = {
   synopsis: `       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N]
-                        [--full-paths] [-o OUT]`,
+                        [--peak] [--full-paths] [-o OUT]`,
   help: `report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
-${REPORT_FLAGS_HELP}`,
+${REPORT_FLAGS_HELP}  --peak        the sites live at the peak instead of at the image's moment: the
+                shard's highest profiled live bytes (--shard N), or the moment
+                the shards' sum was highest (the heap-wide peak)
+`,
 };
 
 const DIFF: CommandHelp = {
@@ -145,12 +149,14 @@ interface ReportArgs {
   label: [string, string] | undefined;
   shard: number | undefined;
   fullPaths: boolean;
+  /** report: the peak's profile (--peak). */
+  peak: boolean;
   out: string | undefined;
 }
 
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
-  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, out: undefined };
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, peak: false, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -186,6 +192,10 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
       case "--full-paths":
         a.fullPaths = inline === undefined || parseBoolean(inline, "--full-paths");
         break;
+      case "--peak":
+        if (command !== "report") throw new UsageError("unknown flag --peak (report takes it: diff compares two images as they are)");
+        a.peak = inline === undefined || parseBoolean(inline, "--peak");
+        break;
       case "-o":
       case "--output":
         a.out = value();
@@ -216,9 +226,12 @@ async function report(argv: readonly string[]): Promise<void> {
   if (a.shard !== undefined && a.shard >= heap.shards) {
     throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
-  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
-  const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
-  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) }));
+  const peak = a.peak ? heap.peakProfile(a.shard) : undefined;
+  const profile = await mapProfileToSources(peak ?? heap.heapProfile(a.shard));
+  const title = peak !== undefined ? peakTitle(peak) : `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
+  const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) });
+  // The tree has no title of its own: a peak's says whose, how much and when above it.
+  await writeReport(a, peak !== undefined && a.format === "tree" ? { ...out, body: `${title}\n${String(out.body)}` } : out);
 }
 
 async function diff(argv: readonly string[]): Promise<void> {

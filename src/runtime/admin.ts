@@ -42,6 +42,7 @@ import { HeapImageDownloads, MAX_DOWNLOADS } from "./heap-image-download.js";
 import { mapGrowingSites } from "./growing-sites.js";
 import { MemoryHistory, type HistoryOptions } from "./memory-history.js";
 import { memoryMetricsRegistry } from "./metrics.js";
+import { parseAt, profileInThePast, shownTimeline } from "./peak-views.js";
 import { JsHeapBaselines, checkDiffHeap, heapParam, profileOfHeap } from "./heap-kinds.js";
 import { registerJsHeapMetrics } from "./js-heap-metrics.js";
 
@@ -248,7 +249,7 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label", "fullpaths", "heap"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label", "fullpaths", "heap", "at", "from"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const format = parseReportFormat(q.get("format") ?? "json", "format");
     const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
@@ -260,11 +261,18 @@ const ROUTES: readonly Route[] = [
     const name = baselineName(q.get("baseline"), "baseline");
     const heap = heapParam(q);
     if (diff !== null) checkDiffHeap(heap);
-    const raw = diff === null ? await profileOfHeap(smp, heap, shard) : heap === "js" ? await parts.jsBaselines.growth(name, shard) : parts.baselines.growth(name, shard);
+    // at=peak | at=T [&from=T0]: a peak, a timeline tick, or the growth between two ticks (peak-views.ts), of the shared heap.
+    const at = q.has("at") ? parseAt(q.get("at")!, "at") : undefined;
+    const from = q.has("from") ? parseInteger(q.get("from")!, "from", 0, Number.MAX_SAFE_INTEGER) : undefined;
+    if (at !== undefined && diff !== null) throw new UsageError("at= and diff=baseline each name a profile: give one");
+    if (at === undefined && from !== undefined) throw new UsageError("from=T0 needs at=T: the growth from one timeline tick to another");
+    if (at !== undefined && heap !== "shared") throw new UsageError("at= names a peak or a timeline tick of the shared heap: not with heap=js or heap=all");
+    const past = at === undefined ? undefined : profileInThePast(smp.heap, shard, at, from);
+    const raw = past?.profile ?? (diff === null ? await profileOfHeap(smp, heap, shard) : heap === "js" ? await parts.jsBaselines.growth(name, shard) : parts.baselines.growth(name, shard));
     const profile = await mapProfileToSources(raw, sourceMaps);
     const since = name === DEFAULT_BASELINE ? "the baseline" : `baseline ${name}`;
     const of = `${heap === "js" ? "the JS heap of " : ""}${shard === undefined ? "all shards" : `shard ${shard}`}`;
-    const title = diff === null ? undefined : `Growth of ${of} since ${since} (widths: live bytes now; red grew, blue shrank)`;
+    const title = past?.title ?? (diff === null ? undefined : `Growth of ${of} since ${since} (widths: live bytes now; red grew, blue shrank)`);
     const by = q.get("by");
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
     const labelText = q.get("label");
@@ -285,6 +293,15 @@ const ROUTES: readonly Route[] = [
     const rate = r !== null ? parseRate(r, "rate") : parseRate(parseBoolean(enabled!, "enabled"), "enabled");
     await (heap === "js" ? smp.setJsHeapProfiling(shard, rate) : smp.setHeapProfiling(shard, rate));
     json(res, heap === "js" ? { shard, rate, heap } : { shard, rate });
+  }),
+  data("POST", "/v1/heapprof/peak/reset", ["shard"], async ({ smp, q, res }) => {
+    const shard = shardParam(q, smp, true) ?? "all";
+    await smp.resetPeak(shard);
+    json(res, { shard });
+  }),
+  data("GET", "/v1/heapprof/timeline", ["shard", "fullpaths"], async ({ smp, q, res }) => {
+    const shard = shardParam(q, smp) as number | undefined;
+    json(res, { ...(await shownTimeline(smp.timeline(shard), sourceMaps, { fullPaths: fullPathsParam(q) })), intervalMs: smp.options.timelineIntervalMs });
   }),
   data("POST", "/v1/heapprof/baseline", ["shard", "name", "heap"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp, true) ?? "all";

@@ -54,6 +54,8 @@ export type ShardRequest =
   | { readonly kind: "stop" }
   /** Free the objects the shard's dead thread left (ShardAllocator.freeOrphans) but those in `keep`. */
   | { readonly kind: "freeOrphans"; readonly keep: readonly number[] }
+  /** Start this shard's peak again from now (ShardAllocator.resetPeak). */
+  | { readonly kind: "resetPeak" }
   /** Set this shard's JS heap profiler interval (0 off, N bytes: js-heap-profiler.ts); answers the rate. */
   | { readonly kind: "jsheapprof"; readonly rate: number }
   /** The sampled objects live in this shard's JS heap, as a HeapProfile. */
@@ -82,6 +84,8 @@ export function describeRequest(request: ShardRequest): string {
       return "stop";
     case "freeOrphans":
       return "freeOrphans";
+    case "resetPeak":
+      return "resetPeak";
     case "jsheapprof":
       return "setJsHeapProfiling";
     case "jsheapProfile":

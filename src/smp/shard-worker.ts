@@ -154,6 +154,9 @@ async function answer(request: ShardRequest): Promise<number | ShardTakeover | R
     case "heapprof":
       memory.setHeapProfilingSampleRate(request.rate);
       return memory.heapProfilingSampleRate();
+    case "resetPeak":
+      memory.resetPeak();
+      return 0;
     case "jsheapprof":
       return jsHeap.setRate(request.rate);
     case "jsheapProfile":
