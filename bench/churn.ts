@@ -93,6 +93,12 @@ export interface ShardheapChurnOptions {
   readonly shardBytes?: number;
   /** Called on the fresh shard before the live set is filled (e.g. to turn on profiling). */
   readonly setup?: (shard: ShardAllocator) => void;
+  /**
+   * The SharedHeap class to make the heap with (default this tree's):
+   * bench/profiler.ts passes an earlier build's, through a second instance
+   * of this module, to time the code before a change in the same run.
+   */
+  readonly SharedHeap?: Pick<typeof SharedHeap, "create">;
 }
 
 /** A churn candidate on one shard of its own SharedHeap; `step` is how many steps it has run. */
@@ -109,7 +115,7 @@ export type ShardheapChurnCandidate = Candidate & {
 // call instead of the allocator.
 export function shardheapCandidate(w: Workload, o: ShardheapChurnOptions = {}): ShardheapChurnCandidate {
   const { L, sizes, victims } = w;
-  const heap = SharedHeap.create({ shards: 1, shardBytes: o.shardBytes ?? SHARD_BYTES });
+  const heap = (o.SharedHeap ?? SharedHeap).create({ shards: 1, shardBytes: o.shardBytes ?? SHARD_BYTES });
   const a = heap.shard(0);
   o.setup?.(a);
   const u8 = new Uint8Array(heap.buffer);

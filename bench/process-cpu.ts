@@ -4,6 +4,7 @@
  * request. utime + stime in /proc/PID/stat count every thread of the
  * process, ended threads too, in clock ticks (USER_HZ: 100 on Linux, so
  * 10 ms; a 4 s round at ~1.5 cores is ~600 ticks, read to within a tick).
+ * Also their resident memory (VmRSS), for the memory a full cache takes.
  */
 import { readdirSync, readFileSync } from "node:fs";
 
@@ -45,4 +46,19 @@ export function cpuSeconds(pids: readonly number[]): number {
     if (fields !== undefined) ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
   }
   return ticks / CLOCK_TICKS_PER_SECOND;
+}
+
+/** Resident memory of these processes, bytes: the sum of their VmRSS (a process that has ended adds nothing). */
+export function rssBytes(pids: readonly number[]): number {
+  let kib = 0;
+  for (const pid of pids) {
+    let status: string;
+    try {
+      status = readFileSync(`/proc/${pid}/status`, "utf8");
+    } catch {
+      continue;
+    }
+    kib += Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
+  }
+  return kib * 1024;
 }

@@ -31,13 +31,15 @@
  *      section of every shard (profiled or not), outside allocatedMemory:
  *      given in the note.
  * Each heap is checked afterwards: heap.check() is [], and in exact mode
- * the profile's totalCount equals stats().liveObjects.
+ * the profile's totalCount equals stats().liveObjects. Then what the peaks
+ * cost, before and after in this run (profiler-peaks.ts).
  */
 import { defaultProfilerSites, profilerBytes, profilerCapacity } from "../src/memory/layout.js";
 import type { ShardAllocator } from "../src/index.js";
 import { makeWorkload, measurementFields, shardheapCandidate, type ShardheapChurnCandidate, type Workload } from "./churn.js";
 import { compare, type BenchContext, type BenchModule } from "./report.js";
 import { collectGarbage, measure, type Candidate, type Measurement } from "./timing.js";
+import { runPeakCost, type PeakMode } from "./profiler-peaks.js";
 
 const L = 10_000;
 /** Room for L objects of up to 1 KiB several times over, in every mode. */
@@ -62,7 +64,7 @@ const INSTANCES = 2;
 
 type Mode = "never" | "off" | "sampled 2MiB" | "sampled 512KiB" | "exact";
 
-function setupFor(mode: Mode): ((a: ShardAllocator) => void) | undefined {
+function setupFor(mode: Mode | PeakMode): ((a: ShardAllocator) => void) | undefined {
   switch (mode) {
     case "never":
       return undefined;
@@ -289,7 +291,7 @@ function runMemory(ctx: BenchContext, w: Workload): void {
 export const profiler: BenchModule = {
   name: "profiler",
   title: `heap profiler overhead on churn (L=${L}): off, sampled 2 MiB / 512 KiB vs never profiled; exact vs a bare stack capture; bytes per object`,
-  run(ctx) {
+  async run(ctx) {
     const previousLog = process.env.SHARDHEAP_LOG;
     process.env.SHARDHEAP_LOG = "silent"; // no "Enabling heap profiler" lines on stderr
     try {
@@ -301,6 +303,9 @@ export const profiler: BenchModule = {
       runMemory(ctx, w);
       collectGarbage();
       runExact(ctx, w);
+      collectGarbage();
+      // Peaks, memory pressure and timelines: before and after in this run (profiler-peaks.ts).
+      await runPeakCost(ctx, w, setupFor, OFF_PROFILED_STEPS);
     } finally {
       if (previousLog === undefined) delete process.env.SHARDHEAP_LOG;
       else process.env.SHARDHEAP_LOG = previousLog;

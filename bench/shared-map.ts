@@ -29,12 +29,24 @@
  *    with each thread using a JS Map of its own is the machine's own
  *    scaling at the moment (two cores shared with other work): a target
  *    above it is a calibration error too.
- * Ends with the map's check() and destroy: shard 0's objects back to 0.
+ * 3. Writes, this thread writing a map of its own (shard 1's), the same
+ *    keys, each set replacing a 16-byte value:
+ *      set           SharedMap.set (Uint8Array value)
+ *      getString     SharedMap.getString of the same keys
+ *      sharedmap set / sharedmap get   the npm package `sharedmap` (a
+ *                    lock-per-line SharedArrayBuffer map of strings, the
+ *                    baseline: 16-character values)
+ *    Target: a set <= 250 ns.
+ * 4. Writers: threads that own shards 2 and 3 setting keys of their own
+ *    (disjoint) in the owner's map, one alone then two at once, as in 2.
+ *    Target: two writers >= 1.6x the sets of one.
+ * Ends with the maps' check() and destroy: shard 0's objects back to 0.
  */
+import { createRequire } from "node:module";
 import os from "node:os";
 import { Worker } from "node:worker_threads";
 import { SharedHeap, SharedMap } from "../src/index.js";
-import { KeyScratch } from "../src/memory/shared-map-keys.js";
+import { KeyScratch } from "../src/memory/shared-map/keys.js";
 import { compare, type BenchModule, type BenchRecord } from "./report.js";
 import { measure, median, type Candidate } from "./timing.js";
 
@@ -43,6 +55,9 @@ const KEYS = 4096;
 const VALUE_BYTES = 64;
 const LOOKUP_TARGET = 2;
 const SCALING_TARGET = 1.7;
+const SET_TARGET_NS = 250;
+const WRITERS_TARGET = 1.6;
+const SET_VALUE_BYTES = 16;
 const ROUND_MS = 200;
 const ROUNDS = 7;
 const TIMEOUT_MS = 60_000;
@@ -90,6 +105,13 @@ class Thread {
     await this.worker.terminate();
   }
 }
+
+/** The npm package `sharedmap` (CommonJS, its own typings do not compile): the part used here. */
+interface NpmSharedMap {
+  set(key: string, value: string): void;
+  get(key: string): string | undefined;
+}
+const NpmSharedMap = createRequire(import.meta.url)("sharedmap") as new (maxSize: number, keySize: number, objSize: number) => NpmSharedMap;
 
 /** The floor: the map's table layout and probe over plain typed arrays, built from the same keys. */
 class FloorIndex {
@@ -140,14 +162,15 @@ const loadAverage = (): string => os.loadavg().map((l) => l.toFixed(2)).join(" "
 
 export const sharedMap: BenchModule = {
   name: BENCH,
-  title: `SharedMap acquire + release of ${KEYS} keys in another thread's map, vs Map.get and the bare probe; 1 vs 2 reader threads`,
+  title: `SharedMap acquire + release of ${KEYS} keys in another thread's map, vs Map.get and the bare probe; 1 vs 2 reader threads; set vs the npm sharedmap; 1 vs 2 writer threads`,
   async run(ctx) {
-    const heap = SharedHeap.create({ shards: 2, shardBytes: 16 * 1024 * 1024 });
+    const heap = SharedHeap.create({ shards: 4, shardBytes: 16 * 1024 * 1024 });
     const ctlBuf = new SharedArrayBuffer(64);
     const ctl = new Int32Array(ctlBuf);
     const common = { heap: heap.memory, keys: KEYS, valueBytes: VALUE_BYTES, ctl: ctlBuf };
     const owner = new Thread({ ...common, role: "owner" });
     const readers: Thread[] = [];
+    const writers: Thread[] = [];
     try {
       const { handle } = await owner.next("ready");
       const map = SharedMap.attach(heap, handle!);
@@ -164,6 +187,14 @@ export const sharedMap: BenchModule = {
       const seed = (map as unknown as { seed: number }).seed;
       const floor = new FloorIndex(keys, seed);
       const scratch = new KeyScratch();
+      // This thread's own map (shard 1): the same keys, 16-byte values, replaced in place.
+      heap.shard(1);
+      const own = SharedMap.create(heap, { shard: 1, capacity: KEYS });
+      const small = new Uint8Array(SET_VALUE_BYTES).fill(7);
+      for (const k of keys) own.set(k, small);
+      const npm = new NpmSharedMap(2 * KEYS, 32, SET_VALUE_BYTES); // keySize above 16: at 16 its keys of 16 characters never match (it fills)
+      const text = "v".repeat(SET_VALUE_BYTES);
+      for (const k of keys) npm.set(k, text);
       const lookup = (m: SharedMap, keyed: ReadonlyArray<string | Uint8Array>) => (n: number): number => {
         let acc = 0;
         for (let i = 0; i < n; i++) {
@@ -180,6 +211,10 @@ export const sharedMap: BenchModule = {
         { name: "atomics", run: lookup(viaAtomics, keys) },
         { name: "floor", run: (n) => { let acc = 0; for (let i = 0; i < n; i++) acc += floor.find(keys[order[i & (ORDER - 1)]!]!); return acc; } },
         { name: "key read", run: (n) => { let acc = 0; for (let i = 0; i < n; i++) acc ^= scratch.ofString(keys[order[i & (ORDER - 1)]!]!, seed); return acc; } },
+        { name: "set", run: (n) => { let acc = 0; for (let i = 0; i < n; i++) acc += own.set(keys[order[i & (ORDER - 1)]!]!, small) ? 1 : 0; return acc; } },
+        { name: "getString", run: (n) => { let acc = 0; for (let i = 0; i < n; i++) acc += own.getString(keys[order[i & (ORDER - 1)]!]!)!.length; return acc; } },
+        { name: "sharedmap set", run: (n) => { for (let i = 0; i < n; i++) npm.set(keys[order[i & (ORDER - 1)]!]!, text); return n; } },
+        { name: "sharedmap get", run: (n) => { let acc = 0; for (let i = 0; i < n; i++) acc += npm.get(keys[order[i & (ORDER - 1)]!]!)!.length; return acc; } },
       ];
       const load1 = loadAverage();
       ctx.progress(`${BENCH}: timing ${candidates.map((c) => c.name).join(", ")} (load average ${load1})`);
@@ -197,6 +232,10 @@ export const sharedMap: BenchModule = {
         atomics: "acquire + release with Atomics (the heap attached by its buffer)",
         floor: `the same key read, hash, probe and key compare over a plain Int32Array, no atomics, no count: ${floorRatio.toFixed(2)}x Map.get`,
         "key read": "reading the key (every character) and hashing it, alone",
+        set: `SharedMap.set replacing a ${SET_VALUE_BYTES}-byte value, on a map this thread writes (shard 1's)`,
+        getString: "SharedMap.getString of the same keys, that map",
+        "sharedmap set": `the npm package sharedmap (lock per line, strings), set of a ${SET_VALUE_BYTES}-character value`,
+        "sharedmap get": "the npm package sharedmap, get",
       };
       for (const r of results) {
         const rec: BenchRecord = { bench: BENCH, candidate: r.name, nsPerOp: r.nsPerOp, minNsPerOp: r.minNsPerOp, maxNsPerOp: r.maxNsPerOp, opsPerRound: r.opsPerRound, rounds: r.samples.length, note: notes[r.name]! };
@@ -205,7 +244,11 @@ export const sharedMap: BenchModule = {
             rec,
             compare(r.nsPerOp, "Map.get", base.nsPerOp, LOOKUP_TARGET, calibration ? `ratio <= ${LOOKUP_TARGET}: calibration error, the floor itself is at ratio ${floorRatio.toFixed(2)}` : `ratio <= ${LOOKUP_TARGET}`),
           );
-        } else if (r.name !== "Map.get") {
+        } else if (r.name === "set") {
+          Object.assign(rec, compare(r.nsPerOp, "sharedmap set", by.get("sharedmap set")!.nsPerOp), { target: `nsPerOp <= ${SET_TARGET_NS}`, pass: r.nsPerOp <= SET_TARGET_NS });
+        } else if (r.name === "getString") {
+          Object.assign(rec, compare(r.nsPerOp, "sharedmap get", by.get("sharedmap get")!.nsPerOp));
+        } else if (r.name !== "Map.get" && !r.name.startsWith("sharedmap")) {
           Object.assign(rec, compare(r.nsPerOp, "Map.get", base.nsPerOp));
         }
         ctx.record(rec);
@@ -268,6 +311,39 @@ export const sharedMap: BenchModule = {
         ctx.record(rec);
       }
 
+      // ------------------------------------------------------- 4. writers
+      for (let w = 0; w < 2; w++) {
+        const t = new Thread({ ...common, role: "writer", index: w });
+        writers.push(t);
+        await t.next("ready");
+        t.send({ type: "attach", handle });
+        await t.next("attached");
+      }
+      const loadWriters = loadAverage();
+      ctx.progress(`${BENCH}: writers, ${ROUNDS} rounds of ${ROUND_MS} ms with 1 and 2 writer threads (load average ${loadWriters})`);
+      const sets: Record<string, number[]> = { "1": [], "2": [] };
+      for (let r = 0; r < ROUNDS; r++) {
+        sets["1"]!.push(await runRound("set", [writers[r % 2]!]));
+        sets["2"]!.push(await runRound("set", writers));
+      }
+      const one = median(sets["1"]!);
+      const two = median(sets["2"]!);
+      ctx.record({ bench: BENCH, candidate: "set x1", metric: "throughput", nsPerOp: 1e9 / one, rounds: ROUNDS, note: `${Math.round(one).toLocaleString("en-US")} sets/s, one writer thread (keys of its own, ${SET_VALUE_BYTES}-byte values, the owner's map); load average ${loadWriters} before, ${loadAverage()} after` });
+      const wtext = `ratio <= ${(1 / WRITERS_TARGET).toFixed(3)} (two writers >= ${WRITERS_TARGET}x one)`;
+      ctx.record({
+        bench: BENCH, candidate: "set x2", metric: "throughput", nsPerOp: 1e9 / two, rounds: ROUNDS,
+        note: `${Math.round(two).toLocaleString("en-US")} sets/s summed over two writer threads on disjoint keys of one map: ${(two / one).toFixed(2)}x one`,
+        ...compare(1e9 / two, "set x1", 1e9 / one, 1 / WRITERS_TARGET, scalingCalibration ? `${wtext}: calibration error, two threads with a Map each made ${machine.toFixed(2)}x` : wtext),
+      });
+      for (const t of writers) t.send({ type: "stop" });
+      for (const t of writers) {
+        const done = await t.next("stopped");
+        if (done.problems!.length > 0) throw new Error(`${BENCH}: a writer's check failed: ${done.problems!.join("; ")}`);
+      }
+      const ownProblems = own.check();
+      if (ownProblems.length > 0) throw new Error(`${BENCH}: this thread's map's check failed: ${ownProblems.join("; ")}`);
+      own.destroy();
+
       // -------------------------------------------------------- checks
       owner.send({ type: "stop" });
       const stopped = await owner.next("stopped");
@@ -276,7 +352,7 @@ export const sharedMap: BenchModule = {
       const errors = heap.check();
       if (errors.length > 0) throw new Error(`${BENCH}: heap check failed: ${errors.join("; ")}`);
     } finally {
-      await Promise.all([owner, ...readers].map((t) => t.terminate()));
+      await Promise.all([owner, ...readers, ...writers].map((t) => t.terminate()));
     }
   },
 };

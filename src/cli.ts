@@ -16,6 +16,7 @@ import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type Re
 import { parseLabelFilter } from "./report/labels.js";
 import { diffProfiles } from "./report/diff.js";
 import { readProfilesToDiff } from "./report/profile-file.js";
+import { peakTitle } from "./runtime/peak-views.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
 import { checkProfilerSitesFlag, parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
@@ -39,8 +40,8 @@ interface CommandHelp {
 }
 
 const STRESS: CommandHelp = {
-  synopsis: `       shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--duration S]
-                        [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
+  synopsis: `       shardheap stress [--smp N] [--memory SIZE] [--heapprof[=RATE]] [--heapprof-sites N] [--jsheapprof[=RATE]]
+                        [--duration S] [--cross-shard RATIO] [--live RATIO] [--leak RATE] [--out DIR]
                         [--admin-port P [--admin-heap-image]]`,
   help: `stress runs shards under a mixed allocation workload with cross-shard frees,
 shows progress, then prints statistics and the heap profile tree and writes
@@ -54,8 +55,12 @@ Ctrl-C ends it early and still writes the report.
                      bytes (default 64KiB); --heapprof=0 turns it off
   --heapprof-sites N distinct allocation stacks each shard's profiler keeps
                      (default: one per 32 KiB of --memory, 64 to 4096; at
-                     most a quarter of a shard, 528 bytes a site); further
+                     most a quarter of a shard, 608 bytes a site); further
                      stacks fold into "(other sites)", which reports say
+  --jsheapprof[=RATE] each shard's JavaScript heap too (V8's sampling heap
+                     profiler in its thread): one sample per RATE bytes (default
+                     512KiB); the tree is printed and jsheapprof.svg, .collapsed,
+                     .pb.gz and .heapprofile written beside heapprof.*
   --duration S       seconds to run (default 10)
   --cross-shard R    share of frees done by another shard, 0..1 (default 0.25)
   --live R           live set each shard keeps, as a share of its memory, 0..1 (default 0.4)
@@ -89,9 +94,12 @@ const REPORT_FLAGS_HELP = `  --format F    tree (default): the seed's text tree;
 const REPORT: CommandHelp = {
   synopsis: `       shardheap report FILE [--format ${REPORT_FORMATS.join("|")}]
                         [--inverted] [--min BYTES] [--by LABEL] [--label NAME=VALUE] [--shard N]
-                        [--full-paths] [-o OUT]`,
+                        [--peak] [--full-paths] [-o OUT]`,
   help: `report renders a heap image (SharedHeap.saveImage / Smp.saveImage) offline:
-${REPORT_FLAGS_HELP}`,
+${REPORT_FLAGS_HELP}  --peak        the sites live at the peak instead of at the image's moment: the
+                shard's highest profiled live bytes (--shard N), or the moment
+                the shards' sum was highest (the heap-wide peak)
+`,
 };
 
 const DIFF: CommandHelp = {
@@ -141,12 +149,14 @@ interface ReportArgs {
   label: [string, string] | undefined;
   shard: number | undefined;
   fullPaths: boolean;
+  /** report: the peak's profile (--peak). */
+  peak: boolean;
   out: string | undefined;
 }
 
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
-  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, out: undefined };
+  const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, peak: false, out: undefined };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = splitFlag(arg);
@@ -182,6 +192,10 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
       case "--full-paths":
         a.fullPaths = inline === undefined || parseBoolean(inline, "--full-paths");
         break;
+      case "--peak":
+        if (command !== "report") throw new UsageError("unknown flag --peak (report takes it: diff compares two images as they are)");
+        a.peak = inline === undefined || parseBoolean(inline, "--peak");
+        break;
       case "-o":
       case "--output":
         a.out = value();
@@ -212,9 +226,12 @@ async function report(argv: readonly string[]): Promise<void> {
   if (a.shard !== undefined && a.shard >= heap.shards) {
     throw new InvalidValueError("--shard", `--shard ${a.shard}: the image has shards 0 to ${heap.shards - 1}`);
   }
-  const profile = await mapProfileToSources(heap.heapProfile(a.shard));
-  const title = `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
-  await writeReport(a, renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) }));
+  const peak = a.peak ? heap.peakProfile(a.shard) : undefined;
+  const profile = await mapProfileToSources(peak ?? heap.heapProfile(a.shard));
+  const title = peak !== undefined ? peakTitle(peak) : `Heap profile of ${a.shard === undefined ? `all ${plural(heap.shards, "shard")}` : `shard ${a.shard}`} (live bytes)`;
+  const out = renderProfile(profile, a.format, { inverted: a.inverted, minSize: a.min, title, ...renderFlagsOf(a) });
+  // The tree has no title of its own: a peak's says whose, how much and when above it.
+  await writeReport(a, peak !== undefined && a.format === "tree" ? { ...out, body: `${title}\n${String(out.body)}` } : out);
 }
 
 async function diff(argv: readonly string[]): Promise<void> {
@@ -275,6 +292,7 @@ async function stress(argv: readonly string[]): Promise<void> {
     ...(flags.memory === undefined ? {} : { memoryPerShard: flags.memory }),
     heapprof: flags.heapprof ?? DEFAULT_STRESS_HEAPPROF,
     ...(flags.heapprofSites === undefined ? {} : { heapprofSites: flags.heapprofSites }),
+    ...(flags.jsHeapprof === undefined ? {} : { jsHeapprof: flags.jsHeapprof }),
   });
   // Ctrl-C: end the run and still write the report; a second one leaves at once.
   let interrupt!: () => void;
@@ -291,6 +309,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       memoryPerShard: options.memoryPerShard,
       heapprofRate: options.heapprofRate,
       heapprofSites: options.heapprofSites,
+      jsHeapprofRate: options.jsHeapprofRate,
       durationSeconds: duration,
       crossShard,
       ...(liveRatio === undefined ? {} : { liveRatio }),

@@ -7,7 +7,7 @@ export { PAGE_SIZE } from "./memory/layout.js";
 export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { type LiveCheckOptions } from "./memory/live-check.js";
 export { ShardAllocator } from "./memory/shard-allocator.js";
-export { SharedMap, type SharedMapOptions, type SharedMapStats } from "./memory/shared-map.js";
+export { SharedMap, type SharedMapOptions, type SharedMapStats } from "./memory/shared-map/shared-map.js";
 export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
 export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
 export {
@@ -24,12 +24,15 @@ export {
   type ErrorCode,
 } from "./errors.js";
 export { parseSize, formatSize } from "./units.js";
-export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans } from "./smp/smp.js";
+export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans, type MemoryPressureEvent } from "./smp/smp.js";
+export { type JsHeapStats } from "./smp/js-heap-board.js";
 export { currentShard } from "./smp/current-shard.js";
 export { type ShardContext, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";
+export { type PeakProfile } from "./memory/peak-profile.js";
+export { type SiteTimeline, type TimelineSample, type TimelineSite } from "./memory/timeline-profile.js";
 export { type ProfilerFill } from "./memory/site-table.js";
 export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, OTHER_LABELS, type HeapLabels, type HeapLabelSet } from "./memory/heap-labels.js";
 export { groupByLabel, filterByLabel, labelNames, NO_LABEL, type LabelGroup } from "./report/labels.js";

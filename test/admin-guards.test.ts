@@ -84,7 +84,7 @@ describe("Host (DNS rebinding)", () => {
         expect(r.status, `${method} ${path}`).toBe(403);
         if (method !== "HEAD") expect(errorOf(r), path).toEqual({ error: expect.stringMatching(/^Host "evil\.example:\d+" is not a name this server answers to .*allowedHosts$/), code: "ERR_SHARDHEAP_FORBIDDEN" });
       }
-      expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline", auth)).body)).toEqual({ baselines: [] });
+      expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline", auth)).body)).toEqual({ baselines: [], jsBaselines: [] });
       expect(smp.heapProfile().sampleRate).toBe(0);
     }
   });
@@ -177,7 +177,7 @@ describe("state changes from other sites' pages", () => {
           expect(errorOf(r).error).toMatch(new RegExp(`^a ${method} from another`));
         }
       }
-      expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline", auth)).body)).toEqual({ baselines: [] });
+      expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline", auth)).body)).toEqual({ baselines: [], jsBaselines: [] });
       expect([0, 1].map((s) => smp.heapProfile(s).sampleRate)).toEqual([0, 0]);
     }
   });
@@ -271,7 +271,7 @@ describe.runIf(hasChromium)("in Chromium", () => {
     await submitted;
     expect(JSON.parse((await page.textContent("body")) ?? "")).toEqual({ error: expect.stringMatching(/^a POST from another site's page \(Sec-Fetch-Site: "cross-site"\) is refused/), code: "ERR_SHARDHEAP_FORBIDDEN" });
     expect(answers).toContain(403);
-    expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline")).body)).toEqual({ baselines: [] });
+    expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline")).body)).toEqual({ baselines: [], jsBaselines: [] });
     expect(smp.heapProfile().sampleRate).toBe(0);
     // The server's own page: its fetches are same-origin and served.
     await page.goto(`${admin.url}/`);

@@ -299,7 +299,10 @@ describe("memory history and the dashboard's files", () => {
     expect(body).toMatchObject({ shards: 2, sampleIntervalMs: 100, historySeconds: 900, growthWindowSeconds: 300, heapImage: false });
     expect(body.samples.length).toBeGreaterThanOrEqual(2);
     const last = body.samples[body.samples.length - 1]!;
-    expect(Object.keys(last.shards[1]!).sort()).toEqual(["crossShardFrees", "failedAllocations", "foldedAllocations", "free", "largestFreeSpan", "liveObjects", "sampleRate", "siteCapacity", "used"]);
+    expect(Object.keys(last.shards[1]!).sort()).toEqual(["crossShardFrees", "failedAllocations", "foldedAllocations", "free", "js", "largestFreeSpan", "liveObjects", "sampleRate", "siteCapacity", "used"]);
+    // The shard's own V8 heap as it last posted it (every 500 ms), null before its first posting.
+    const js = (last.shards[1] as Record<string, unknown>).js as Record<string, number> | null;
+    if (js !== null) expect(js.used).toBeGreaterThan(0);
     expect(last.shards[1]!.failedAllocations).toBe(smp.stats(1).failedAllocations);
     expect(last.shards[1]!.largestFreeSpan).toBeGreaterThan(0);
     expect(last.shards[1]!.largestFreeSpan).toBeLessThanOrEqual(last.shards[1]!.free);

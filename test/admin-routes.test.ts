@@ -37,13 +37,14 @@ const target = (r: AdminRoute): string => r.path + (SUCCESS_QUERY[key(r)] ?? "")
 /** Each route with each method it is served by: HEAD wherever GET. */
 const calls = (): Array<[string, AdminRoute]> => ADMIN_ROUTES.flatMap((r): Array<[string, AdminRoute]> => (r.method === "GET" ? [["GET", r], ["HEAD", r]] : [[r.method, r]]));
 /** The dashboard's page and files: the only routes that need no token. */
-const DASHBOARD_FILES = ["/", "/index.html", "/dashboard.js", "/dashboard.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css"];
+const DASHBOARD_FILES = ["/", "/index.html", "/dashboard.js", "/dashboard-peaks.js", "/dashboard-js-heap.js", "/dashboard.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css"];
 
 describe("the route table", () => {
   it("holds every endpoint of the contract, and only the dashboard's files go without the token", () => {
     const contract = [
       "GET /v1/heapprof", "PUT /v1/heapprof", "GET /v1/memory/stats", "GET /v1/memory/diagnostics", "GET /v1/heap/image", "GET /metrics", "GET /",
       "POST /v1/heapprof/baseline", "GET /v1/heapprof/baseline", "DELETE /v1/heapprof/baseline", "GET /v1/app/stats", "GET /debug/pprof/heap", "GET /debug/pprof/allocs", "GET /debug/pprof/delta_heap", "GET /v1/memory/history", "GET /v1/heapprof/growing",
+      "GET /v1/heapprof/timeline", "POST /v1/heapprof/peak/reset",
     ];
     expect(ADMIN_ROUTES.map(key)).toEqual(expect.arrayContaining(contract));
     expect(new Set(ADMIN_ROUTES.map(key)).size).toBe(ADMIN_ROUTES.length);
@@ -99,7 +100,7 @@ describe("the route table", () => {
         if (method !== "HEAD") expect(JSON.parse(twice.body.toString()).error, route.path).toBe(`parameter "${param}" is given twice: give it once`);
       }
     }
-    expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline")).body.toString())).toEqual({ baselines: [] });
+    expect(JSON.parse((await send(admin, "GET", "/v1/heapprof/baseline")).body.toString())).toEqual({ baselines: [], jsBaselines: [] });
     expect(JSON.parse((await send(admin, "GET", "/v1/heapprof?shard=0")).body.toString()).sampleRate).toBe(0);
   });
 

@@ -802,11 +802,11 @@ const CASES: readonly Case[] = [
     },
   },
   {
-    shape: `shardheap heap format version ${HOLE} is not supported (this is version ${HOLE}; ${HOLE} is read too)`,
+    shape: `shardheap heap format version ${HOLE} is not supported (this is version ${HOLE}; ${HOLE} and ${HOLE} are read too)`,
     what: "the version word set to 99",
     arrange: (heap) => () => {
       new Int32Array(heap.buffer)[H_VERSION] = 99;
-      return [`shardheap heap format version 99 is not supported (this is version ${HEAP_VERSION}; 3 is read too)`];
+      return [`shardheap heap format version 99 is not supported (this is version ${HEAP_VERSION}; 3 and 4 are read too)`];
     },
   },
   // --- Debug pointers' quarantine (checkQuarantine).
@@ -936,7 +936,7 @@ const CASES: readonly Case[] = [
     what: "the profiler-capacity word (heapprofSites) set to 0",
     arrange: (heap) => () => {
       new Int32Array(heap.buffer)[H_PROF_SITES] = 0;
-      return [`corrupt shardheap header: a profiler of 0 sites (shards of ${MiB} bytes hold 1 to 491)`];
+      return [`corrupt shardheap header: a profiler of 0 sites (shards of ${MiB} bytes hold 1 to 408)`];
     },
   },
   {

@@ -129,12 +129,13 @@ function hostileImages(): Array<[what: string, image: Buffer, message: RegExp]> 
     ["a span longer than the shard", crafted(i32At(layout.base + layout.metaOffset + 4 * PM_SPAN_PAGES, 2 ** 31 - 1)), /page 0 heads a span of 2147483647 pages/],
     ["a pool holding negative pages", crafted(i32At(layout.base + 4 * (S_POOLS + 3 * POOL_STRIDE + P_PAGES_IN_USE), -9)), /size-class pool 3: -9 pages in use/],
     // The profiler's capacity (heapprofSites) in the heap header: the layout of every region follows from it.
-    ["a heap header keeping 0 profiler sites", crafted(i32At(4 * H_PROF_SITES, 0)), /corrupt shardheap header: a profiler of 0 sites \(shards of 1048576 bytes hold 1 to 491\)/],
+    ["a heap header keeping 0 profiler sites", crafted(i32At(4 * H_PROF_SITES, 0)), /corrupt shardheap header: a profiler of 0 sites \(shards of 1048576 bytes hold 1 to 408\)/],
     ["a heap header keeping -1 profiler sites", crafted(i32At(4 * H_PROF_SITES, -1)), /a profiler of -1 sites/],
-    ["a heap header keeping 2^31-1 profiler sites", crafted(i32At(4 * H_PROF_SITES, 2 ** 31 - 1)), /a profiler of 2147483647 sites \(shards of 1048576 bytes hold 1 to 491\)/],
-    ["a heap header keeping one site more than its tables were made for", crafted(i32At(4 * H_PROF_SITES, defaultProfilerSites(SHARD_BYTES) + 1)), /shard 0: profiler site capacity is 65, the layout says 66/],
+    ["a heap header keeping 2^31-1 profiler sites", crafted(i32At(4 * H_PROF_SITES, 2 ** 31 - 1)), /a profiler of 2147483647 sites \(shards of 1048576 bytes hold 1 to 408\)/],
+    // One site fewer: its tables would still end on the same page, so only the profiler's own check can tell.
+    ["a heap header keeping one site fewer than its tables were made for", crafted(i32At(4 * H_PROF_SITES, defaultProfilerSites(SHARD_BYTES) - 1)), /shard 0: profiler site capacity is 65, the layout says 64/],
     ["a heap header keeping 100 sites more than its tables were made for", crafted(i32At(4 * H_PROF_SITES, defaultProfilerSites(SHARD_BYTES) + 100)), /chunk 1 holds bytes 4096\+\d+, the layout puts 4096\+\d+ there/],
-    ["a version 3 header (its capacity the shard's) over version 4 tables", crafted(i32At(4 * H_VERSION, 3)), /chunk 1 holds bytes 4096\+\d+, the layout puts 4096\+\d+ there/],
+    ["a version 3 header (its capacity the shard's) over version 5 tables", crafted(i32At(4 * H_VERSION, 3)), /chunk 1 holds bytes 4096\+\d+, the layout puts 4096\+\d+ there/],
     ["a shard header whose site capacity disagrees with the heap's", crafted(i32At(headerSlot(S_PROF_MAX_SITES), defaultProfilerSites(SHARD_BYTES) + 2)), /shard 1: profiler site capacity is 66, the layout says 65/],
     ["full-table bits naming no table", crafted(i32At(headerSlot(S_PROF_FULL), 8)), /shard 1: full-table bits 8 name no profiler table/],
   ];

@@ -109,7 +109,7 @@ describe("memcached's flags", () => {
       [["-U", "5"], /speaks TCP only/],
       [["-d"], /daemon mode/],
       [["--heapprof-sites", "0"], /--heapprof-sites must be a whole number from 1 to/],
-      [["-m", "64", "-t", "1", "--heapprof-sites", "65536"], /--heapprof-sites 65536 does not fit shards of 10\dM: .* need each shard's region for its share of -m of 133M or more/],
+      [["-m", "64", "-t", "1", "--heapprof-sites", "65536"], /--heapprof-sites 65536 does not fit shards of 1\d\dM: .* need each shard's region for its share of -m of 153M or more/],
     ] as const) {
       const r = runCli(["memcached", ...argv]);
       expect(r.status, argv.join(" ")).toBe(2);

@@ -7,6 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { OutOfMemoryError } from "../src/index.js";
+import { setPressureThresholds } from "../src/memory/pressure.js";
 import { MEMORY_METRIC_NAMES, memoryMetricsRegistry } from "../src/runtime/metrics.js";
 import { newHeap } from "./helpers.js";
 
@@ -22,7 +23,7 @@ describe("/metrics", () => {
     const heap = newHeap({ shards: 2, shardBytes: "1MiB" });
     const text = await memoryMetricsRegistry(heap).metrics();
     const contract = ["malloc_operations_total", "free_operations_total", "cross_cpu_free_operations_total", "malloc_live_objects", "free_memory_bytes", "total_memory_bytes", "allocated_memory_bytes", "reclaims_operations_total", "malloc_failed_total"];
-    expect([...MEMORY_METRIC_NAMES].sort()).toEqual([...contract, "largest_free_span_bytes"].map((n) => `shardheap_memory_${n}`).sort());
+    expect([...MEMORY_METRIC_NAMES].sort()).toEqual([...contract, "largest_free_span_bytes", "pressure_events_total"].map((n) => `shardheap_memory_${n}`).sort());
     for (const name of MEMORY_METRIC_NAMES) {
       expect(text).toMatch(new RegExp(`^# TYPE ${name} ${name.endsWith("_total") ? "counter" : "gauge"}$`, "m"));
       for (const shard of [0, 1]) expect(text, name).toMatch(new RegExp(`^${name}\\{shard="${shard}"\\} \\d+$`, "m"));
@@ -72,5 +73,24 @@ describe("/metrics", () => {
     expect(samples(await registry.metrics()).get('shardheap_memory_malloc_failed_total{shard="0"}')).toBe(failed + 1);
     for (let i = 1; i < held.length; i += 2) a.free(held[i]!);
     expect(samples(await registry.metrics()).get('shardheap_memory_largest_free_span_bytes{shard="0"}')).toBe(heap.stats(0).freeMemory);
+  });
+
+  it("counts memory-pressure crossings per shard, and serves each shard's peak", async () => {
+    const heap = newHeap({ shards: 2, shardBytes: "1MiB" });
+    setPressureThresholds(heap.regions[1]!, [0.5, 0.75]);
+    const registry = memoryMetricsRegistry(heap);
+    const a = heap.shard(1);
+    a.setHeapProfilingEnabled(true);
+    const held: number[] = [];
+    while (a.stats().allocatedMemory < 0.8 * a.stats().totalMemory) held.push(a.malloc(20_000));
+    let m = samples(await registry.metrics());
+    expect(m.get('shardheap_memory_pressure_events_total{shard="1"}')).toBe(2);
+    expect(m.get('shardheap_memory_pressure_events_total{shard="0"}')).toBe(0);
+    expect(m.get('shardheap_profiler_peak_bytes{shard="1"}')).toBe(a.peakProfile().peakBytes);
+    for (const p of held.splice(Math.floor((held.length * 3) / 4))) a.free(p); // to about 60%
+    while (a.stats().allocatedMemory < 0.8 * a.stats().totalMemory) held.push(a.malloc(20_000));
+    m = samples(await registry.metrics());
+    expect(m.get('shardheap_memory_pressure_events_total{shard="1"}')).toBe(3); // 0.75 again; 0.5 was never left
+    for (const p of held) a.free(p);
   });
 });

@@ -10,14 +10,19 @@ import { SharedHeap } from "../src/index.js";
 describe("Smp options", () => {
   it("fills defaults and converts heapprof", () => {
     const o = fillSmpOptions({ shards: 2, memoryPerShard: "1MiB", heapprof: true });
-    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, heapprofSites: 64, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536, maxPendingCalls: 262_144, orphans: "keep", mainShard: false, debugPointers: false });
+    expect(o).toEqual({ shards: 2, memoryPerShard: 2 ** 20, heapprofRate: 1, jsHeapprofRate: 0, heapprofSites: 64, module: undefined, loadTimeoutMs: 30_000, stopTimeoutMs: 10_000, idleTrimMs: 200, queueBytes: 65536, maxPendingCalls: 262_144, orphans: "keep", execArgv: undefined, mainShard: false, debugPointers: false, memoryPressure: [0.8, 0.9], timelineIntervalMs: 1000 });
     expect(fillSmpOptions({ shards: 1, queueBytes: "4KiB" }).queueBytes).toBe(4096);
     expect(fillSmpOptions({ shards: 255, memoryPerShard: "1MiB" }).queueBytes).toBe(1024); // 256^2 queues stay under 64 MiB
     expect(fillSmpOptions({ shards: 1, loadTimeoutMs: Infinity, stopTimeoutMs: 0 })).toMatchObject({ loadTimeoutMs: Infinity, stopTimeoutMs: 0 });
     expect(fillSmpOptions({ shards: 1, heapprof: 524288 }).heapprofRate).toBe(524288);
     expect(fillSmpOptions({ shards: 1 }).heapprofRate).toBe(0);
+    // The JS heap profiler: true is its default interval, not "every allocation".
+    expect([true, "64KiB", 1, false].map((jsHeapprof) => fillSmpOptions({ shards: 1, jsHeapprof }).jsHeapprofRate)).toEqual([512 * 1024, 65536, 1, 0]);
+    expect(() => fillSmpOptions({ shards: 1, jsHeapprof: -1 })).toThrow(/options\.jsHeapprof/);
     expect(fillSmpOptions({ shards: 1, module: new URL("file:///x.mjs") }).module).toBe("file:///x.mjs");
     expect(fillSmpOptions({ shards: 1, orphans: "free" }).orphans).toBe("free");
+    expect(fillSmpOptions({ shards: 1, memoryPressure: [0.95, 0.5, 0.95] }).memoryPressure).toEqual([0.5, 0.95]);
+    expect(fillSmpOptions({ shards: 1, memoryPressure: false }).memoryPressure).toEqual([]);
   });
 
   it("reads a module path against the caller's working directory, and keeps URLs as given", () => {
@@ -46,6 +51,13 @@ describe("Smp options", () => {
     [{ shards: 1, module: "" }, /options.module/],
     [{ shards: 1, queueBytes: 100 }, /options.queueBytes must be a power of two from 128/],
     [{ shards: 1, queueBytes: 3000 }, /options.queueBytes must be a power of two/],
+    [{ shards: 1, memoryPressure: [0.8, 1.5] }, /options.memoryPressure must be false or a list of at most 8 fractions of a shard's memory, each above 0 and at most 1 \(\[0.8, 0.9\]\), got \[0.8, 1.5\]/],
+    [{ shards: 1, memoryPressure: [0] }, /options.memoryPressure must be false or a list .*, got \[0\]/],
+    [{ shards: 1, memoryPressure: ["0.8"] }, /options.memoryPressure .*, got \["0.8"\]/],
+    [{ shards: 1, memoryPressure: 0.8 }, /options.memoryPressure .*, got 0.8$/],
+    [{ shards: 1, memoryPressure: true }, /options.memoryPressure .*, got true$/],
+    [{ shards: 1, memoryPressure: Array(9).fill(0.5) }, /options.memoryPressure must be false or a list of at most 8/],
+    [{ shards: 1, timelineIntervalMs: 10 }, /options.timelineIntervalMs must be a whole number from 50 to 3600000, got 10/],
   ])("rejects %j", (o, message) => {
     expect(() => fillSmpOptions(o as never)).toThrow(message);
     expect(() => fillSmpOptions(o as never)).toThrow("module" in o ? TypeError : RangeError);
@@ -62,7 +74,7 @@ describe("Smp options", () => {
     expect(fillSmpOptions({ shards: 1, memoryPerShard: "1GiB" }).heapprofSites).toBe(4096);
     expect(fillSmpOptions({ shards: 1, memoryPerShard: "128KiB" }).heapprofSites).toBe(64);
     expect(fillSmpOptions({ shards: 1, memoryPerShard: "160MiB", heapprofSites: 65536 }).heapprofSites).toBe(65536);
-    expect(fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: 63545 }).heapprofSites).toBe(63545);
+    expect(fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: 54844 }).heapprofSites).toBe(54844);
     expect(fillSmpOptions({ shards: 1, heapprofSites: 1 }).heapprofSites).toBe(1);
   });
 
@@ -73,7 +85,7 @@ describe("Smp options", () => {
     [NaN, /options\.heapprofSites must be a whole number/],
     ["lots", /options\.heapprofSites must be a whole number/],
     [2 ** 40, /options\.heapprofSites must be a whole number from 1 to \d+/],
-    [63546, /options\.heapprofSites 63546 does not fit shards of 128M: the profiler's tables \(528 bytes a site\) may take a quarter of a shard, 63545 sites in this one; 63546 need options\.memoryPerShard of 129M or more/],
+    [54845, /options\.heapprofSites 54845 does not fit shards of 128M: the profiler's tables \(608 bytes a site\) may take a quarter of a shard, 54844 sites in this one; 54845 need options\.memoryPerShard of 129M or more/],
   ])("refuses heapprofSites %s, naming the option", (sites, message) => {
     const start = (): unknown => fillSmpOptions({ shards: 1, memoryPerShard: "128MiB", heapprofSites: sites as number });
     expect(start).toThrow(message);
@@ -121,12 +133,12 @@ describe("runtime flags", () => {
   it("refuses --heapprof-sites too big for the shards, naming both flags (memcached's -m as each shard's share)", () => {
     const flags: RuntimeFlags = {};
     parseCommandFlags(["--heapprof-sites", "65536"], flags, () => undefined);
-    expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(/^--heapprof-sites 65536 does not fit shards of 64M: .* 31770 sites in this one; 65536 need --memory of 133M or more$/);
+    expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(/^--heapprof-sites 65536 does not fit shards of 64M: .* 27250 sites in this one; 65536 need --memory of 153M or more$/);
     expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(InvalidValueError);
-    expect(() => checkProfilerSitesFlag(flags, 133 * 2 ** 20, "--memory")).not.toThrow();
-    expect(() => parseMemcachedArgs(["--heapprof-sites", "65536"])).toThrow(/need --memory of 133M/);
+    expect(() => checkProfilerSitesFlag(flags, 153 * 2 ** 20, "--memory")).not.toThrow();
+    expect(() => parseMemcachedArgs(["--heapprof-sites", "65536"])).toThrow(/need --memory of 153M/);
     // -m is the items' memory: each shard's region holds the profiler's tables beside them, at most a quarter of it.
-    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's region for its share of -m of 133M/);
+    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's region for its share of -m of 153M/);
     expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "40000"])).not.toThrow();
   });
 

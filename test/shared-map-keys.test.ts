@@ -1,12 +1,12 @@
 /**
- * SharedMap string keys (src/memory/shared-map-keys.ts): a key is its
+ * SharedMap string keys (src/memory/shared-map/keys.ts): a key is its
  * UTF-8, so a string with a lone surrogate, which has none (TextEncoder
  * would write U+FFFD's bytes), is refused by every call that takes a key,
  * with ERR_SHARDHEAP_MAP_KEY and the heap unchanged; without the refusal
  * "\uD800", "\uDC00" and "\uFFFD" were one key. Valid pairs, and "\uFFFD"
  * itself, are ordinary keys.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { SharedHeap, SharedMap, SharedMapError } from "../src/index.js";
 import { newHeap, thrown } from "./helpers.js";
@@ -22,11 +22,13 @@ const ENTRY_POINTS: Record<string, (map: SharedMap, key: string) => unknown> = {
   set: (m, k) => m.set(k, "value"),
   reserve: (m, k) => m.reserve(k, 8),
   delete: (m, k) => m.delete(k),
+  take: (m, k) => m.take(k),
 };
 
 describe("SharedMap: string keys must be valid UTF-16", () => {
   it("the entry points listed here are every method that takes a key (read from the source)", () => {
-    const src = readFileSync(new URL("../src/memory/shared-map.ts", import.meta.url), "utf8");
+    const folder = new URL("../src/memory/shared-map/", import.meta.url);
+    const src = readdirSync(folder).map((f) => readFileSync(new URL(f, folder), "utf8")).join("\n");
     const taking = [...src.matchAll(/^ {2}(\w+)\(key: string \| Uint8Array\b/gm)].map((m) => m[1]!);
     expect(taking.length).toBeGreaterThan(0);
     expect(taking.sort()).toEqual(Object.keys(ENTRY_POINTS).sort());

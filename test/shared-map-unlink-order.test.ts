@@ -1,5 +1,5 @@
 /**
- * The owner's unlink order (src/memory/shared-map.ts, "The protocol":
+ * The owner's unlink order (src/memory/shared-map/shared-map.ts, "The protocol":
  * store(slot) away from the descriptor, then state UNLINKED, then release
  * the index's reference), checked at the instant it matters, on one
  * thread, every run.
@@ -12,7 +12,7 @@
  * the call cannot tell, and a race test only sees it when a reader lands
  * in those few instructions (the delete race caught a clear() done that
  * way in 3 runs of 6). So this test watches the drop itself: the owner's
- * object's count release step (its own field, shared-map-atomics.ts's
+ * object's count release step (its own field, shared-map/atomics.ts's
  * release) is wrapped, and at every drop, before it happens, no slot of
  * the current table may name the descriptor unless it is still LINKED,
  * and the map's own check() must be [] (it says "slot i names descriptor
@@ -22,16 +22,18 @@
  */
 import { describe, expect, it } from "vitest";
 import { SharedMap } from "../src/index.js";
-import { descriptorAddress } from "../src/memory/shared-map-atomics.js";
-import * as L from "../src/memory/shared-map-layout.js";
+import { descriptorAddress } from "../src/memory/shared-map/atomics.js";
+import * as L from "../src/memory/shared-map/layout.js";
 import { newHeap } from "./helpers.js";
 
 interface Drop {
+  /** "index": the map's own reference, dropped with the state set UNLINKED in one step (unlinkEntry); "count": a counted reference. */
+  kind: "index" | "count";
   id: number;
   state: number;
   /** Slots of the current table naming the descriptor, just before the drop. */
   named: number[];
-  /** map.check() just before the drop. */
+  /** map.check() just before the drop, less what a change in progress shows (its segment locked, the entry it unlinks linked and in no slot). */
   problems: string[];
   /** The count the drop left. */
   after: number;
@@ -40,27 +42,42 @@ interface Drop {
 /** The slots of `map`'s current table whose descriptor id is `id`. */
 function slotsNaming(map: SharedMap, id: number): number[] {
   const i32 = new Int32Array(map.heap.buffer);
-  const T = i32[(map.handle + L.M_TABLE) >>> 2]! >>> 0;
+  const T = i32[(map.handle + L.SEGMENTS + L.SG_TABLE) >>> 2]! >>> 0; // segment 0: the maps here have one
   const mask = i32[(T + L.T_MASK) >>> 2]!;
   const named: number[] = [];
   for (let i = 0; i <= mask; i++) if (i32[((T + L.TABLE_HEADER_BYTES) >>> 2) + i]! >>> 8 === id) named.push(i);
   return named;
 }
 
-/** Wrap the count release step of `map` (a test hook on a private field): every drop it makes is recorded, with the map as it was just before. */
+/**
+ * Wrap the steps that drop references of `map` (test hooks on private
+ * fields): the count release step and the pair step that unlinks an entry
+ * and drops the map's own reference (unlinkEntry); every drop is recorded,
+ * with the map as it was just before.
+ */
 function watchDrops(map: SharedMap): Drop[] {
-  const steps = map as unknown as { releaseStep: (d: number) => number };
+  const steps = map as unknown as { releaseStep: (d: number) => number; unlinkEntry: (d: number, expected: number, drop: number) => number };
   const release = steps.releaseStep;
-  expect(typeof release, "SharedMap's release step, the field this test wraps, is gone: move the hook").toBe("function");
+  const unlinkEntry = steps.unlinkEntry;
+  expect(typeof release, "SharedMap's release step, a field this test wraps, is gone: move the hook").toBe("function");
+  expect(typeof unlinkEntry, "SharedMap's unlink step, a field this test wraps, is gone: move the hook").toBe("function");
   const i32 = new Int32Array(map.heap.buffer);
   const drops: Drop[] = [];
-  steps.releaseStep = (d: number): number => {
+  const before = (d: number): Omit<Drop, "kind" | "after"> => {
     const id = i32[(d + L.D_ID) >>> 2]!;
-    const state = i32[(d + L.D_STATE) >>> 2]! & L.STATE_MASK;
-    const named = slotsNaming(map, id);
-    const problems = map.check();
+    const inProgress = new RegExp(`segment \\d+ is locked by|descriptor ${id} is linked but in no slot`);
+    return { id, state: i32[(d + L.D_STATE) >>> 2]! & L.STATE_MASK, named: slotsNaming(map, id), problems: map.check().filter((p) => !inProgress.test(p)) };
+  };
+  steps.releaseStep = (d: number): number => {
+    const seen = before(d);
     const after = release(d);
-    drops.push({ id, state, named, problems, after });
+    drops.push({ kind: "count", ...seen, after });
+    return after;
+  };
+  steps.unlinkEntry = (d: number, expected: number, drop: number): number => {
+    const seen = before(d);
+    const after = unlinkEntry(d, expected, drop);
+    if (drop === 1) drops.push({ kind: "index", ...seen, after });
     return after;
   };
   return drops;
@@ -79,7 +96,7 @@ type Op = "delete" | "unlink" | "clear" | "set" | "publish";
  */
 function removeHeld(op: Op, holder: Holder): void {
   const heap = newHeap();
-  const map = SharedMap.create(heap, { shard: 0 });
+  const map = SharedMap.create(heap, { shard: 0, segments: 1 });
   const ownRefs = new Map<number, number>();
   for (let k = 0; k < 40; k++) {
     const v = valueOf(k);
@@ -89,7 +106,7 @@ function removeHeld(op: Op, holder: Holder): void {
     ownRefs.set(k, ref);
   }
   const i32 = new Int32Array(heap.buffer);
-  const T = i32[(map.handle + L.M_TABLE) >>> 2]! >>> 0;
+  const T = i32[(map.handle + L.SEGMENTS + L.SG_TABLE) >>> 2]! >>> 0;
   const mask = i32[(T + L.T_MASK) >>> 2]!;
   const slot = (i: number): number => i32[((T + L.TABLE_HEADER_BYTES) >>> 2) + (i & mask)]!;
   const k = [...ownRefs.keys()].find((n) => slot(slotsNaming(map, ownRefs.get(n)! & L.ID_MASK)[0]! + 1) !== 0);
@@ -126,10 +143,10 @@ function removeHeld(op: Op, holder: Holder): void {
   // The index let go of the target once, and then no slot named it.
   const mine = seen.filter((x) => x.id === id);
   expect(mine.length, "the index's reference to the target was dropped once").toBe(1);
-  expect(mine[0]).toMatchObject({ state: L.UNLINKED, named: [], after: holder === "counted" ? 1 : 0 });
+  expect(mine[0]).toMatchObject({ kind: "index", state: L.LINKED, named: [], after: holder === "counted" ? 1 : 0 });
   for (const x of seen) {
     expect(x.problems, `the map just before descriptor ${x.id}'s count dropped`).toEqual([]);
-    if (x.state !== L.LINKED) expect(x.named, `descriptor ${x.id}'s count dropped while slots named it (state ${x.state})`).toEqual([]);
+    if (x.kind === "index" || x.state !== L.LINKED) expect(x.named, `descriptor ${x.id}'s ${x.kind} reference dropped while slots named it (state ${x.state})`).toEqual([]);
     else expect(x.after, `descriptor ${x.id} is in a slot, its count must keep the index's reference`).toBeGreaterThan(0);
   }
   expect(slotsNaming(map, id)).toEqual([]);

@@ -1,5 +1,5 @@
 /**
- * SharedMap on one thread (src/memory/shared-map.ts): what it stores and
+ * SharedMap on one thread (src/memory/shared-map/): what it stores and
  * finds, against a model; references that outlive deletes and replaces;
  * the two kinds of reference; bad input refused with the heap unchanged;
  * out of memory with the map unchanged; destroy and what comes back. Every
@@ -9,9 +9,9 @@
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { HeapOwnershipError, InvalidValueError, OutOfMemoryError, SharedHeap, SharedMap, SharedMapError } from "../src/index.js";
-import { AtomicsMapSteps, NO_TABLE, descriptorAddress, encodeMapModule, mapAtomics, type MapAtomics } from "../src/memory/shared-map-atomics.js";
-import { KeyScratch } from "../src/memory/shared-map-keys.js";
-import * as L from "../src/memory/shared-map-layout.js";
+import { AtomicsMapSteps, NO_TABLE, descriptorAddress, encodeMapModule, mapAtomics, type MapAtomics } from "../src/memory/shared-map/atomics.js";
+import { KeyScratch } from "../src/memory/shared-map/keys.js";
+import * as L from "../src/memory/shared-map/layout.js";
 import { mulberry32 } from "../bench/timing.js";
 import { newHeap, thrown } from "./helpers.js";
 
@@ -25,6 +25,18 @@ function snapshot(heap: SharedHeap): Buffer {
 /** A header word of the map, by its layout offset. */
 function headerWord(map: SharedMap, offset: number): number {
   return new Int32Array(map.heap.buffer)[(map.handle + offset) >>> 2]!;
+}
+
+/** Byte address of segment s of the map. */
+function segmentAt(map: SharedMap, s: number): number {
+  return map.handle + L.SEGMENTS + s * L.SEGMENT_BYTES;
+}
+
+/** A word of every segment, added up. */
+function segmentsTotal(map: SharedMap, offset: number): number {
+  let n = 0;
+  for (let s = 0; s <= headerWord(map, L.M_SEGMENT_MASK); s++) n += new Int32Array(map.heap.buffer)[(segmentAt(map, s) + offset) >>> 2]!;
+  return n;
 }
 
 /**
@@ -73,10 +85,10 @@ describe("SharedMap: storing and finding", () => {
     for (const kind of ["WebAssembly", "Atomics"]) {
       for (const changed of ["slot", "table"]) {
         const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 }); // left broken on purpose: not checked
-        const map = SharedMap.create(heap, { shard: 0 });
+        const map = SharedMap.create(heap, { shard: 0, segments: 1 });
         map.set("k", "v");
         const i32 = new Int32Array(heap.buffer);
-        const T = headerWord(map, L.M_TABLE) >>> 0;
+        const T = i32[(segmentAt(map, 0) + L.SG_TABLE) >>> 2]! >>> 0;
         let slot = (T + L.TABLE_HEADER_BYTES) >>> 2;
         while (i32[slot] === 0) slot++;
         const d = descriptorAddress(i32, map.handle, i32[slot]! >>> 8);
@@ -84,7 +96,7 @@ describe("SharedMap: storing and finding", () => {
         const steps: MapAtomics = kind === "Atomics" ? new AtomicsMapSteps(i32) : mapAtomics(heap.buffer, heap.memory);
         expect(steps.probe(map.handle, hash, 0), `${kind}: the probe finds the entry`).toBe(d);
         steps.release(d);
-        const hazard = changed === "slot" ? slot * 4 : map.handle + L.M_TABLE;
+        const hazard = changed === "slot" ? slot * 4 : segmentAt(map, 0) + L.SG_TABLE;
         // The hazard store overwrites the slot (then its clearing empties it: absent), or M_TABLE (then 0: no table).
         expect(steps.probe(map.handle, hash, hazard), `${kind}, ${changed} changed under the probe`).toBe(changed === "slot" ? 0 : NO_TABLE);
       }
@@ -166,7 +178,7 @@ describe("SharedMap: storing and finding", () => {
     // It went through what it was meant to.
     const stats = map.stats();
     expect(stats.oldTables, "the table grew").toBeGreaterThan(4);
-    expect(headerWord(map, L.M_MOVES), "deletes moved entries back (the backward shift)").toBeGreaterThan(100);
+    expect(segmentsTotal(map, L.SG_MOVES), "deletes moved entries back (the backward shift)").toBeGreaterThan(100);
     expect(replaced).toBeGreaterThan(1000);
     expect(stats.freeDescriptors + stats.retired, "deleted entries were retired and reclaimed").toBeGreaterThan(100);
     expect(stats.held).toBe(0);
@@ -180,18 +192,18 @@ describe("SharedMap: storing and finding", () => {
   // but a reader is lost by a missing bump only if the owner's shift front
   // overtakes it and it then overtakes the front again, which they did not
   // hit in runs with the bumps planted away: the rule is checked here.
-  it("a backward shift bumps M_MOVES before each store that removes an older copy: 15 entries moved, 15 bumps", () => {
+  it("a backward shift bumps SG_MOVES before each store that removes an older copy: 15 entries moved, 15 bumps", () => {
     const heap = newHeap();
-    const map = SharedMap.create(heap, { shard: 0, capacity: 16 });
+    const map = SharedMap.create(heap, { shard: 0, capacity: 16, segments: 1 });
     const i32 = new Int32Array(heap.buffer);
-    const mask = i32[((headerWord(map, L.M_TABLE) >>> 0) + L.T_MASK) >>> 2]!;
+    const mask = i32[((i32[(segmentAt(map, 0) + L.SG_TABLE) >>> 2]! >>> 0) + L.T_MASK) >>> 2]!;
     const scratch = new KeyScratch();
     const names: string[] = [];
     for (let n = 0; names.length < 16; n++) if ((scratch.ofString(`k${n}`, headerWord(map, L.M_SEED)) & mask) === 0) names.push(`k${n}`);
     for (const name of names) map.set(name, name);
-    const before = headerWord(map, L.M_MOVES);
+    const before = segmentsTotal(map, L.SG_MOVES);
     expect(map.delete(names[0]!)).toBe(true);
-    expect(headerWord(map, L.M_MOVES) - before).toBe(15);
+    expect(segmentsTotal(map, L.SG_MOVES) - before).toBe(15);
     for (const name of names.slice(1)) expect(map.getString(name)).toBe(name);
     expect(map.stats().oldTables, "one cluster in one table").toBe(0);
     expect(map.check()).toEqual([]);
@@ -203,18 +215,16 @@ describe("SharedMap: storing and finding", () => {
     const map = SharedMap.create(heap, { shard: 0 });
     for (let i = 0; i < 20_000; i++) map.set(`user:${i}`, "");
     const i32 = new Int32Array(heap.buffer);
-    const T = headerWord(map, L.M_TABLE) >>> 0;
-    const mask = i32[(T + L.T_MASK) >>> 2]!;
     let longest = 0;
-    for (let i = 0; i <= mask; i++) {
-      const s = i32[((T + L.TABLE_HEADER_BYTES) >>> 2) + i]!;
-      if (s === 0) continue;
-      const d = new Int32Array(heap.buffer);
-      const id = s >>> 8;
-      const k = 31 - Math.clz32((id >>> 6) + 1);
-      const desc = (d[((map.handle + L.M_DIRECTORY) >>> 2) + k]! >>> 0) + ((id - L.chunkFirstId(k)) << 5);
-      const home = d[(desc + L.D_HASH) >>> 2]! & mask;
-      longest = Math.max(longest, (i - home) & mask);
+    for (let seg = 0; seg <= headerWord(map, L.M_SEGMENT_MASK); seg++) {
+      const T = i32[(segmentAt(map, seg) + L.SG_TABLE) >>> 2]! >>> 0;
+      const mask = i32[(T + L.T_MASK) >>> 2]!;
+      for (let i = 0; i <= mask; i++) {
+        const s = i32[((T + L.TABLE_HEADER_BYTES) >>> 2) + i]!;
+        if (s === 0) continue;
+        const home = i32[(descriptorAddress(i32, map.handle, s >>> 8) + L.D_HASH) >>> 2]! & mask;
+        longest = Math.max(longest, (i - home) & mask);
+      }
     }
     // Linear probing at half load: the longest of 20,000 paths is a few dozen at most with a good hash.
     expect(longest).toBeLessThan(40);
@@ -557,7 +567,9 @@ describe("SharedMap: the owner's operations", () => {
       worker.postMessage("delete");
       expect(await answer()).toBe(true);
       b.release(counted); // the last count, on a thread that does not own the shard: a's hazard still names the entry
-      expect(a.stats(), "handed to the owner's reclaim, not freed").toMatchObject({ entries: 0, retired: 1, freeDescriptors: 0 });
+      const books = a.stats();
+      expect(books, "handed to the owner's reclaim, not freed").toMatchObject({ entries: 0, retired: 1 });
+      expect(books.descriptors - books.freeDescriptors, "its descriptor is not back").toBe(1);
       expect(text(a.value(hazard))).toBe("the value");
       a.release(hazard);
       a.close();
@@ -569,23 +581,39 @@ describe("SharedMap: the owner's operations", () => {
     }
   });
 
-  it("a map of a shard another thread owns refuses writes with HeapOwnershipError, and reads", async () => {
+  it("a thread that owns no shard reads a map and cannot change it (HeapOwnershipError); once it owns one, it writes, the entry in its own shard", async () => {
     const heap = newHeap({ shards: 2 });
-    const { worker, answer } = mapOwner(heap, "from", "the owner", `(map.destroy(), "done")`);
+    const { worker, answer } = mapOwner(heap, "from", "the owner", `m === "read" ? map.getString("k") : m === "replace" ? map.set("k", "from shard 1") : (map.destroy(), "done")`);
     try {
       const handle = (await answer()) as number;
       const map = SharedMap.attach(heap, handle);
       expect(map.getString("from")).toBe("the owner");
-      for (const write of [() => map.set("k", "v"), () => map.delete("from"), () => map.reserve("k", 1), () => map.clear(), () => map.reclaim(), () => map.destroy()]) {
+      const before = snapshot(heap);
+      for (const write of [() => map.set("k", "v"), () => map.delete("from"), () => map.take("from"), () => map.reserve("k", 1), () => map.clear(), () => map.reclaim(), () => map.forEach(() => {}), () => map.destroy()]) {
         const e = thrown(write);
         expect(e, write.toString()).toBeInstanceOf(HeapOwnershipError);
-        expect(e.message).toMatch(/submitTo the shard/);
+        expect(e.message).toMatch(/owns no shard of this heap/);
       }
+      expect(Buffer.from(heap.buffer).equals(before), "nothing changed").toBe(true);
+      heap.shard(0); // this thread takes shard 0: it may write now
+      expect(map.set("k", "from shard 0")).toBe(false);
+      const ref = map.acquire("k");
+      expect(heap.ownerOf(map.valuePointer(ref)), "the entry is in the writer's shard").toBe(0);
+      map.release(ref);
+      worker.postMessage("read");
+      expect(await answer(), "the map's home shard reads what shard 0 wrote").toBe("from shard 0");
+      worker.postMessage("replace");
+      expect(await answer(), "shard 1 replaced shard 0's entry").toBe(true);
+      expect(map.getString("k")).toBe("from shard 1");
+      expect(map.check()).toEqual([]);
       map.close();
       worker.postMessage("stop");
       expect(await answer()).toBe("done");
+      heap.shard(0).drainCrossShardFrees();
+      expect(heap.stats(0).liveObjects, "shard 0's entry went back when the map was destroyed").toBe(0);
     } finally {
       await worker.terminate();
     }
   });
+
 });

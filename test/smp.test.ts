@@ -135,7 +135,7 @@ describe("Smp errors", () => {
     const typo = await refusal(Smp.start({ shards: 1, memoryPerShrad: "1MiB" } as Parameters<typeof Smp.start>[0]));
     expect(typo.field).toBe("options.memoryPerShrad");
     expect(typo.message).toBe(
-      "options.memoryPerShrad is not an option (did you mean memoryPerShard?); the options are shards, memoryPerShard, heapprof, heapprofSites, module, loadTimeoutMs, stopTimeoutMs, idleTrimMs, queueBytes, maxPendingCalls, orphans, execArgv, mainShard, debugPointers",
+      "options.memoryPerShrad is not an option (did you mean memoryPerShard?); the options are shards, memoryPerShard, heapprof, jsHeapprof, heapprofSites, module, loadTimeoutMs, stopTimeoutMs, idleTrimMs, queueBytes, maxPendingCalls, orphans, execArgv, mainShard, debugPointers, memoryPressure, timelineIntervalMs",
     );
     expect((await refusal(Smp.start({ Shards: 1 } as Parameters<typeof Smp.start>[0]))).message).toMatch(/^options.Shards is not an option \(did you mean shards\?\);/);
     expect((await refusal(Smp.start({ shards: 1, colour: "red" } as Parameters<typeof Smp.start>[0]))).message).toMatch(/^options.colour is not an option; the options are /);

@@ -125,6 +125,6 @@ describe("shardheap stress", () => {
       expect(r.stderr, args.join(" ")).not.toMatch(/shardheap (report|diff|memcached)/);
     }
     expect(runCli(["stress", "--heapprof", "64K"]).stderr).toMatch(/did you mean --heapprof=64K\?/);
-    expect(runCli(["stress", "--heapprof-sites", "65536"]).stderr).toMatch(/^shardheap: --heapprof-sites 65536 does not fit shards of 64M: .* 31770 sites in this one; 65536 need --memory of 133M or more\n/);
+    expect(runCli(["stress", "--heapprof-sites", "65536"]).stderr).toMatch(/^shardheap: --heapprof-sites 65536 does not fit shards of 64M: .* 27250 sites in this one; 65536 need --memory of 153M or more\n/);
   });
 });

@@ -49,6 +49,8 @@ export function isWasmMemory(x: unknown): x is WasmMemory {
 
 /** The atomic operations on the heap's 32-bit words. */
 export interface HeapAtomics {
+  /** The heap-wide peak's sum (peaks.ts): every profiled allocation and free adds to it. */
+  add(address: number, value: number): number;
   or(address: number, bits: number): number;
   and(address: number, bits: number): number;
   compareExchange(address: number, expected: number, replacement: number): number;
@@ -83,10 +85,11 @@ export function allocateHeapMemory(bytes: number): HeapMemory {
 export function heapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undefined): HeapAtomics {
   if (memory !== undefined) {
     const e = new WA.Instance(atomicsModule(), { heap: { memory } }).exports as HeapAtomics;
-    return { or: e.or, and: e.and, compareExchange: e.compareExchange, exchange: e.exchange };
+    return { add: e.add, or: e.or, and: e.and, compareExchange: e.compareExchange, exchange: e.exchange };
   }
   const i32 = new Int32Array(buffer);
   return {
+    add: (address, value) => Atomics.add(i32, address >>> 2, value),
     or: (address, bits) => Atomics.or(i32, address >>> 2, bits),
     and: (address, bits) => Atomics.and(i32, address >>> 2, bits),
     compareExchange: (address, expected, replacement) => Atomics.compareExchange(i32, address >>> 2, expected, replacement),
@@ -103,6 +106,7 @@ let compiled: object | undefined;
  *     (import "heap" "memory" (memory 0 65536 shared))
  *     (func (export "or") (param i32 i32) (result i32)
  *       local.get 0 local.get 1 i32.atomic.rmw.or)
+ *     (func (export "add") ...                i32.atomic.rmw.add)
  *     (func (export "and") ...                i32.atomic.rmw.and)
  *     (func (export "exchange") ...           i32.atomic.rmw.xchg)
  *     (func (export "compareExchange") (param i32 i32 i32) (result i32)
@@ -118,12 +122,13 @@ function atomicsModule(): object {
 
 /** The binary encoding of the module above (wasm-assembler.ts). */
 export function encodeAtomicsModule(): Uint8Array {
-  const rmw = (op: "or" | "and" | "exchange", instruction: string): WasmFunction => ({
+  const rmw = (op: "add" | "or" | "and" | "exchange", instruction: string): WasmFunction => ({
     name: op, params: ["address", "value"], result: true, exported: true,
     body: `local.get $address\nlocal.get $value\n${instruction}`,
   });
   return assembleModule({
     functions: [
+      rmw("add", "i32.atomic.rmw.add"),
       rmw("or", "i32.atomic.rmw.or"),
       rmw("and", "i32.atomic.rmw.and"),
       rmw("exchange", "i32.atomic.rmw.xchg"),

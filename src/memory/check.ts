@@ -11,6 +11,7 @@
  */
 import { forEachChained } from "./cross-shard.js";
 import { firstWrittenByte, forEachQuarantined } from "./quarantine.js";
+import { peakBooksProblem } from "./peak-profile.js";
 import { objectSizeIn } from "./pointers.js";
 import {
   GRANULE,
@@ -169,6 +170,10 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
   // 4. Counters: every live bit is a malloc without a free.
   const live = readStats(r).liveObjects;
   if (live !== liveLarge + livePool) fail(`mallocs - frees = ${live} but ${liveLarge + livePool} objects are live`);
+
+  // 5. The peak's books: its live figure is the sites' (peaks.ts).
+  const peaks = peakBooksProblem(r);
+  if (peaks) fail(peaks);
 
   return errors;
 }

@@ -98,13 +98,21 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
     const sites = (o.topSites ?? heapProfileOf([r], 0 /* the only region given */).sites).filter((site) => site.size > 0);
     const base = workingDirectory();
     for (const site of sites.slice(0, TOP_SITES)) {
-      const leaf = site.frames[0];
-      const where = leaf ? `${leaf.functionName || "(anonymous)"} (${displayPath(leaf.url, base)}:${leaf.line}:${leaf.column})` : "(no frames)";
-      out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${escapeControls(where + labelsOf(site))}`);
+      out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${siteWhere(site, base)}`);
     }
     if (sites.length > TOP_SITES) out.push(`(${sites.length - TOP_SITES} more sites)`);
   }
   return out.join("\n") + "\n";
+}
+
+/**
+ * A site as one line names it: its leaf frame, the file shown short
+ * (frame-path.ts, against `base`), its labels; control characters escaped.
+ */
+export function siteWhere(site: AllocationSite, base: string | null = workingDirectory()): string {
+  const leaf = site.frames[0];
+  const where = leaf ? `${leaf.functionName || "(anonymous)"} (${displayPath(leaf.url, base)}:${leaf.line}:${leaf.column})` : "(no frames)";
+  return escapeControls(where + labelsOf(site));
 }
 
 /**

@@ -19,16 +19,18 @@ export interface ImageSource {
   readonly shardBytes: number;
   /** Stacks each shard's profiler keeps (the size of its tables, in the image). */
   readonly profilerSites: number;
+  /** The heap's format (H_VERSION): its regions' layout follows it. */
+  readonly version: number;
 }
 
 /**
  * Byte ranges of a heap that an image keeps: the heap header, then each
  * region up to its object pages. The reader demands exactly these.
  */
-export function chunksOfGeometry(shards: number, shardBytes: number, profilerSites: number): Array<[offset: number, length: number]> {
+export function chunksOfGeometry(shards: number, shardBytes: number, profilerSites: number, version: number): Array<[offset: number, length: number]> {
   const chunks: Array<[number, number]> = [[0, HEAP_HEADER_BYTES]];
   for (let id = 0; id < shards; id++) {
-    const layout = regionLayout(id, shardBytes, profilerSites);
+    const layout = regionLayout(id, shardBytes, profilerSites, version);
     chunks.push([layout.base, layout.dataOffset]);
   }
   return chunks;
@@ -36,7 +38,7 @@ export function chunksOfGeometry(shards: number, shardBytes: number, profilerSit
 
 /** The image of `heap` as bytes. */
 export function encodeHeapImage(heap: ImageSource): Buffer {
-  const chunks = chunksOfGeometry(heap.shards, heap.shardBytes, heap.profilerSites);
+  const chunks = chunksOfGeometry(heap.shards, heap.shardBytes, heap.profilerSites, heap.version);
   const body = Buffer.alloc(chunks.reduce((n, [, len]) => n + 16 + len, 0));
   let at = 0;
   for (const [offset, length] of chunks) {

@@ -26,6 +26,7 @@ import { plural } from "../units.js";
 import { IMAGE_HEADER_BYTES as HEADER_BYTES, IMAGE_MAGIC as MAGIC, IMAGE_VERSION as VERSION, chunksOfGeometry } from "./heap-image-writer.js";
 import { HEAP_HEADER_BYTES, H_PROF_SITES, MAX_HEAP_BYTES } from "./layout.js";
 import { regionProblem } from "./region-validation.js";
+import { heapPeakProblem } from "./peaks.js";
 import { MAX_SHARDS, SharedHeap, headerFields, headerProblem, type HeapHeader } from "./shared-heap.js";
 
 /**
@@ -66,7 +67,7 @@ export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {
   if (HEAP_HEADER_BYTES + geometry.shards * geometry.shardBytes !== total) {
     fail(`heap size ${total} disagrees with its header (${plural(geometry.shards, "shard")} of ${geometry.shardBytes} bytes)`);
   }
-  const expected = chunksOfGeometry(geometry.shards, geometry.shardBytes, geometry.profilerSites);
+  const expected = chunksOfGeometry(geometry.shards, geometry.shardBytes, geometry.profilerSites, geometry.version);
   if (chunks.length !== expected.length) fail(`${chunks.length} chunks, a heap of ${plural(geometry.shards, "shard")} has ${expected.length}`);
   expected.forEach(([offset, length], i) => {
     if (chunks[i]!.offset !== offset || chunks[i]!.length !== length) {
@@ -82,6 +83,8 @@ export function decodeHeapImage(bytes: Uint8Array, name = "image"): SharedHeap {
   } catch (e) {
     return fail((e as Error).message);
   }
+  const peak = heapPeakProblem(heap.regions[0]!.f64);
+  if (peak) fail(peak);
   for (const r of heap.regions) {
     const problem = regionProblem(r, heap.shardBytes, heap.profilerSites, heap.regions);
     if (problem) fail(`shard ${r.id}: ${problem}`);

@@ -152,17 +152,26 @@ export function sampleRateOf(r: ShardRegion): number {
 export function heapProfileOf(regions: readonly ShardRegion[], shard?: number): HeapProfile {
   const chosen = shard === undefined ? regions : [regions[shard]!];
   const read = (r: ShardRegion): AllocationSite[] => readSites(r).map((s) => siteWith(s, s));
-  const unsorted = chosen.length === 1 ? read(chosen[0]!) : [...sitesByFrames(chosen.flatMap(read)).values()];
-  const rates = new Set(chosen.map(sampleRateOf));
-  const sites = unsorted.sort((a, b) => b.size - a.size);
+  const sites = chosen.length === 1 ? read(chosen[0]!) : [...sitesByFrames(chosen.flatMap(read)).values()];
   const folded = foldedOf(chosen);
+  return { ...profileOfSites(chosen, shard, sites), ...(folded === undefined ? {} : { folded }) };
+}
+
+/**
+ * The profile of `sites` (sorted here, largest first), read from regions
+ * `chosen`, of shard `shard` (undefined: all): the shards' common rate,
+ * the totals. How every reader of a profile (live, peak, a timeline's
+ * tick) shapes it.
+ */
+export function profileOfSites(chosen: readonly ShardRegion[], shard: number | undefined, sites: AllocationSite[]): HeapProfile {
+  const rates = new Set(chosen.map(sampleRateOf));
+  sites.sort((a, b) => b.size - a.size);
   return {
     shard: shard === undefined ? "all" : shard,
     sampleRate: rates.size === 1 ? [...rates][0]! : -1,
     sites,
     totalSize: sites.reduce((n, s) => n + s.size, 0),
     totalCount: sites.reduce((n, s) => n + s.count, 0),
-    ...(folded === undefined ? {} : { folded }),
   };
 }
 

@@ -11,7 +11,7 @@
  *
  *   buffer = [heap header: 1 page][shard 0 region][shard 1 region]...
  *   region = [shard header][page records][class map][live/pending bitmap]
- *            [profiler: sites, frames, strings][pages]
+ *            [profiler: sites, frames, strings, peak records][timeline][pages]
  *
  * A pointer is a byte offset into the buffer. Page 0 of the buffer is the
  * heap header, so 0 is never a valid pointer and can mean null, as in C.
@@ -83,10 +83,20 @@ export const HEAP_MAGIC1 = 0x50414548; // "HEAP" little-endian
  * 4: the profiler's site capacity is an option, kept in H_PROF_SITES
  *    (issue 22); a version 3 heap is read as one of the default capacity
  *    (PRE_CAPACITY_HEAP_VERSION).
+ * 5: peaks: a peak record per site after the profiler's strings, and each
+ *    region's timeline after them (peaks.ts, timeline.ts); versions 3 and
+ *    4 are still read, as heaps without either (PRE_PEAK_HEAP_VERSION).
  */
-export const HEAP_VERSION = 4;
+export const HEAP_VERSION = 5;
 /** The last version whose profiler capacity followed from the shard size alone. */
 export const PRE_CAPACITY_HEAP_VERSION = 3;
+/** The last version without peak records and timelines: its regions end their tables at the strings. */
+export const PRE_PEAK_HEAP_VERSION = 4;
+
+/** Whether a heap of format `version` keeps peaks and timelines. */
+export function hasPeaks(version: number): boolean {
+  return version > PRE_PEAK_HEAP_VERSION;
+}
 
 export const H_MAGIC0 = 0;
 export const H_MAGIC1 = 1;
@@ -112,6 +122,30 @@ export const H_FLAGS = 8;
 /** Debug pointers (quarantine.ts): freed objects are poisoned and held back from reuse. */
 export const HEAP_FLAG_DEBUG_POINTERS = 1;
 export const HEAP_FLAGS_KNOWN = HEAP_FLAG_DEBUG_POINTERS;
+/**
+ * The heap-wide peak (peaks.ts), on a line of its own (bytes 64-127): every
+ * shard adds its profiled live bytes' changes to H_PEAK_LIVE (8-byte units,
+ * a Uint32 through Atomics.add: 32 GiB of estimates), raises H_PEAK_UNITS
+ * (compareExchange) when the sum passes it, then bumps H_PEAK_EPOCH, which
+ * each shard's sites compare with to fold in what they held at the peak.
+ * Its time and the time it began (Float64 indices into the buffer) follow.
+ * Zero in heaps made before peaks, whose header page was zeroed.
+ */
+export const H_PEAK_LIVE = 16;
+export const H_PEAK_UNITS = 17;
+export const H_PEAK_EPOCH = 18;
+/** Float64 index: ms since the epoch of the heap-wide peak (Int32 slots 20-21). */
+export const H_PEAK_TIME_F64 = 10;
+/** Float64 index: when the heap-wide peak began to be kept (the heap's making, or its last reset). */
+export const H_PEAK_SINCE_F64 = 11;
+/** Bytes per unit of H_PEAK_LIVE and H_PEAK_UNITS. */
+export const PEAK_UNIT_BYTES = 8;
+/**
+ * The memory-pressure doorbell (pressure.ts), on a line of its own (bytes
+ * 128-191): a shard whose allocated memory reaches a threshold bumps it and
+ * notifies; the main thread of an Smp waits on it (Atomics.waitAsync).
+ */
+export const H_PRESSURE_BELL = 32;
 
 // ---------------------------------------------------------------------------
 // Shard header: the start of each region, its slots in address order. Int32
@@ -200,6 +234,8 @@ export const S_QUARANTINE_TAIL = 69;
 export const S_QUARANTINE_OBJECTS = 70;
 export const S_QUARANTINE_BYTES = 71;
 export const S_QUARANTINE_WRITTEN = 72;
+/** What this shard has added to the heap header's H_PEAK_LIVE, in PEAK_UNIT_BYTES units (peaks.ts). */
+export const S_PROF_HEAP_UNITS = 73;
 
 /**
  * Float64 counters (index relative to region start / 8), bytes 512-575.
@@ -219,6 +255,50 @@ export const C_FAILED_ALLOCATIONS = 6;
 /** Objects other shards freed into this shard's inbox and it drained. */
 export const C_CROSS_SHARD_RECEIVED = 7;
 export const C_COUNT = 8;
+
+/**
+ * The shard's peak (peaks.ts), Float64 slots relative to the region start
+ * / 8, bytes 576-615, beside the counters: written by the owner at every
+ * profiled allocation and free, read by anyone.
+ */
+export const PK_BASE = 72; // byte 576
+/** Profiled live bytes now: the sum of the sites' live bytes. */
+export const PK_LIVE = 0;
+/** The most PK_LIVE has been since profiling began or the last reset, and when (ms since the epoch; 0: never). */
+export const PK_PEAK = 1;
+export const PK_TIME = 2;
+/** Bumped at every new peak and reset: a site whose peak record holds another epoch holds at the peak what it holds now. */
+export const PK_EPOCH = 3;
+/** When the peak began to be kept: profiling's first start, or the last resetPeak (ms since the epoch). */
+export const PK_SINCE = 4;
+export const PK_COUNT = 5;
+
+/**
+ * Memory pressure (pressure.ts), Int32 slots, bytes 640-755. The owner
+ * compares its free pages with S_PRESSURE_RISE whenever it takes pages and
+ * looks further only when they fall below it (0: no threshold left to
+ * reach); S_PRESSURE_LEVEL thresholds are reached now. Set up by
+ * setPressureThresholds before the shard runs; counted by the owner.
+ */
+export const S_PRESSURE_COUNT = 160;
+export const S_PRESSURE_LEVEL = 161;
+export const S_PRESSURE_RISE = 162;
+/** Up to MAX_PRESSURE_THRESHOLDS thresholds, ascending: in used pages, and as given in millionths of the shard. */
+export const S_PRESSURE_PAGES = 164;
+export const S_PRESSURE_PPM = 172;
+/** Upward crossings of each threshold, counted by the owner (Atomics.store), read by the main thread and /metrics. */
+export const S_PRESSURE_CROSSINGS = 180;
+export const MAX_PRESSURE_THRESHOLDS = 8;
+
+/**
+ * The timeline's ring (timeline.ts), Int32 slots, bytes 768-779: written by
+ * the one thread that samples it (an Smp's main thread), not the owner. A
+ * sequence word odd while an entry is written, the next entry's index, the
+ * entries held.
+ */
+export const S_TIMELINE_SEQ = 192;
+export const S_TIMELINE_NEXT = 193;
+export const S_TIMELINE_COUNT = 194;
 
 /** Small-pool records, one 64-byte cache line per pool, bytes 1024-7167 (96 pools). */
 export const S_POOLS = 256; // byte 1024
@@ -290,7 +370,11 @@ export const SHARD_HEADER_SECTIONS: readonly HeaderSection[] = [
   { name: "free-span bitmap (S_SPAN_SUMMARY, S_SPAN_BITMAP)", byte: S_SPAN_SUMMARY * 4, bytes: (1 + SPAN_BITMAP_WORDS) * 4, alone: false },
   { name: "profiler settings and owner (S_PROF_DEPTH..S_PROF_FULL)", byte: S_PROF_DEPTH * 4, bytes: (S_PROF_FULL - S_PROF_DEPTH + 1) * 4, alone: false },
   { name: "debug pointers' quarantine (S_QUARANTINE_HEAD..S_QUARANTINE_WRITTEN)", byte: S_QUARANTINE_HEAD * 4, bytes: (S_QUARANTINE_WRITTEN - S_QUARANTINE_HEAD + 1) * 4, alone: false },
+  { name: "heap-wide peak share (S_PROF_HEAP_UNITS)", byte: S_PROF_HEAP_UNITS * 4, bytes: 4, alone: false },
   { name: "counters (C_BASE)", byte: C_BASE * 8, bytes: C_COUNT * 8, alone: false },
+  { name: "peak (PK_BASE)", byte: PK_BASE * 8, bytes: PK_COUNT * 8, alone: false },
+  { name: "memory pressure (S_PRESSURE_COUNT..S_PRESSURE_CROSSINGS)", byte: S_PRESSURE_COUNT * 4, bytes: (S_PRESSURE_CROSSINGS + MAX_PRESSURE_THRESHOLDS - S_PRESSURE_COUNT) * 4, alone: false },
+  { name: "timeline ring (S_TIMELINE_SEQ..S_TIMELINE_COUNT)", byte: S_TIMELINE_SEQ * 4, bytes: (S_TIMELINE_COUNT - S_TIMELINE_SEQ + 1) * 4, alone: false },
   { name: "pool records (S_POOLS)", byte: S_POOLS * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
   { name: "outbox (S_OUTBOX)", byte: S_OUTBOX * 4, bytes: 0 /* set by checkShardHeaderLayout */, alone: true },
   { name: "free-span lists (S_SPAN_LISTS)", byte: S_SPAN_LISTS * 4, bytes: SPAN_LIST_COUNT * 4, alone: false },
@@ -354,7 +438,8 @@ export const PM_SITE = 7;
 export const BITMAP_WORDS_PER_PAGE = 2 * (PAGE_SIZE >>> (GRANULE_SHIFT + 5));
 
 // ---------------------------------------------------------------------------
-// Heap profiler section: [rate epochs][site records][frame records][string bytes].
+// Heap profiler section: [rate epochs][site records][frame records][string bytes][peak records],
+// then the timeline (from version 5: PRE_PEAK_HEAP_VERSION's regions end at the strings).
 /**
  * Each sample rate the shard has used gets an epoch; a sampled object's
  * tag names its site and the epoch it was sampled in, so its free subtracts
@@ -406,9 +491,50 @@ export interface ProfilerCapacity {
 }
 
 /**
+ * A site's peak record (peaks.ts), Float64 slots, in a table after the
+ * string bytes with one record per site record: the site's four figures
+ * as they were at the shard's peak and the peak epoch they belong to, then
+ * the same for the heap-wide peak. 80 bytes a site.
+ */
+export const PEAK_STRIDE = 10;
+export const PR_COUNT = 0;
+export const PR_SIZE = 1;
+export const PR_ALLOC_COUNT = 2;
+export const PR_ALLOC_SIZE = 3;
+export const PR_EPOCH = 4;
+/** The heap-wide peak's figures start here (PR_HEAP + PR_COUNT...), its epoch at PR_HEAP + PR_EPOCH. */
+export const PR_HEAP = 5;
+
+/**
+ * The timeline (timeline.ts): a ring of entries, each the time, the
+ * shard's allocated memory, its profiled live bytes, then its
+ * TIMELINE_SITES largest sites' live bytes and live objects (Float64),
+ * then those sites' ids + 1 (Int32, 0 for none). 344 bytes an entry.
+ */
+export const TIMELINE_SITES = 16;
+export const TE_TIME = 0;
+export const TE_USED = 1;
+export const TE_LIVE = 2;
+/** Float64 slots of the first site's bytes and of its objects. */
+export const TE_SIZES = 3;
+export const TE_COUNTS = TE_SIZES + TIMELINE_SITES;
+/** Int32 slot (from the entry's start) of the first site's id + 1. */
+export const TE_IDS = 2 * (TE_COUNTS + TIMELINE_SITES);
+export const TIMELINE_ENTRY_BYTES = 4 * TE_IDS + 4 * TIMELINE_SITES;
+
+/**
+ * Timeline entries a shard of `shardBytes` keeps: one per 32 KiB, 32 to
+ * 600 (10 minutes at the Smp's default tick of a second; 1% of a shard
+ * of 1 to 4 MiB, 0.3% of 64 MiB). 0 in heaps made before peaks.
+ */
+export function timelineEntries(shardBytes: number, version: number = HEAP_VERSION): number {
+  return hasPeaks(version) ? Math.min(600, Math.max(32, Math.floor(shardBytes / 32768))) : 0;
+}
+
+/**
  * Stacks a shard keeps exactly unless told (heapprofSites): one per 32 KiB
  * of shard, between 64 and 4096 (2048 in a 64 MiB shard; its tables then
- * take 1.7% of it). Kept from before the option existed: a program with
+ * take 1.9% of it). Kept from before the option existed: a program with
  * more stacks raises it (issue 22: 8,000 stacks at 4,096 folded 49% of
  * the allocations into "(other sites)").
  */
@@ -418,34 +544,43 @@ export function defaultProfilerSites(shardBytes: number): number {
 
 /**
  * The tables for `stacks` distinct stacks: a record each plus site 0, four
- * frames a record, 64 string bytes a frame (528 bytes a stack: 176 of site
- * record, 96 of frames, 256 of strings). Frames and strings grow with the
- * sites, so raising the one option raises every table that can fill; a
- * full one folds new stacks into (other sites).
+ * frames a record, 64 string bytes a frame, a peak record a site (608
+ * bytes a stack: 176 of site record, 96 of frames, 256 of strings, 80 of
+ * peak record). Frames and strings grow with the sites, so raising the one
+ * option raises every table that can fill; a full one folds new stacks
+ * into (other sites).
  */
 export function profilerCapacity(stacks: number): ProfilerCapacity {
   const sites = stacks + 1;
   return { sites, frames: 4 * sites, stringBytes: 256 * sites };
 }
 
-export function profilerBytes(c: ProfilerCapacity): number {
-  return RATE_EPOCHS * 8 + c.sites * SITE_STRIDE * 4 + c.frames * FRAME_STRIDE * 4 + c.stringBytes;
+/** The profiler section's bytes in a heap of format `version` (peak records from version 5 on). */
+export function profilerBytes(c: ProfilerCapacity, version: number = HEAP_VERSION): number {
+  const peaks = hasPeaks(version) ? c.sites * PEAK_STRIDE * 8 : 0;
+  return RATE_EPOCHS * 8 + c.sites * SITE_STRIDE * 4 + c.frames * FRAME_STRIDE * 4 + c.stringBytes + peaks;
 }
 
-/** What one more stack adds to the tables (profilerCapacity): 528 bytes. */
+/** What one more stack adds to the tables (profilerCapacity): 608 bytes. */
 export const PROFILER_BYTES_PER_SITE = profilerBytes(profilerCapacity(1)) - profilerBytes(profilerCapacity(0));
+
+/** The profiler section and the timeline after it. */
+function tablesBytes(shardBytes: number, c: ProfilerCapacity, version: number): number {
+  return profilerBytes(c, version) + timelineEntries(shardBytes, version) * TIMELINE_ENTRY_BYTES;
+}
 
 /**
  * The most stacks a shard of `shardBytes` may keep: tables of at most a
  * quarter of the shard, so three quarters or more stay for objects (and a
  * heap image, which holds the tables, stays under 1.3 GiB: one read), or
  * the default where that is more (shards under 142 KiB, whose 64 default
- * sites take up to 26% of 128 KiB). 65,536 stacks need 33 MiB: shards of
- * 133 MiB or more. Tags name a site in 24 bits (TAG_SITE_MASK), far above
- * this.
+ * sites take up to 26% of 128 KiB). 65,536 stacks need 38 MiB: shards of
+ * 153 MiB or more. Tags name a site in 24 bits (TAG_SITE_MASK), far above
+ * this. `version`: the heap's format (each version's tables take their own bytes).
  */
-export function maxProfilerSites(shardBytes: number): number {
-  const quarter = Math.floor((shardBytes / 4 - profilerBytes(profilerCapacity(0))) / PROFILER_BYTES_PER_SITE);
+export function maxProfilerSites(shardBytes: number, version: number = HEAP_VERSION): number {
+  const perSite = profilerBytes(profilerCapacity(1), version) - profilerBytes(profilerCapacity(0), version);
+  const quarter = Math.floor((shardBytes / 4 - tablesBytes(shardBytes, profilerCapacity(0), version)) / perSite);
   return Math.min(TAG_SITE_MASK - 1, Math.max(defaultProfilerSites(shardBytes), quarter));
 }
 
@@ -456,7 +591,7 @@ export const PAGE_LARGE = 2; // head of a large (page-span) object
 export const PAGE_POOL = 3; // any page of a small-pool span
 
 
-/** Where the sections of one region sit, derived from the region's size and the profiler's capacity. */
+/** Where the sections of one region sit, derived from the region's size, the profiler's capacity and the heap's format. */
 export interface RegionLayout {
   /** Byte offset of the region in the buffer. */
   readonly base: number;
@@ -465,36 +600,47 @@ export interface RegionLayout {
   readonly bitmapOffset: number;
   readonly profilerOffset: number;
   readonly profiler: ProfilerCapacity;
+  /** Byte offsets, relative to the region, of the peak records and the timeline (0 in a heap made before peaks). */
+  readonly peaksOffset: number;
+  readonly timelineOffset: number;
+  readonly timelineEntries: number;
   readonly dataOffset: number;
   readonly dataPages: number;
 }
 
 /** Pages left for objects once a region of `shardBytes` holds its own metadata and tables for `profilerSites` stacks. */
-export function dataPagesFor(shardBytes: number, profilerSites: number): number {
+export function dataPagesFor(shardBytes: number, profilerSites: number, version: number = HEAP_VERSION): number {
   const perPage = PAGE_SIZE + METADATA_BYTES_PER_PAGE;
-  const profiler = profilerBytes(profilerCapacity(profilerSites));
-  let pages = Math.floor((shardBytes - SHARD_HEADER_BYTES - profiler) / perPage);
-  while (pages > 0 && metadataBytes(pages, profiler) + pages * PAGE_SIZE > shardBytes) pages--;
+  const tables = tablesBytes(shardBytes, profilerCapacity(profilerSites), version);
+  let pages = Math.floor((shardBytes - SHARD_HEADER_BYTES - tables) / perPage);
+  while (pages > 0 && metadataBytes(pages, tables) + pages * PAGE_SIZE > shardBytes) pages--;
   return Math.max(0, pages);
 }
 
 /** Page record, class-map byte, live and pending words. */
 const METADATA_BYTES_PER_PAGE = PM_STRIDE * 4 + 1 + BITMAP_WORDS_PER_PAGE * 4;
 
-/** Header + page metadata, rounded up to whole pages. */
-function metadataBytes(dataPages: number, profiler: number): number {
-  const raw = SHARD_HEADER_BYTES + dataPages * METADATA_BYTES_PER_PAGE + 64 + 8 + profiler;
+/** Header + page metadata + the tables, rounded up to whole pages. */
+function metadataBytes(dataPages: number, tables: number): number {
+  const raw = SHARD_HEADER_BYTES + dataPages * METADATA_BYTES_PER_PAGE + 64 + 8 + tables;
   return Math.ceil(raw / PAGE_SIZE) * PAGE_SIZE;
 }
 
-/** Region `shardId`'s layout in a heap of `shardBytes` regions whose profilers keep `profilerSites` stacks. */
-export function regionLayout(shardId: number, shardBytes: number, profilerSites: number): RegionLayout {
-  const dataPages = dataPagesFor(shardBytes, profilerSites);
+/**
+ * Region `shardId`'s layout in a heap of `shardBytes` regions whose
+ * profilers keep `profilerSites` stacks, in format `version` (the heap
+ * header's H_VERSION; a heap made before peaks has neither peak records
+ * nor a timeline, and its pages start earlier).
+ */
+export function regionLayout(shardId: number, shardBytes: number, profilerSites: number, version: number = HEAP_VERSION): RegionLayout {
+  const dataPages = dataPagesFor(shardBytes, profilerSites, version);
   const metaOffset = SHARD_HEADER_BYTES;
   const classMapOffset = metaOffset + dataPages * PM_STRIDE * 4;
   const bitmapOffset = Math.ceil((classMapOffset + dataPages) / 64) * 64;
   const profiler = profilerCapacity(profilerSites);
   const profilerOffset = bitmapOffset + dataPages * BITMAP_WORDS_PER_PAGE * 4;
+  const peaks = hasPeaks(version);
+  const peaksOffset = peaks ? profilerOffset + profilerBytes(profiler, PRE_PEAK_HEAP_VERSION) : 0;
   return {
     base: HEAP_HEADER_BYTES + shardId * shardBytes,
     metaOffset,
@@ -502,7 +648,10 @@ export function regionLayout(shardId: number, shardBytes: number, profilerSites:
     bitmapOffset,
     profilerOffset,
     profiler,
-    dataOffset: metadataBytes(dataPages, profilerBytes(profiler)),
+    peaksOffset,
+    timelineOffset: peaks ? peaksOffset + profiler.sites * PEAK_STRIDE * 8 : 0,
+    timelineEntries: timelineEntries(shardBytes, version),
+    dataOffset: metadataBytes(dataPages, tablesBytes(shardBytes, profiler, version)),
     dataPages,
   };
 }

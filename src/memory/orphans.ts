@@ -72,3 +72,16 @@ export function isMarked(r: ShardRegion, bits: Int32Array, ptr: number): boolean
   const rel = ptr - r.dataStart;
   return (bits[rel >>> 8]! & (1 << ((rel >>> 3) & 31))) !== 0;
 }
+
+/** freeOrphans' `keep` as a set of pointers; TypeError for anything but an iterable of numbers. */
+export function keptPointers(keep: Iterable<number>): Set<number> {
+  const kept = new Set<number>();
+  if (keep === null || typeof (keep as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== "function") {
+    throw new TypeError("freeOrphans: keep must be an iterable of pointers (numbers)");
+  }
+  for (const p of keep) {
+    if (typeof p !== "number") throw new TypeError(`freeOrphans: keep must hold pointers (numbers), got ${typeof p}`);
+    kept.add(p);
+  }
+  return kept;
+}

@@ -61,10 +61,13 @@ import {
   SPAN_BITMAP_WORDS,
   SPAN_LIST_COUNT,
   S_FREE_PAGES,
+  S_PRESSURE_LEVEL,
+  S_PRESSURE_RISE,
   S_SPAN_BITMAP,
   S_SPAN_SUMMARY,
 } from "./layout.js";
 import { FreeSpanIndex, lowestBit } from "./free-span-index.js";
+import { pressureFell, pressureRose } from "./pressure.js";
 import type { ShardRegion } from "./region.js";
 
 /** Lists below this hold one exact page count each (list n: spans of n pages). */
@@ -174,6 +177,7 @@ function freeSpanEndingAt(r: ShardRegion, p: number): number {
 export function freePageRange(r: ShardRegion, start: number, count: number): void {
   const i32 = r.i32;
   i32[r.hdr + S_FREE_PAGES] += count;
+  if (i32[r.hdr + S_PRESSURE_LEVEL] !== 0) pressureFell(r); // a memory-pressure threshold is reached (pressure.ts)
   const end = start + count;
   if (end < r.dataPages) {
     const m = r.pageMeta(end);
@@ -220,7 +224,8 @@ export function allocatePageSpan(r: ShardRegion, count: number, high: boolean): 
   if (p < 0) return -1;
   const pages = r.i32[r.pageMeta(p) + PM_SPAN_PAGES]!;
   unlinkFreeSpan(r, p);
-  r.i32[r.hdr + S_FREE_PAGES] -= count;
+  const free = (r.i32[r.hdr + S_FREE_PAGES] -= count);
+  if (free < r.i32[r.hdr + S_PRESSURE_RISE]!) pressureRose(r); // the next memory-pressure threshold is reached (pressure.ts)
   if (pages === count) return p;
   if (high) {
     insertFreeSpan(r, p, pages - count);

@@ -15,6 +15,7 @@ import { logInfo } from "../log.js";
 import { recordedHeapLabels } from "./heap-labels.js";
 import { PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "./layout.js";
 import { checkSize } from "./pointers.js";
+import { resetShardPeak, startPeaks } from "./peaks.js";
 import type { ShardRegion } from "./region.js";
 import { Sampler, sampleWeight } from "./sampler.js";
 import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
@@ -62,6 +63,7 @@ export class AllocationProfiler {
       setEpochRate(r, epoch, bytes);
       r.i32[r.hdr + S_PROF_EPOCH] = epoch;
       r.i32[r.hdr + S_PROF_RATE] = bytes;
+      if (bytes !== 0) startPeaks(r);
       logInfo(`shard ${r.id}: ${rateTransition(old, bytes)}`);
     }
     this.sampler.rate = bytes;
@@ -74,6 +76,16 @@ export class AllocationProfiler {
       throw new RangeError(`setHeapProfilingDepth: depth must be an integer from 1 to ${PROF_MAX_DEPTH}, got ${String(depth)}`);
     }
     this.r.i32[this.r.hdr + S_PROF_DEPTH] = depth;
+  }
+
+  /** The shard's peak starts again from now (peaks.ts). */
+  resetPeak(): void {
+    resetShardPeak(this.r);
+  }
+
+  /** @internal Keep the peaks' books or not (SiteTable.setPeakBooks): bench/profiler.ts times both in one run. */
+  setPeakTracking(on: boolean): void {
+    (this.siteTable ??= new SiteTable(this.r)).setPeakBooks(on);
   }
 
   /** Restart the sampler's generator (reproducible samples in tests). */

@@ -53,6 +53,9 @@ import { outboxHead } from "./cross-shard.js";
 import type { ShardRegion } from "./region.js";
 import { POOL_COUNT } from "./size-classes.js";
 import { siteTableProblem } from "./site-table.js";
+import { peaksProblem } from "./peaks.js";
+import { timelineProblem } from "./timeline.js";
+import { pressureProblem } from "./pressure.js";
 import { readStats } from "./stats.js";
 
 /** Float64 shard counters (layout.ts C_*): mallocs through cross-shard frees received. */
@@ -67,7 +70,7 @@ const MAX_CARRY = 2 ** 21;
  * records (~1 ms for a 64 MiB shard).
  */
 export function regionProblem(r: ShardRegion, shardBytes: number, profilerSites: number, regions: readonly ShardRegion[]): string | undefined {
-  const layout = regionLayout(r.id, shardBytes, profilerSites);
+  const layout = regionLayout(r.id, shardBytes, profilerSites, r.version);
   const slots: Array<[string, number, number]> = [
     ["shard id", S_ID, r.id],
     ["data pages", S_DATA_PAGES, layout.dataPages],
@@ -123,7 +126,7 @@ export function regionProblem(r: ShardRegion, shardBytes: number, profilerSites:
     if (tag !== 0 && ((tag & TAG_SITE_MASK) === 0 || (tag & TAG_SITE_MASK) > siteCapacity)) return `page ${p}'s site tag ${tag} names no site`;
     if (r.u8[r.classMap + p]! > POOL_COUNT) return `page ${p}'s class map entry ${r.u8[r.classMap + p]} names no size class`;
   }
-  return siteTableProblem(r, layout);
+  return siteTableProblem(r, layout) ?? peaksProblem(r) ?? timelineProblem(r) ?? pressureProblem(r);
 }
 
 function poolProblem(r: ShardRegion, cls: number, isPage: (p: number) => boolean, isObject: (ptr: number) => boolean): string | undefined {

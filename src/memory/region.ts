@@ -13,6 +13,8 @@ import {
   C_BASE,
   HEAP_FLAG_DEBUG_POINTERS,
   H_FLAGS,
+  H_VERSION,
+  PK_BASE,
   PM_STRIDE,
   PAGE_SHIFT,
   PAGE_SIZE,
@@ -86,11 +88,20 @@ export class ShardRegion {
   readonly dataBytes: number;
   /** The heap was made with debug pointers (quarantine.ts): freed objects are poisoned and held back from reuse. */
   readonly debugPointers: boolean;
+  /** The heap's format (its header's H_VERSION): the layout follows it. */
+  readonly version: number;
+  /** Float64 index of the shard's peak slots (PK_*). */
+  readonly peak: number;
+  /** Byte offsets in the buffer of the peak records and of the timeline (0: a heap made before peaks has neither), and the timeline's entries. */
+  readonly peaksOffset: number;
+  readonly timelineOffset: number;
+  readonly timelineEntries: number;
   /** The free spans by address, built on this thread's first page allocation (free-span-index.ts, page-spans.ts). */
   freeIndex: FreeSpanIndex | undefined = undefined;
 
   constructor(views: HeapViews, id: number, shardBytes: number, profilerSites: number) {
-    const layout = regionLayout(id, shardBytes, profilerSites);
+    this.version = views.i32[H_VERSION]!;
+    const layout = regionLayout(id, shardBytes, profilerSites, this.version);
     this.id = id;
     this.u8 = views.u8;
     this.i32 = views.i32;
@@ -114,6 +125,10 @@ export class ShardRegion {
     this.dataPages = layout.dataPages;
     this.dataBytes = layout.dataPages * PAGE_SIZE;
     this.debugPointers = (views.i32[H_FLAGS]! & HEAP_FLAG_DEBUG_POINTERS) !== 0;
+    this.peak = layout.base / 8 + PK_BASE;
+    this.peaksOffset = layout.peaksOffset === 0 ? 0 : layout.base + layout.peaksOffset;
+    this.timelineOffset = layout.timelineOffset === 0 ? 0 : layout.base + layout.timelineOffset;
+    this.timelineEntries = layout.timelineEntries;
   }
 
   /** Int32 index of page `p`'s metadata record. */

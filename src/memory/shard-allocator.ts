@@ -29,6 +29,7 @@
  */
 import { HeapOwnershipError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
+import { peakProfileOf, type PeakProfile } from "./peak-profile.js";
 import { formatSize } from "../units.js";
 import { allocatePageSpan, freePageRange, largestFreeSpanPages } from "./page-spans.js";
 import { Outbox, chainNext, claimLive, pushInbox, takeInbox } from "./cross-shard.js";
@@ -37,7 +38,7 @@ import { ownershipMessage } from "./ownership.js";
 import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
 
 import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
-import { clearMark, forEachMarked, snapshotLiveBits, type ObjectCount } from "./orphans.js";
+import { clearMark, forEachMarked, keptPointers, snapshotLiveBits, type ObjectCount } from "./orphans.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
 import { refillPool, releaseClean, sampledTagIndex, trimPool } from "./small-pool.js";
@@ -386,14 +387,7 @@ export class ShardAllocator extends ShardRegion {
    */
   freeOrphans(keep: Iterable<number> = []): ObjectCount & { kept: number } {
     this.checkOwned("freeOrphans");
-    const kept = new Set<number>();
-    if (keep === null || typeof (keep as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== "function") {
-      throw new TypeError("freeOrphans: keep must be an iterable of pointers (numbers)");
-    }
-    for (const p of keep) {
-      if (typeof p !== "number") throw new TypeError(`freeOrphans: keep must hold pointers (numbers), got ${typeof p}`);
-      kept.add(p);
-    }
+    const kept = keptPointers(keep);
     const marks = this.orphanMarks;
     const freed = { objects: 0, bytes: 0, kept: 0 };
     if (marks === null) return freed;
@@ -501,6 +495,17 @@ export class ShardAllocator extends ShardRegion {
   /** This shard's heap profile, from the buffer. */
   heapProfile(): HeapProfile {
     return heapProfileOf(this.geometry.regions, this.id);
+  }
+
+  /** The sites live at this shard's profiled peak (peaks.ts), from the buffer; from any thread. */
+  peakProfile(): PeakProfile {
+    return peakProfileOf(this.geometry.regions, this.id);
+  }
+
+  /** This shard's peak starts again from now: the peak is what it holds now. */
+  resetPeak(): void {
+    this.checkOwned("resetPeak");
+    this.profiler.resetPeak();
   }
 
   stats(): MemoryStats {

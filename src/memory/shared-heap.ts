@@ -32,6 +32,7 @@ import {
   MAX_SHARDS,
   PAGE_SIZE,
   PRE_CAPACITY_HEAP_VERSION,
+  PRE_PEAK_HEAP_VERSION,
   PROFILER_BYTES_PER_SITE,
   S_DATA_OFFSET,
   S_DATA_PAGES,
@@ -55,6 +56,9 @@ import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
 import { initSiteTable, readProfilerFill, type ProfilerFill } from "./site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
+import { peakProfileOf, type PeakProfile } from "./peak-profile.js";
+import { initHeapPeak, initPeaks, resetHeapPeak } from "./peaks.js";
+import { siteTimelineOf, timelineProfileAt, type SiteTimeline } from "./timeline-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 import { STORED_HEADER_BYTES, storedLengthIn } from "./stored-values.js";
 
@@ -75,9 +79,9 @@ export interface SharedHeapOptions {
   /**
    * Distinct allocation stacks each shard's heap profiler keeps exactly
    * (further ones fold into "(other sites)"; its frame and string tables
-   * grow with it, 528 bytes a stack). Default: one per 32 KiB of shard,
-   * 64 to 4096. At most what a quarter of the shard holds (63,545 in
-   * 128 MiB; 65,536 need 133 MiB shards).
+   * grow with it, 608 bytes a stack). Default: one per 32 KiB of shard,
+   * 64 to 4096. At most what a quarter of the shard holds (54,844 in
+   * 128 MiB; 65,536 need 153 MiB shards).
    */
   heapprofSites?: number;
   /**
@@ -112,8 +116,9 @@ export function profilerSitesFor(sites: number | string | undefined, bytes: numb
   const n = parseInteger(sites, what, 1, maxProfilerSites(MAX_HEAP_BYTES - HEAP_HEADER_BYTES));
   const max = maxProfilerSites(shardBytes);
   if (n > max) {
-    // The smallest shard whose quarter holds n stacks' tables, in whole MiB.
-    const needed = Math.ceil((4 * profilerBytes(profilerCapacity(n))) / 2 ** 20) * 2 ** 20;
+    // The smallest shard whose quarter holds n stacks' tables (and its timeline), in whole MiB.
+    let needed = Math.ceil((4 * profilerBytes(profilerCapacity(n))) / 2 ** 20) * 2 ** 20;
+    while (maxProfilerSites(needed) < n) needed += 2 ** 20;
     throw new InvalidValueError(
       what,
       `${what} ${n} does not fit shards of ${formatSize(shardBytes)}: the profiler's tables (${PROFILER_BYTES_PER_SITE} bytes a site) may take a quarter of a shard, ` +
@@ -137,6 +142,8 @@ export class SharedHeap implements HeapGeometry {
   readonly shardBytes: number;
   /** Distinct stacks each shard's profiler keeps exactly before it folds new ones into "(other sites)". */
   readonly profilerSites: number;
+  /** @internal The heap's format (H_VERSION): HEAP_VERSION for a heap made here; an image may be older. */
+  readonly version: number;
   /** @internal Read-only views of each region. */
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
@@ -151,6 +158,7 @@ export class SharedHeap implements HeapGeometry {
     this.shardBytes = shardBytes;
     this.profilerSites = profilerSites;
     this.views = new HeapViews(buffer, memory);
+    this.version = this.views.i32[H_VERSION]!;
     this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes, profilerSites));
     this.allocators = new Array<ShardAllocator | undefined>(shards).fill(undefined);
   }
@@ -199,6 +207,7 @@ export class SharedHeap implements HeapGeometry {
     h[H_FLAGS] = debugPointers ? HEAP_FLAG_DEBUG_POINTERS : 0;
     const heap = new SharedHeap(buffer, memory, shards, regionBytes, profilerSites);
     for (const r of heap.regions) initRegion(r, regionBytes, profilerSites);
+    initHeapPeak(heap.views.i32, heap.views.f64);
     return heap;
   }
 
@@ -427,6 +436,45 @@ export class SharedHeap implements HeapGeometry {
   }
 
   /**
+   * The sites live at shard `shard`'s profiled peak (the moment its
+   * profiled live bytes were highest since profiling began or its last
+   * resetPeak), or, with no shard, at the heap-wide peak: the moment the
+   * shards' sum was highest (peaks.ts says within what). Read from the
+   * buffer, no shard involved. HeapFormatError for a heap image written
+   * before shardheap kept peaks.
+   */
+  peakProfile(shard?: number): PeakProfile {
+    if (shard !== undefined) this.checkShardId(shard, "peakProfile");
+    return peakProfileOf(this.regions, shard);
+  }
+
+  /**
+   * The largest sites' live bytes over time, per tick of shard `shard`'s
+   * timeline or of every shard's summed (timeline.ts: the ticks are an
+   * Smp's, once a second by default; a heap used without Smp has none).
+   * From the buffer: any thread, or an image.
+   */
+  timeline(shard?: number): SiteTimeline {
+    if (shard !== undefined) this.checkShardId(shard, "timeline");
+    return siteTimelineOf(this.regions, shard);
+  }
+
+  /**
+   * The timeline's tick at or just before `t` (ms since the epoch) as a
+   * HeapProfile (timeline-profile.ts: its largest sites and the rest as
+   * one), with the tick's time; undefined when no tick is that old.
+   */
+  timelineProfile(t: number, shard?: number): (HeapProfile & { t: number }) | undefined {
+    if (shard !== undefined) this.checkShardId(shard, "timelineProfile");
+    return timelineProfileAt(this.regions, shard, t);
+  }
+
+  /** @internal The heap-wide peak starts again from now (from any thread; Smp.resetPeak("all")). */
+  resetHeapPeak(): void {
+    resetHeapPeak(this.views.i32, this.views.f64);
+  }
+
+  /**
    * Save what reports need of this heap (headers, metadata, profiler tables;
    * not the objects) to `path`, for `shardheap report` to read offline.
    */
@@ -472,6 +520,7 @@ function initRegion(r: ShardRegion, shardBytes: number, profilerSites: number): 
   initPools(r);
   initPageSpans(r);
   initSiteTable(r, layout);
+  initPeaks(r);
 }
 
 /** A heap's geometry as its header gives it. */
@@ -479,6 +528,8 @@ export interface HeapHeader {
   shards: number;
   shardBytes: number;
   profilerSites: number;
+  /** Its format (H_VERSION): 3 to HEAP_VERSION are read. */
+  version: number;
 }
 
 /** Validate a heap header; returns the geometry or throws HeapFormatError. */
@@ -496,29 +547,29 @@ export function readHeader(buffer: ArrayBufferLike): HeapHeader {
 export function headerFields(h: ArrayLike<number>): HeapHeader {
   const shardBytes = h[H_SHARD_PAGES]! * PAGE_SIZE;
   const profilerSites = h[H_VERSION] === PRE_CAPACITY_HEAP_VERSION ? defaultProfilerSites(shardBytes) - 1 : h[H_PROF_SITES]!;
-  return { shards: h[H_SHARDS]!, shardBytes, profilerSites };
+  return { shards: h[H_SHARDS]!, shardBytes, profilerSites, version: h[H_VERSION]! };
 }
 
 /** What is wrong with header words `h` that claim a heap, or undefined (the buffer's length is checked by the caller). */
 export function headerProblem(h: ArrayLike<number>): string | undefined {
   if (h[H_MAGIC0] !== HEAP_MAGIC0 || h[H_MAGIC1] !== HEAP_MAGIC1) return "not a shardheap heap: wrong magic number";
-  if (h[H_VERSION] !== HEAP_VERSION && h[H_VERSION] !== PRE_CAPACITY_HEAP_VERSION) {
-    return `shardheap heap format version ${h[H_VERSION]} is not supported (this is version ${HEAP_VERSION}; ${PRE_CAPACITY_HEAP_VERSION} is read too)`;
+  if (h[H_VERSION] !== HEAP_VERSION && h[H_VERSION] !== PRE_PEAK_HEAP_VERSION && h[H_VERSION] !== PRE_CAPACITY_HEAP_VERSION) {
+    return `shardheap heap format version ${h[H_VERSION]} is not supported (this is version ${HEAP_VERSION}; ${PRE_CAPACITY_HEAP_VERSION} and ${PRE_PEAK_HEAP_VERSION} are read too)`;
   }
   if (h[H_PAGE_SIZE] !== PAGE_SIZE || h[H_HEADER_BYTES] !== HEAP_HEADER_BYTES) return "not a shardheap heap: page or header size differs";
   // Words a reader was not given (an older image's shorter header) read as 0, as in heaps made before them.
   const flags = h[H_FLAGS] ?? 0;
   if ((flags & ~HEAP_FLAGS_KNOWN) !== 0) return `corrupt shardheap header: unknown mode flags ${flags}`;
-  const { shards, shardBytes, profilerSites } = headerFields(h);
+  const { shards, shardBytes, profilerSites, version } = headerFields(h);
   if (shards < 1 || shards > MAX_SHARDS || shardBytes < MIN_SHARD_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes`;
   if (HEAP_HEADER_BYTES + shards * shardBytes > MAX_HEAP_BYTES) return `corrupt shardheap header: ${plural(shards, "shard")} of ${shardBytes} bytes is more than 4 GiB`;
-  if (profilerSites < 1 || profilerSites > maxProfilerSites(shardBytes)) {
-    return `corrupt shardheap header: a profiler of ${profilerSites} sites (shards of ${shardBytes} bytes hold 1 to ${maxProfilerSites(shardBytes)})`;
+  if (profilerSites < 1 || profilerSites > maxProfilerSites(shardBytes, version)) {
+    return `corrupt shardheap header: a profiler of ${profilerSites} sites (shards of ${shardBytes} bytes hold 1 to ${maxProfilerSites(shardBytes, version)})`;
   }
   // A pool takes its smaller fallback span when its preferred one does not
   // fit, so the floor is the largest fallback span (8 pages), not the
   // largest preferred span (32 pages, more than a 128 KiB shard holds).
-  if (dataPagesFor(shardBytes, profilerSites) < Math.max(...classFallbackSpanPages)) return `corrupt shardheap header: a shard of ${shardBytes} bytes is too small`;
+  if (dataPagesFor(shardBytes, profilerSites, version) < Math.max(...classFallbackSpanPages)) return `corrupt shardheap header: a shard of ${shardBytes} bytes is too small`;
   return undefined;
 }
 

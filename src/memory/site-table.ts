@@ -55,6 +55,7 @@ import {
   type RegionLayout,
 } from "./layout.js";
 import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
+import { PeakBooks, readPeakSlots } from "./peaks.js";
 import type { ShardRegion } from "./region.js";
 import { frameOf, isOwnFrame, isRuntimeFrame, positionOf, type Frame } from "./stack-capture.js";
 
@@ -150,6 +151,8 @@ export class SiteTable {
   private readonly lengths = new Map<string, number>();
   /** Cache: a label set's id (heap-labels.ts, this thread's) -> its frame record + 1 (SR_LABELS). */
   private readonly labelSlotBySet = new Map<number, number>();
+  /** The peaks' books (peaks.ts): told before a site changes and after; null in a heap made before peaks. */
+  private peaks: PeakBooks | null;
 
   constructor(r: ShardRegion) {
     this.r = r;
@@ -157,7 +160,25 @@ export class SiteTable {
     this.maxSites = r.headerSlot(S_PROF_MAX_SITES);
     this.maxFrames = r.headerSlot(S_PROF_MAX_FRAMES);
     this.stringCapacity = r.headerSlot(S_PROF_STRING_CAPACITY);
+    this.peaks = r.peaksOffset === 0 ? null : new PeakBooks(r);
     this.rebuildCaches();
+  }
+
+  /**
+   * @internal Keep the peaks' books or not: for bench/profiler.ts, which
+   * times the same heap with and without them (what they cost, in one run).
+   * Off, the peaks stop where they are and no longer say the truth.
+   */
+  setPeakBooks(on: boolean): void {
+    if (this.peaks === null && on && this.r.peaksOffset !== 0) {
+      // Back on: the live figure is recounted, as the sites hold it now.
+      let live = 0;
+      for (const site of readSites(this.r)) live += site.size;
+      this.peaks = new PeakBooks(this.r);
+      this.peaks.moved(live - readPeakSlots(this.r).live);
+    } else if (!on) {
+      this.peaks = null;
+    }
   }
 
   /**
@@ -256,10 +277,13 @@ export class SiteTable {
     const f = this.counters(site);
     const f64 = this.r.f64;
     const count = onGrid(weight);
+    const peaks = this.peaks;
+    if (peaks !== null) peaks.touch(site, f);
     f64[f + SRF_COUNT] += count;
     f64[f + SRF_SIZE] += count * size;
     f64[f + SRF_ALLOC_COUNT] += count;
     f64[f + SRF_ALLOC_SIZE] += count * size;
+    if (peaks !== null) peaks.moved(count * size);
   }
 
   /**
@@ -272,8 +296,11 @@ export class SiteTable {
     const f = this.counters(site);
     const f64 = this.r.f64;
     const count = onGrid(weight);
+    const peaks = this.peaks;
+    if (peaks !== null) peaks.touch(site, f);
     f64[f + SRF_COUNT] -= count;
     f64[f + SRF_SIZE] -= count * size;
+    if (peaks !== null) peaks.moved(-count * size);
   }
 
   /** A sampled object resized in place (realloc shrinking a page span). */
@@ -282,8 +309,11 @@ export class SiteTable {
     const f64 = this.r.f64;
     const oldCount = onGrid(oldWeight);
     const newCount = onGrid(newWeight);
+    const peaks = this.peaks;
+    if (peaks !== null) peaks.touch(site, f);
     f64[f + SRF_COUNT] += newCount - oldCount;
     f64[f + SRF_SIZE] += newCount * newSize - oldCount * oldSize;
+    if (peaks !== null) peaks.moved(newCount * newSize - oldCount * oldSize);
   }
 
   /** Float64 index of a site record's counters base (add SRF_*). */
@@ -375,6 +405,11 @@ export class SiteTable {
 /** A site's key in siteByStack: its frame ids, and its label slot when it has one. */
 function siteKeyOf(stack: string, labelSlot: number): string {
   return labelSlot === 0 ? stack : `${stack}|${labelSlot}`;
+}
+
+/** Float64 index of site `site`'s counters in region `r` (add SRF_*): for the peaks' readers. */
+export function siteCounters(r: ShardRegion, site: number): number {
+  return (tablesOf(r).sites + site * SITE_STRIDE) >>> 1;
 }
 
 /** One site as read from the buffer: raw (unscaled, unrounded) counters. */

@@ -1,13 +1,14 @@
 /**
  * A small assembler from WebAssembly's text form to its binary module
  * format, for the few modules this package writes by hand (atomics.ts:
- * the heap's read-modify-writes; shared-map-atomics.ts: the SharedMap's
+ * the heap's read-modify-writes; shared-map/atomics.ts: the SharedMap's
  * probe and reference counts). The instructions are written as WAT's flat
  * form, one per line (`local.get $d`, `i32.atomic.load offset=4`,
  * `loop $retry`, `br_if $held`, `end`), so the source a reader checks is
  * the program itself, not a list of opcodes; labels and locals are named
- * and resolved here. Only what those modules use is supported: i32 values,
- * one imported shared memory, mutable i32 globals, functions.
+ * and resolved here. Only what those modules use is supported: i32 values
+ * (and a few i64 instructions on the stack), one imported shared memory,
+ * mutable i32 globals, functions.
  *
  * Why not a WebAssembly toolchain: nothing is compiled at build time
  * (the package ships TypeScript's output only) and no dependency is added;
@@ -64,6 +65,13 @@ const PLAIN: Readonly<Record<string, number>> = {
   "i32.shl": 0x74,
   "i32.shr_s": 0x75,
   "i32.shr_u": 0x76,
+  // i64 values live on the stack only (every local is an i32): the pair
+  // compareExchange of shared-map/atomics.ts builds its operands there.
+  "i64.eq": 0x51,
+  "i64.or": 0x84,
+  "i64.shl": 0x86,
+  "i32.wrap_i64": 0xa7,
+  "i64.extend_i32_u": 0xad,
 };
 
 /** Memory instructions (a memarg: alignment 2, i.e. 4 bytes, and an offset): [prefix?, opcode]. */
@@ -78,6 +86,9 @@ const MEMORY: Readonly<Record<string, readonly number[]>> = {
   "i32.atomic.rmw.or": [0xfe, 0x33],
   "i32.atomic.rmw.xchg": [0xfe, 0x41],
   "i32.atomic.rmw.cmpxchg": [0xfe, 0x48],
+  // 8-byte accesses: alignment 3 (an atomic's must be its natural one).
+  "i64.atomic.load": [0xfe, 0x11],
+  "i64.atomic.rmw.cmpxchg": [0xfe, 0x49],
 };
 
 /** Unsigned LEB128. */
@@ -182,10 +193,15 @@ function encodeBody(f: WasmFunction, fnIndex: ReadonlyMap<string, number>, globa
       const v = Number(arg);
       if (!Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 32) fail(line, "not a 32-bit integer");
       out.push(0x41, ...sleb(v));
+    } else if (op === "i64.const") {
+      const v = Number(arg);
+      if (!Number.isInteger(v) || v < -(2 ** 31) || v >= 2 ** 31) fail(line, "an i64.const here is a 32-bit signed integer");
+      out.push(0x42, ...sleb(v));
     } else if (MEMORY[op] !== undefined) {
       const offset = arg === undefined ? 0 : Number(/^offset=(\d+)$/.exec(arg)?.[1] ?? NaN);
-      if (!Number.isInteger(offset) || offset % 4 !== 0) fail(line, "offset must be offset=N, a multiple of 4");
-      out.push(...MEMORY[op]!, 2, ...leb(offset));
+      const align = op.startsWith("i64.") ? 3 : 2;
+      if (!Number.isInteger(offset) || offset % (1 << align) !== 0) fail(line, `offset must be offset=N, a multiple of ${1 << align}`);
+      out.push(...MEMORY[op]!, align, ...leb(offset));
     } else if (PLAIN[op] !== undefined && arg === undefined) {
       out.push(PLAIN[op]!);
     } else {

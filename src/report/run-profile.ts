@@ -22,3 +22,8 @@ export function profilerRan(startRate: number, profile: HeapProfile): boolean {
 export function formatRunProfile(profile: HeapProfile): string {
   return `Heap profile (live bytes, all shards; branches under 1% left out):\n${formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) })}`;
 }
+
+/** The end-of-run tree of the shards' JS heaps (--jsheapprof): the same tree, its own heading. */
+export function formatJsHeapRunProfile(profile: HeapProfile): string {
+  return `JS heap profile (sampled live objects in the shards' own V8 heaps; branches under 1% left out):\n${formatTree(profile, { minSize: Math.floor(profile.totalSize / 100) })}`;
+}

@@ -32,7 +32,7 @@ import { parseReportFormat, renderProfile } from "../report/render.js";
 import { SourceMapCache, mapProfileToSources } from "../report/source-map.js";
 import type { Smp } from "../smp/smp.js";
 import { parseBoolean, parseInteger, rejectUnknownKeys } from "../parse.js";
-import { heapprofRate } from "../smp/options.js";
+import { heapprofRate, jsHeapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 import { Baselines, DEFAULT_BASELINE, baselineName } from "./baselines.js";
 import { allowedHostNames, authorized, checkHost, checkSite } from "./admin-guards.js";
@@ -42,6 +42,9 @@ import { HeapImageDownloads, MAX_DOWNLOADS } from "./heap-image-download.js";
 import { mapGrowingSites } from "./growing-sites.js";
 import { MemoryHistory, type HistoryOptions } from "./memory-history.js";
 import { memoryMetricsRegistry } from "./metrics.js";
+import { parseAt, profileInThePast, shownTimeline } from "./peak-views.js";
+import { JsHeapBaselines, checkDiffHeap, heapParam, profileOfHeap } from "./heap-kinds.js";
+import { registerJsHeapMetrics } from "./js-heap-metrics.js";
 
 export interface AdminOptions {
   /** Port; 0 (default) picks a free one. */
@@ -85,9 +88,10 @@ export async function serveAdmin(smp: Smp, o: AdminOptions = {}): Promise<AdminS
   const history = new MemoryHistory(smp, o.dashboard);
   const parts: Parts = {
     hostNames,
-    metrics: memoryMetricsRegistry(smp.heap),
+    metrics: registerJsHeapMetrics(memoryMetricsRegistry(smp.heap), smp),
     images: new HeapImageDownloads(smp.heap),
     baselines: new Baselines(smp.heap),
+    jsBaselines: new JsHeapBaselines(smp),
     debugPprof: new DebugPprof(smp, sourceMaps),
     history,
   };
@@ -196,6 +200,8 @@ interface Parts {
   metrics: ReturnType<typeof memoryMetricsRegistry>;
   images: HeapImageDownloads;
   baselines: Baselines;
+  /** The JS heaps' baselines (heap=js), apart from the shared heap's. */
+  jsBaselines: JsHeapBaselines;
   debugPprof: DebugPprof;
   history: MemoryHistory;
 }
@@ -243,7 +249,7 @@ const ROUTES: readonly Route[] = [
       },
     }),
   ),
-  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label", "fullpaths"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof", ["shard", "format", "inverted", "min", "diff", "baseline", "by", "label", "fullpaths", "heap", "at", "from"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const format = parseReportFormat(q.get("format") ?? "json", "format");
     const inverted = q.has("inverted") && parseBoolean(q.get("inverted")!, "inverted");
@@ -253,10 +259,20 @@ const ROUTES: readonly Route[] = [
     if (diff !== null && diff !== "baseline") throw new InvalidValueError("diff", `diff must be "baseline", got ${JSON.stringify(diff)}`);
     if (diff === null && q.has("baseline")) throw new UsageError("baseline=NAME names the baseline of diff=baseline: give diff=baseline too");
     const name = baselineName(q.get("baseline"), "baseline");
-    const raw = diff === null ? smp.heapProfile(shard) : parts.baselines.growth(name, shard);
+    const heap = heapParam(q);
+    if (diff !== null) checkDiffHeap(heap);
+    // at=peak | at=T [&from=T0]: a peak, a timeline tick, or the growth between two ticks (peak-views.ts), of the shared heap.
+    const at = q.has("at") ? parseAt(q.get("at")!, "at") : undefined;
+    const from = q.has("from") ? parseInteger(q.get("from")!, "from", 0, Number.MAX_SAFE_INTEGER) : undefined;
+    if (at !== undefined && diff !== null) throw new UsageError("at= and diff=baseline each name a profile: give one");
+    if (at === undefined && from !== undefined) throw new UsageError("from=T0 needs at=T: the growth from one timeline tick to another");
+    if (at !== undefined && heap !== "shared") throw new UsageError("at= names a peak or a timeline tick of the shared heap: not with heap=js or heap=all");
+    const past = at === undefined ? undefined : profileInThePast(smp.heap, shard, at, from);
+    const raw = past?.profile ?? (diff === null ? await profileOfHeap(smp, heap, shard) : heap === "js" ? await parts.jsBaselines.growth(name, shard) : parts.baselines.growth(name, shard));
     const profile = await mapProfileToSources(raw, sourceMaps);
     const since = name === DEFAULT_BASELINE ? "the baseline" : `baseline ${name}`;
-    const title = diff === null ? undefined : `Growth of ${shard === undefined ? "all shards" : `shard ${shard}`} since ${since} (widths: live bytes now; red grew, blue shrank)`;
+    const of = `${heap === "js" ? "the JS heap of " : ""}${shard === undefined ? "all shards" : `shard ${shard}`}`;
+    const title = past?.title ?? (diff === null ? undefined : `Growth of ${of} since ${since} (widths: live bytes now; red grew, blue shrank)`);
     const by = q.get("by");
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
     const labelText = q.get("label");
@@ -265,25 +281,39 @@ const ROUTES: readonly Route[] = [
     const out = renderProfile(profile, format, { inverted, minSize, fullPaths, ...(title === undefined ? {} : { title }), ...(by === null ? {} : { by }), ...(label === undefined ? {} : { label }) });
     send(res, 200, out.body, out.contentType);
   }),
-  data("PUT", "/v1/heapprof", ["shard", "rate", "enabled"], async ({ smp, q, res }) => {
+  data("PUT", "/v1/heapprof", ["shard", "rate", "enabled", "heap"], async ({ smp, q, res }) => {
     const shard = shardParam(q, smp, true);
     if (shard === undefined) throw new UsageError('shard is required: a shard number or "all"');
+    const heap = heapParam(q, ["shared", "js"]);
     const r = q.get("rate");
     const enabled = q.get("enabled");
-    if ((r === null) === (enabled === null)) throw new UsageError("give one of rate=BYTES (0 off, 1 every allocation) or enabled=1|0");
-    const rate = r !== null ? heapprofRate(r, "rate") : heapprofRate(parseBoolean(enabled!, "enabled"), "enabled");
-    await smp.setHeapProfiling(shard, rate);
-    json(res, { shard, rate });
+    if ((r === null) === (enabled === null)) throw new UsageError(`give one of rate=BYTES (0 off, ${heap === "js" ? "N one sample per N bytes" : "1 every allocation"}) or enabled=1|0`);
+    // heap=js: enabled=1 is the JS heap profiler's default interval (512 KiB), not every allocation.
+    const parseRate = heap === "js" ? jsHeapprofRate : heapprofRate;
+    const rate = r !== null ? parseRate(r, "rate") : parseRate(parseBoolean(enabled!, "enabled"), "enabled");
+    await (heap === "js" ? smp.setJsHeapProfiling(shard, rate) : smp.setHeapProfiling(shard, rate));
+    json(res, heap === "js" ? { shard, rate, heap } : { shard, rate });
   }),
-  data("POST", "/v1/heapprof/baseline", ["shard", "name"], ({ smp, parts, q, res }) => {
+  data("POST", "/v1/heapprof/peak/reset", ["shard"], async ({ smp, q, res }) => {
     const shard = shardParam(q, smp, true) ?? "all";
-    json(res, { baselines: parts.baselines.set(baselineName(q.get("name")), shard) });
+    await smp.resetPeak(shard);
+    json(res, { shard });
   }),
-  data("GET", "/v1/heapprof/baseline", [], ({ parts, res }) => json(res, { baselines: parts.baselines.list() })),
-  data("DELETE", "/v1/heapprof/baseline", ["name", "shard"], ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof/timeline", ["shard", "fullpaths"], async ({ smp, q, res }) => {
+    const shard = shardParam(q, smp) as number | undefined;
+    json(res, { ...(await shownTimeline(smp.timeline(shard), sourceMaps, { fullPaths: fullPathsParam(q) })), intervalMs: smp.options.timelineIntervalMs });
+  }),
+  data("POST", "/v1/heapprof/baseline", ["shard", "name", "heap"], async ({ smp, parts, q, res }) => {
+    const shard = shardParam(q, smp, true) ?? "all";
+    const name = baselineName(q.get("name"));
+    json(res, heapParam(q, ["shared", "js"]) === "js" ? { jsBaselines: await parts.jsBaselines.set(name, shard) } : { baselines: parts.baselines.set(name, shard) });
+  }),
+  data("GET", "/v1/heapprof/baseline", [], ({ parts, res }) => json(res, { baselines: parts.baselines.list(), jsBaselines: parts.jsBaselines.list() })),
+  data("DELETE", "/v1/heapprof/baseline", ["name", "shard", "heap"], ({ smp, parts, q, res }) => {
     // The name is required here: a bare DELETE forgetting "default" would surprise whoever meant "all of them".
     if (!q.get("name")) throw new UsageError("name is required: DELETE /v1/heapprof/baseline?name=NAME (GET /v1/heapprof/baseline lists them)");
-    json(res, { deleted: parts.baselines.delete(baselineName(q.get("name")), shardParam(q, smp) as number | undefined) });
+    const store = heapParam(q, ["shared", "js"]) === "js" ? parts.jsBaselines : parts.baselines;
+    json(res, { deleted: store.delete(baselineName(q.get("name")), shardParam(q, smp) as number | undefined) });
   }),
   // The dashboard's label view, apart from the profile: names and one label's groups are a few hundred bytes where
   // format=json&by= sends every site too (20,000 sites under 3 values: 16.6 MB in 370-640 ms against 369 B in 16-31 ms).

@@ -4,12 +4,14 @@
  * installed package, the page's own script from dashboard-script.ts), the
  * favicon a data: URL so the browser asks nothing else. The body says
  * whether the server needs a token, so the page asks for it before its
- * first request instead of after a refused one.
+ * first request instead of after a refused one. The whole-memory panel's
+ * section and style come from dashboard-js-heap.ts.
  */
+import { JS_HEAP_CSS, JS_HEAP_SECTION_HTML } from "./dashboard-js-heap.js";
 
 /** The page; `tokenRequired` marks the body so the page asks for the token first. */
 export function dashboardHtml(tokenRequired: boolean): string {
-  return DASHBOARD_HTML.replace("TOKEN_STATE", tokenRequired ? "required" : "none");
+  return DASHBOARD_HTML.replace("TOKEN_STATE", tokenRequired ? "required" : "none").replace("<!--JS_HEAP_SECTION-->", JS_HEAP_SECTION_HTML);
 }
 
 const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
@@ -23,6 +25,8 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
 <link rel="stylesheet" href="/dashboard.css">
 <script src="/vendor/uPlot.iife.min.js"></script>
 <script src="/dashboard.js"></script>
+<script src="/dashboard-peaks.js"></script>
+<script src="/dashboard-js-heap.js"></script>
 </head>
 <body data-token="TOKEN_STATE">
 <header>
@@ -39,7 +43,7 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
 </div>
 <main>
 <section id="memory-section">
-  <h2>Memory per shard</h2>
+  <h2>Memory per shard <button id="jump-to-peak" title="show the moment of the chosen shards' peak on the charts, and its flamegraph">Jump to peak</button></h2>
   <p class="hint" id="sampling"></p>
   <p class="alert" id="failed-note" hidden></p>
   <div class="charts">
@@ -50,6 +54,11 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
     <div class="chart" id="chart-failed"></div>
     <div class="chart" id="chart-largest-free"></div>
   </div>
+  <h3>Largest sites over time <span class="hint">(profiled live bytes, stacked, from each shard's timeline: drag across the chart to choose a window)</span></h3>
+  <div class="chart" id="chart-sites"></div>
+  <p id="window-box" hidden>Window <span id="window-info"></span>: <button id="window-peak">Its peak</button> <button id="window-growth">Growth across it</button> <button id="window-clear">Clear</button></p>
+  <p class="hint" id="window-shown" hidden></p>
+  <iframe id="window-flame" title="the chosen window's peak or growth" hidden></iframe>
 </section>
 <section id="app-section" hidden>
   <h2>App <span class="hint">(figures the program publishes: smp.publishAppStats)</span></h2>
@@ -63,6 +72,7 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
   </table>
   <datalist id="rate-choices"><option value="every allocation"></option><option value="4K"></option><option value="64K"></option><option value="512K"></option><option value="1M"></option></datalist>
 </section>
+<!--JS_HEAP_SECTION-->
 <section id="growing-section">
   <h2>Growing sites <span class="hint">(live bytes rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span></h2>
   <ol id="growing-list"></ol>
@@ -77,6 +87,11 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
   <p id="label-filter" class="filter" role="status" hidden>Only <span class="name" id="label-filter-name"></span> <button id="label-filter-clear">Show all</button></p>
   <p id="folded-warning" class="warning" role="status" hidden></p>
   <iframe id="flame" title="live heap flamegraph"></iframe>
+</section>
+<section id="peak-section">
+  <h2>Peak <span id="peak-info" class="hint"></span> <button id="reset-peak" title="start the chosen shards' peak again from now">Reset peak</button></h2>
+  <p class="hint">What held the memory at the moment the profiled live bytes were highest (one shard's own peak, or, for all shards, the moment their sum was).</p>
+  <iframe id="peak-flame" title="the peak's flamegraph"></iframe>
 </section>
 <section id="growth-section">
   <h2>Growth since baseline
@@ -135,5 +150,7 @@ table.by-label button.value { font: inherit; font-family: ui-monospace, Menlo, C
 table.by-label tr.chosen { background: #e3f2fd; }
 table.by-label tr.chosen button.value { font-weight: bold; text-decoration: none; }
 .filter { margin: 0.3em 0; padding: 0.3em 0.6em; border-left: 4px solid #1e88e5; background: #e3f2fd; }
+#chart-sites { min-height: 260px; }
+#window-box button { margin-left: 0.3em; }
 .warning { margin: 0.3em 0; padding: 0.3em 0.6em; border-left: 4px solid #ff7043; background: #fff3e0; }
-`;
+${JS_HEAP_CSS}`;

@@ -72,6 +72,26 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     started: false,
   };
   window.shardheapDashboard = state;
+  /*
+   * The panels in scripts of their own borrow these (state.lib). The
+   * whole-memory panel (dashboard-js-heap.ts) hears of each poll by the
+   * "shardheap:poll" event; the peak and timeline panels
+   * (dashboard-peaks-script.ts) register in state.panels: each may have
+   * start, refresh (every REFRESH_MS), polled (after each history sample)
+   * and shardChanged; a panel's failure is its own, in the status line.
+   */
+  state.lib = {
+    api: api, loadSvg: loadSvg, download: download, shardName: shardName, size: size, status: status,
+    signedSize: signedSize, clock: clock, el: el, withShard: withShard, legendValue: legendValue, chartWidth: chartWidth, palette: PALETTE, refreshMs: REFRESH_MS,
+  };
+  state.panels = [];
+  async function extensions(event) {
+    for (var i = 0; i < state.panels.length; i++) {
+      var panel = state.panels[i];
+      if (typeof panel[event] !== "function") continue;
+      try { await panel[event](); } catch (e) { if (e.message !== "unauthorized") status(e.message, true); }
+    }
+  }
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, text) {
@@ -256,7 +276,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       row.appendChild(el("td", { id: "prof-now-" + s }, ""));
       body.appendChild(row);
       (function (shard) {
-        on.addEventListener("change", function () { setRate(shard, on.checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
+        // Its own checkbox by id: "on" is the last row's once the loop has run.
+        on.addEventListener("change", function () { setRate(shard, $("prof-on-" + shard).checked ? rateFromBox($("prof-rate-" + shard).value) : "0"); });
         apply.addEventListener("click", function () { setRate(shard, rateFromBox($("prof-rate-" + shard).value)); });
       })(s);
     }
@@ -331,8 +352,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     w.search(term);
   }
   function searchAll() {
-    applySearch($("flame"));
-    applySearch($("growth-flame"));
+    Array.from(document.querySelectorAll("iframe")).forEach(applySearch);
   }
   /** The live flamegraph's query: all sites, or one label value's (its root frame then names the value). */
   function flamePath() {
@@ -713,6 +733,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     drawRates();
     drawFailures();
     drawFolded();
+    window.dispatchEvent(new Event("shardheap:poll"));
+    extensions("polled");
   }
   var timers = [];
   function every(ms, fn) {
@@ -730,6 +752,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       await refreshGrowth();
     }
     await refreshGrowing();
+    await extensions("refresh");
   }
   async function start() {
     timers.forEach(clearInterval);
@@ -745,9 +768,11 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     await refreshLabels();
     await refreshGrowth();
     await refreshGrowing();
+    await extensions("start");
     every(state.intervalMs, poll);
     every(REFRESH_MS, refreshViews);
   }
+
 
   window.addEventListener("DOMContentLoaded", function () {
     $("token-ok").addEventListener("click", useToken);
@@ -759,6 +784,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       refreshLabels();
       refreshGrowth();
       refreshGrowing();
+      extensions("shardChanged");
     });
     $("search").addEventListener("input", searchAll);
     $("refresh").addEventListener("click", function () { refreshFlame(); refreshLabels(); refreshGrowth(); refreshGrowing(); });
@@ -775,7 +801,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       refreshGrowth();
     });
     // Hovering a flamegraph (to zoom or read) holds its refresh, so the view does not move under the mouse.
-    ["flame", "growth-flame"].forEach(function (id) {
+    ["flame", "growth-flame", "peak-flame", "window-flame"].forEach(function (id) {
       $(id).addEventListener("mouseenter", function () { state.paused = true; });
       $(id).addEventListener("mouseleave", function () { state.paused = false; });
     });

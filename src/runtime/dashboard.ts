@@ -17,6 +17,8 @@ import { createRequire } from "node:module";
 import { FLAMEGRAPH_ONLOAD, FLAMEGRAPH_SCRIPT } from "../report/flamegraph.js";
 import { DASHBOARD_CSS, dashboardHtml } from "./dashboard-page.js";
 import { DASHBOARD_SCRIPT } from "./dashboard-script.js";
+import { DASHBOARD_PEAKS_SCRIPT } from "./dashboard-peaks-script.js";
+import { JS_HEAP_SCRIPT } from "./dashboard-js-heap.js";
 
 export interface DashboardAsset {
   body: string | Buffer;
@@ -66,6 +68,8 @@ const ASSETS: Readonly<Record<string, (tokenRequired: boolean) => DashboardAsset
   "/": page,
   "/index.html": page,
   "/dashboard.js": () => ({ body: DASHBOARD_SCRIPT, headers: HEADERS(JS) }),
+  "/dashboard-peaks.js": () => ({ body: DASHBOARD_PEAKS_SCRIPT, headers: HEADERS(JS) }),
+  "/dashboard-js-heap.js": () => ({ body: JS_HEAP_SCRIPT, headers: HEADERS(JS) }),
   "/dashboard.css": () => ({ body: DASHBOARD_CSS, headers: HEADERS(CSS) }),
   "/vendor/uPlot.iife.min.js": () => ({ body: uplotFile("uPlot.iife.min.js"), headers: HEADERS(JS) }),
   "/vendor/uPlot.min.css": () => ({ body: uplotFile("uPlot.min.css"), headers: HEADERS(CSS) }),

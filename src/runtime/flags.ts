@@ -9,7 +9,7 @@ import { UsageError } from "../errors.js";
 import { MAX_HEAP_BYTES, HEAP_HEADER_BYTES, maxProfilerSites } from "../memory/layout.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES, profilerSitesFor } from "../memory/shared-heap.js";
 import { parseInteger } from "../parse.js";
-import { heapprofRate } from "../smp/options.js";
+import { heapprofRate, jsHeapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
 
 /** The runtime flags as parsed from a command line (the rest is left to the command). */
@@ -21,6 +21,8 @@ export interface RuntimeFlags {
   heapprof?: boolean | number;
   /** Stacks each shard's profiler keeps exactly (checked against the shard size by checkProfilerSitesFlag). */
   heapprofSites?: number;
+  /** The JS heap profiler's mean sampling interval in bytes (--jsheapprof alone: V8's default; 0 off). */
+  jsHeapprof?: number;
 }
 
 /** `--name=value` -> ["--name", "value"]; `--name` -> ["--name", undefined]. */
@@ -34,8 +36,9 @@ export function splitFlag(arg: string): [name: string, inline: string | undefine
  * (0 when argv[i] is not a runtime flag). Accepts `--smp N`, `--smp=N`,
  * `--memory SIZE`, `--memory=SIZE`, `--heapprof` and `--heapprof=RATE`
  * (RATE in bytes, units allowed: --heapprof=512KiB), `--heapprof-sites N`
- * and `--heapprof-sites=N`. `--heapprof RATE` is a UsageError that says to
- * write `--heapprof=RATE`.
+ * and `--heapprof-sites=N`, `--jsheapprof` and `--jsheapprof=RATE` (the
+ * JS heap profiler; alone: V8's default interval). `--heapprof RATE` is a
+ * UsageError that says to write `--heapprof=RATE` (the same for --jsheapprof).
  */
 export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
   const [name, inline] = splitFlag(argv[i]!);
@@ -61,13 +64,17 @@ export function parseRuntimeFlag(argv: readonly string[], i: number, into: Runti
       into.heapprofSites = parseInteger(v, "--heapprof-sites", 1, maxProfilerSites(MAX_HEAP_BYTES - HEAP_HEADER_BYTES));
       return used;
     }
-    case "--heapprof": {
+    case "--heapprof":
+    case "--jsheapprof": {
+      const js = name === "--jsheapprof";
       if (inline === undefined && looksLikeRate(argv[i + 1])) {
         // The rate takes "=" (a bare --heapprof records every allocation):
         // left alone, `--heapprof 64K` was refused as "unknown flag: 64K".
-        throw new UsageError(`--heapprof takes its rate after "=": did you mean --heapprof=${argv[i + 1]!}? (--heapprof alone records every allocation)`);
+        const alone = js ? "samples every 512KiB on average" : "records every allocation";
+        throw new UsageError(`${name} takes its rate after "=": did you mean ${name}=${argv[i + 1]!}? (${name} alone ${alone})`);
       }
-      into.heapprof = inline === undefined ? true : heapprofRate(inline, "--heapprof=RATE");
+      if (js) into.jsHeapprof = jsHeapprofRate(inline ?? true, "--jsheapprof=RATE");
+      else into.heapprof = inline === undefined ? true : heapprofRate(inline, "--heapprof=RATE");
       return 1;
     }
     default:

@@ -16,10 +16,10 @@
  * live set had filled: the leak's r^2 0.999 both times (slope 260-267
  * KiB/s for 256 KiB/s leaked), the three steady sites' 0.003 to 0.28.
  */
-import type { HeapProfile } from "../memory/heap-profile.js";
 import type { Frame } from "../memory/stack-capture.js";
-import { profileToShow, type PathOptions } from "../report/display-paths.js";
-import { mapProfileToSources, type SourceMapCache } from "../report/source-map.js";
+import type { PathOptions } from "../report/display-paths.js";
+import { shownFrames } from "../report/shown-frames.js";
+import type { SourceMapCache } from "../report/source-map.js";
 
 /** Fewest samples a fit is made from. */
 export const MIN_POINTS = 5;
@@ -95,13 +95,6 @@ export function rankGrowingSites(t: readonly number[], series: Iterable<SiteSeri
  * the SVG gives it).
  */
 export async function mapGrowingSites(sites: readonly GrowingSite[], cache: SourceMapCache, o: PathOptions = {}): Promise<GrowingSite[]> {
-  const carrier: HeapProfile = {
-    shard: "all",
-    sampleRate: 0,
-    totalSize: 0,
-    totalCount: 0,
-    sites: sites.map((g) => ({ frames: g.frames, count: 0, size: 0, allocCount: 0, allocSize: 0 })),
-  };
-  const mapped = profileToShow(await mapProfileToSources(carrier, cache), o);
-  return sites.map((g, i) => ({ ...g, frames: mapped.sites[i]!.frames }));
+  const frames = await shownFrames(sites, cache, o);
+  return sites.map((g, i) => ({ ...g, frames: frames[i]! }));
 }

@@ -2,7 +2,8 @@
  * What the dashboard draws over time, kept by the admin server: once per
  * sampleIntervalMs (1 s by default), every shard's statistics (used,
  * free, live objects, cross-shard frees sent, failed allocations, the
- * largest free span: what fragmentation leaves) and profiler rate, and every
+ * largest free span: what fragmentation leaves), profiler rate and V8 heap
+ * figures (each shard's own isolate, as it last posted them: smp.jsHeapStats), and every
  * site's live bytes, all read from the SharedArrayBuffer on the server's
  * thread, so the shards do nothing for it (a busy or stuck shard is
  * sampled all the same). Bounded rings: the statistics of the last
@@ -17,6 +18,7 @@ import { InvalidValueError } from "../errors.js";
 import type { Frame } from "../memory/stack-capture.js";
 import { siteKey } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
+import type { JsHeapStats } from "../smp/js-heap-board.js";
 import { rankGrowingSites, type GrowingSite, type SiteSeries } from "./growing-sites.js";
 
 export interface HistoryOptions {
@@ -51,6 +53,8 @@ export interface ShardSample {
   /** Allocations folded into "(other sites)" since profiling began (the dashboard warns when > 0), and the stacks the shard keeps. */
   foldedAllocations: number;
   siteCapacity: number;
+  /** The shard's own V8 heap as it last posted it (smp.jsHeapStats: used, total, external, arrayBuffers, its JS heap profiler's sampleRate); null before its first posting. */
+  js: JsHeapStats | null;
 }
 
 export interface HistorySample {
@@ -150,6 +154,7 @@ export class MemoryHistory {
           sampleRate: profile.sampleRate,
           foldedAllocations: fill.folded.allocCount,
           siteCapacity: fill.siteCapacity,
+          js: this.smp.jsHeapStats(s) ?? null,
         });
         const row: Array<[number, number]> = [];
         for (const site of profile.sites) {

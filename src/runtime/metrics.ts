@@ -14,6 +14,8 @@ import { Counter, Gauge, Registry } from "prom-client";
 import type { SharedHeap } from "../memory/shared-heap.js";
 import type { ProfilerFill } from "../memory/site-table.js";
 import { MEMORY_STAT_FIELDS, type MemoryStatName } from "../memory/stats.js";
+import { readPeakSlots } from "../memory/peaks.js";
+import { readPressure } from "../memory/pressure.js";
 
 const METRIC_NAMES: Partial<Record<MemoryStatName, string>> = {
   mallocs: "malloc_operations_total",
@@ -49,6 +51,13 @@ const EXTRA_METRICS: readonly ShardMetric[] = [
     help: "Bytes in the shard's longest free page span: the largest allocation it can serve without a reclaim",
     read: (heap, shard) => heap.largestFreeSpan(shard),
   },
+  {
+    // Counted by the shard itself in its header (memory/pressure.ts): one per upward crossing of a threshold, as smp reports them.
+    name: "shardheap_memory_pressure_events_total",
+    kind: "counter",
+    help: "Times the shard's allocated memory reached a memory-pressure threshold going up (Smp.start's memoryPressure)",
+    read: (heap, shard) => readPressure(heap.regions[shard]!).crossings.reduce((n, c) => n + c, 0),
+  },
 ];
 
 const SHARD_METRICS: readonly ShardMetric[] = [
@@ -80,6 +89,12 @@ const PROFILER_METRICS: readonly ShardMetric[] = [
   profilerMetric("folded_bytes_total", "counter", "Bytes of the allocations counted in (other sites)", (f) => f.folded.allocSize),
   profilerMetric("folded_live_objects", "gauge", "Live objects counted in (other sites)", (f) => f.folded.count),
   profilerMetric("folded_live_bytes", "gauge", "Live bytes counted in (other sites)", (f) => f.folded.size),
+  {
+    name: "shardheap_profiler_peak_bytes",
+    kind: "gauge",
+    help: "The shard's highest profiled live bytes since profiling began or its last resetPeak (its peak profile's peakBytes)",
+    read: (heap, shard) => (heap.regions[shard]!.peaksOffset === 0 ? 0 : readPeakSlots(heap.regions[shard]!).peakBytes),
+  },
 ];
 
 /** Every memory metric's full name (what /metrics serves), in the order served. */

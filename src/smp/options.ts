@@ -13,8 +13,10 @@ import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES, debugPointersOption, profilerSitesFor } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
 import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
+import { MAX_PRESSURE_THRESHOLDS } from "../memory/pressure.js";
 import { parseInteger, rejectUnknownKeys } from "../parse.js";
 import { checkRingBytes, defaultRingBytes } from "./queue-layout.js";
+import { DEFAULT_JS_HEAP_SAMPLE_RATE } from "./js-heap-profile.js";
 import { parseSize } from "../units.js";
 
 export interface SmpOptions {
@@ -29,11 +31,20 @@ export interface SmpOptions {
    */
   heapprof?: boolean | number | string;
   /**
+   * The JavaScript heap profiler at start, as --jsheapprof: V8's sampling
+   * heap profiler in every shard's own isolate (and the main thread's with
+   * mainShard), sampling once per N bytes allocated on average (a size:
+   * 65536 or "64KiB"); true = 512 KiB (Go's rate; V8's own 32 KiB costs
+   * memcached 11-15% CPU); false / 0 = off (the
+   * default). smp.setJsHeapProfiling switches it at run time.
+   */
+  jsHeapprof?: boolean | number | string;
+  /**
    * Distinct allocation stacks each shard's heap profiler keeps exactly,
    * as --heapprof-sites (SharedHeapOptions.heapprofSites): further stacks
    * fold into "(other sites)" (HeapProfile.folded says how much). Default:
    * one per 32 KiB of shard, 64 to 4096; at most what a quarter of a
-   * shard holds (528 bytes a site).
+   * shard holds (608 bytes a site).
    */
   heapprofSites?: number;
   /**
@@ -124,6 +135,20 @@ export interface SmpOptions {
    * SHARDHEAP_DEBUG_POINTERS, else off.
    */
   debugPointers?: boolean;
+  /**
+   * Memory-pressure thresholds, fractions of a shard's memory (0 < f <= 1,
+   * at most 8): when a shard's allocatedMemory reaches one going up, smp
+   * emits "memoryPressure" and writes one line on stderr naming the shard,
+   * the threshold and its largest sites (smp/memory-pressure.ts); again only
+   * after usage fell below it. Default [0.8, 0.9]; false or [] for none.
+   */
+  memoryPressure?: readonly number[] | false;
+  /**
+   * ms between the ticks of every shard's timeline (timeline.ts: the
+   * largest sites' live bytes over time, kept in the buffer). Default 1000,
+   * 50 to 3600000.
+   */
+  timelineIntervalMs?: number;
 }
 
 export interface FilledSmpOptions {
@@ -131,6 +156,8 @@ export interface FilledSmpOptions {
   memoryPerShard: number;
   /** Sample rate in bytes: 0 off, 1 every allocation. */
   heapprofRate: number;
+  /** The JS heap profiler's mean sampling interval in bytes: 0 off. */
+  jsHeapprofRate: number;
   /** Stacks each shard's profiler keeps exactly (the default filled in). */
   heapprofSites: number;
   /** The module as a URL string (file paths already resolved). */
@@ -149,6 +176,9 @@ export interface FilledSmpOptions {
   mainShard: boolean;
   /** The heap's debug pointers (the environment's default filled in). */
   debugPointers: boolean;
+  /** Memory-pressure thresholds, ascending, without repeats ([] for none). */
+  memoryPressure: readonly number[];
+  timelineIntervalMs: number;
 }
 
 export const DEFAULT_MEMORY_PER_SHARD = 64 * 1024 * 1024;
@@ -166,6 +196,9 @@ export const DEFAULT_IDLE_TRIM_MS = 200;
  * largest burst in this repository is the messaging bench's 50,000.
  */
 export const DEFAULT_MAX_PENDING_CALLS = 2 ** 18;
+/** The thresholds Redpanda logs at (free memory under 20% and 10%), as shares of memory used. */
+export const DEFAULT_MEMORY_PRESSURE: readonly number[] = Object.freeze([0.8, 0.9]);
+export const DEFAULT_TIMELINE_INTERVAL_MS = 1000;
 /** setTimeout's longest delay (a longer one fires at once). */
 const MAX_TIMER_MS = 0x7fffffff;
 
@@ -174,6 +207,7 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   shards: true,
   memoryPerShard: true,
   heapprof: true,
+  jsHeapprof: true,
   heapprofSites: true,
   module: true,
   loadTimeoutMs: true,
@@ -185,6 +219,8 @@ const SMP_OPTION_KEYS: Readonly<Record<keyof SmpOptions, true>> = {
   execArgv: true,
   mainShard: true,
   debugPointers: true,
+  memoryPressure: true,
+  timelineIntervalMs: true,
 };
 
 /** Validate and fill Smp.start options; RangeError / TypeError naming the field. */
@@ -204,6 +240,7 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     shards,
     memoryPerShard,
     heapprofRate: heapprofRate(o.heapprof, "options.heapprof"),
+    jsHeapprofRate: jsHeapprofRate(o.jsHeapprof, "options.jsHeapprof"),
     heapprofSites: profilerSitesFor(o.heapprofSites, memoryPerShard, "options.heapprofSites", "options.memoryPerShard"),
     module: moduleSpecifier(o.module),
     loadTimeoutMs: timeoutMs(o.loadTimeoutMs ?? DEFAULT_LOAD_TIMEOUT_MS, "options.loadTimeoutMs"),
@@ -215,7 +252,21 @@ export function fillSmpOptions(o: SmpOptions = {}): FilledSmpOptions {
     execArgv: execArgvOption(o.execArgv),
     mainShard,
     debugPointers: debugPointersOption(o.debugPointers, "options.debugPointers"),
+    memoryPressure: memoryPressureOption(o.memoryPressure),
+    timelineIntervalMs: parseInteger(o.timelineIntervalMs ?? DEFAULT_TIMELINE_INTERVAL_MS, "options.timelineIntervalMs", 50, 3_600_000),
   };
+}
+
+/** The thresholds as given, sorted and without repeats: fractions in (0, 1], at most MAX_PRESSURE_THRESHOLDS. */
+function memoryPressureOption(value: unknown): readonly number[] {
+  if (value === undefined) return DEFAULT_MEMORY_PRESSURE;
+  if (value === false) return [];
+  const rule = `options.memoryPressure must be false or a list of at most ${MAX_PRESSURE_THRESHOLDS} fractions of a shard's memory, each above 0 and at most 1 ([0.8, 0.9])`;
+  if (!Array.isArray(value) || value.length > MAX_PRESSURE_THRESHOLDS || !value.every((f): f is number => typeof f === "number" && f > 0 && f <= 1)) {
+    const shown = Array.isArray(value) ? `[${value.map((f) => (typeof f === "string" ? JSON.stringify(f) : String(f))).join(", ")}]` : typeof value === "string" ? JSON.stringify(value) : String(value);
+    throw new InvalidValueError("options.memoryPressure", `${rule}, got ${shown}`);
+  }
+  return Object.freeze([...new Set(value)].sort((a, b) => a - b));
 }
 
 function mainShardOption(value: unknown): boolean {
@@ -253,6 +304,19 @@ export function heapprofRate(value: boolean | number | string | undefined, what:
   if (value === undefined || value === false) return 0;
   if (value === true) return 1;
   return parseSize(value, what, { max: MAX_SAMPLE_RATE });
+}
+
+/**
+ * A JS heap profiler setting as V8's mean sampling interval in bytes, the
+ * one reading of --jsheapprof[=RATE], Smp.start's jsHeapprof,
+ * setJsHeapProfiling and the admin API's rate with heap=js: true -> V8's
+ * default (512 KiB), false / undefined -> 0 (off), a size -> that many
+ * bytes (1 samples every allocation: slow, but what was asked), at most
+ * MAX_SAMPLE_RATE; InvalidValueError naming `what`.
+ */
+export function jsHeapprofRate(value: boolean | number | string | undefined, what: string): number {
+  if (value === true) return DEFAULT_JS_HEAP_SAMPLE_RATE;
+  return heapprofRate(value, what);
 }
 
 /**

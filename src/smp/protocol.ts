@@ -7,6 +7,7 @@
  * requests. Errors travel as records (error-codec.ts).
  */
 import type { MessagePort } from "node:worker_threads";
+import type { HeapProfile } from "../memory/heap-profile.js";
 import type { WasmMemory } from "../memory/atomics.js";
 import type { ObjectCount } from "../memory/orphans.js";
 import type { ThrownRecord } from "./error-codec.js";
@@ -31,6 +32,8 @@ export interface ShardBootData {
   readonly maxPendingCalls: number;
   /** What a new thread does with the objects a dead one left (SmpOptions.orphans). */
   readonly orphans: "keep" | "free";
+  /** The JS heap board (js-heap-board.ts): where the shard posts its V8 heap figures and reads its JS heap profiler rate. */
+  readonly jsHeapBoard: SharedArrayBuffer;
 }
 
 export type ShardRequest =
@@ -50,7 +53,13 @@ export type ShardRequest =
    */
   | { readonly kind: "stop" }
   /** Free the objects the shard's dead thread left (ShardAllocator.freeOrphans) but those in `keep`. */
-  | { readonly kind: "freeOrphans"; readonly keep: readonly number[] };
+  | { readonly kind: "freeOrphans"; readonly keep: readonly number[] }
+  /** Start this shard's peak again from now (ShardAllocator.resetPeak). */
+  | { readonly kind: "resetPeak" }
+  /** Set this shard's JS heap profiler interval (0 off, N bytes: js-heap-profiler.ts); answers the rate. */
+  | { readonly kind: "jsheapprof"; readonly rate: number }
+  /** The sampled objects live in this shard's JS heap, as a HeapProfile. */
+  | { readonly kind: "jsheapProfile" };
 
 /** What this thread found when it took the shard over (init's answer): the orphans, and whether it freed them. */
 export interface ShardTakeover {
@@ -60,6 +69,26 @@ export interface ShardTakeover {
 
 /** What a shard answers to every request. */
 export type ShardReply =
-  | { readonly ok: true; readonly value: number | ShardTakeover | (ObjectCount & { kept: number }) }
+  | { readonly ok: true; readonly value: number | ShardTakeover | (ObjectCount & { kept: number }) | HeapProfile }
   /** The request threw (the module's loading, a bad request). */
   | { readonly ok: false; readonly thrown: ThrownRecord };
+
+/** A request as its caller names it (in errors). */
+export function describeRequest(request: ShardRequest): string {
+  switch (request.kind) {
+    case "init":
+      return "loading the module";
+    case "heapprof":
+      return "setHeapProfiling";
+    case "stop":
+      return "stop";
+    case "freeOrphans":
+      return "freeOrphans";
+    case "resetPeak":
+      return "resetPeak";
+    case "jsheapprof":
+      return "setJsHeapProfiling";
+    case "jsheapProfile":
+      return "jsHeapProfile";
+  }
+}

@@ -29,6 +29,9 @@ import { invokeOnAllVia, submitVia } from "./submit.js";
 import { typedTasks } from "./typed-tasks.js";
 import type { Tasks } from "./task-types.js";
 import { importUserModule } from "./user-module.js";
+import { JsHeapBoard, postJsHeapFigures } from "./js-heap-board.js";
+import { JsHeapProfiler } from "./js-heap-profiler.js";
+import type { HeapProfile } from "../memory/heap-profile.js";
 
 const boot = workerData as ShardBootData;
 // The heap's WebAssembly.Memory when it has one: frees then claim with
@@ -48,6 +51,11 @@ process.once("exit", () => memory.flushCrossShardFrees());
 memory.batchCrossShardFrees(true);
 // set_heap_profiling_enabled at start, as smp::configure does (--heapprof).
 if (boot.heapprofRate > 0) memory.setHeapProfilingSampleRate(boot.heapprofRate);
+// This thread's own JS heap: its figures posted on the board, its profiler
+// at the rate Smp last asked for (a replacement thread resumes it).
+const jsHeapBoard = new JsHeapBoard(heap.shards, boot.jsHeapBoard);
+const stopPostingJsHeap = postJsHeapFigures(jsHeapBoard, boot.shard);
+const jsHeap = new JsHeapProfiler(boot.shard);
 /** This thread's end of the messaging buffer, from the "init" request on. */
 let endpoint: Endpoint | undefined;
 /** currentShard.tasks(): one object for every type argument (they exist only at compile time). */
@@ -103,7 +111,7 @@ export default async function handle(request: ShardRequest): Promise<ShardReply>
 }
 
 /** What the request computes. */
-async function answer(request: ShardRequest): Promise<number | ShardTakeover | ReturnType<ShardAllocator["freeOrphans"]>> {
+async function answer(request: ShardRequest): Promise<number | ShardTakeover | ReturnType<ShardAllocator["freeOrphans"]> | HeapProfile> {
   switch (request.kind) {
     case "init": {
       const links = new ShardSideLinks(request.control, boot.shard, request.epoch);
@@ -133,6 +141,8 @@ async function answer(request: ShardRequest): Promise<number | ShardTakeover | R
       links.listen(endpoint);
       endpoint.start();
       try {
+        // Before the module loads, so what it allocates as it loads is in the profile.
+        await jsHeap.setRate(jsHeapBoard.rate(boot.shard));
         await loadUserModule();
       } finally {
         loaded();
@@ -144,10 +154,18 @@ async function answer(request: ShardRequest): Promise<number | ShardTakeover | R
     case "heapprof":
       memory.setHeapProfilingSampleRate(request.rate);
       return memory.heapProfilingSampleRate();
+    case "resetPeak":
+      memory.resetPeak();
+      return 0;
+    case "jsheapprof":
+      return jsHeap.setRate(request.rate);
+    case "jsheapProfile":
+      return jsHeap.profile();
     case "stop": {
       endpoint?.stop();
       doorbell.stop();
       idleTrim.stop();
+      stopPostingJsHeap();
       // The shard's last flush of batched remote frees and drain of its
       // inbox; whatever other shards push after this, Smp.stop drains from
       // the main thread once the threads are gone.

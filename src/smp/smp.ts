@@ -26,7 +26,7 @@ import { EventEmitter } from "node:events";
 import { fileURLToPath } from "node:url";
 import type { TransferListItem } from "node:worker_threads";
 import { Piscina } from "piscina";
-import { InvalidValueError, ShardError } from "../errors.js";
+import { ShardError } from "../errors.js";
 import { rejectUnknownKeys } from "../parse.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import type { MemoryStats } from "../memory/stats.js";
@@ -37,7 +37,9 @@ import { MainShard } from "./main-shard.js";
 import { decodeError } from "./error-codec.js";
 import { Endpoint, wakeEndpoint } from "./endpoint.js";
 import { errorMessage } from "./call-errors.js";
-import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
+import { describeRequest, type ShardBootData, type ShardReply, type ShardRequest, type ShardTakeover } from "./protocol.js";
+import { JsHeaps } from "./js-heap.js";
+import type { JsHeapBoard, JsHeapStats } from "./js-heap-board.js";
 import { formatSize } from "../units.js";
 import {
   ackWord,
@@ -58,50 +60,19 @@ import { invokeOnAllVia, submitVia } from "./submit.js";
 import type { NoTaskModuleNamed, Tasks } from "./task-types.js";
 import { typedTasks } from "./typed-tasks.js";
 import { AppStatsSources, type AppStats, type AppStatsReader } from "./app-stats.js";
+import { refusedExecArgv, settlesBy } from "./smp-support.js";
+import type { FreedOrphans, ShardReplacement, SmpEvents, StopOptions } from "./smp-events.js";
+import { HeapWatch } from "./heap-watch.js";
+import { logPressure, type MemoryPressureEvent } from "./memory-pressure.js";
+import type { PeakProfile } from "../memory/peak-profile.js";
+import type { SiteTimeline } from "../memory/timeline-profile.js";
+
+export type { FreedOrphans, ShardReplacement, SmpEvents, StopOptions, MemoryPressureEvent };
 
 /** What piscina starts each shard thread with: a CommonJS file that import()s shard-worker.js (shard-entry.cts says why). */
 const WORKER_FILE = fileURLToPath(new URL("./shard-entry.cjs", import.meta.url));
 /** How often a restarting shard's acknowledgements are checked. */
 const REVIVAL_POLL_MS = 2;
-
-export interface SmpEvents {
-  /**
-   * A shard's worker failed outside a task or exited (its pending submitTo
-   * calls reject), or stop() had to terminate a shard that had not finished
-   * within the stop timeout.
-   */
-  error: [error: ShardError];
-  /**
-   * A shard whose thread died runs again on a new thread (fresh module
-   * state, the same region): what the dead thread left allocated, and
-   * whether it was freed (Smp.start's `orphans: "free"`); if not,
-   * smp.freeOrphans(shard, { keep }) frees it.
-   */
-  replaced: [replacement: ShardReplacement];
-}
-
-/** A shard back on a new thread after its thread died (the 'replaced' event). */
-export interface ShardReplacement {
-  readonly shard: number;
-  /** The objects (and their usable bytes) the dead thread left allocated when the new one took over. */
-  readonly orphans: { readonly objects: number; readonly bytes: number };
-  /** True when the new thread freed them before taking calls (orphans: "free"). */
-  readonly freed: boolean;
-}
-
-/** What smp.freeOrphans freed. */
-export interface FreedOrphans {
-  /** Objects freed and their usable bytes. */
-  readonly objects: number;
-  readonly bytes: number;
-  /** Orphans left allocated because `keep` named them. */
-  readonly kept: number;
-}
-
-export interface StopOptions {
-  /** ms to let running tasks finish, and then again to flush and drain, before terminating anyway. Default: Smp.start's stopTimeoutMs (10000). */
-  timeoutMs?: number;
-}
 
 export class Smp extends EventEmitter<SmpEvents> {
   readonly heap: SharedHeap;
@@ -140,14 +111,21 @@ export class Smp extends EventEmitter<SmpEvents> {
   private typed: Tasks<object> | undefined;
   /** The main thread's region (mainShard), or undefined. */
   private readonly main: MainShard | undefined;
+  /** Memory pressure and the timelines' ticks, watched from this thread (heap-watch.ts). */
+  private readonly watch: HeapWatch;
+  /** Every shard's JS heap: its profiler switch and profile, its V8 figures (js-heap.ts). */
+  private readonly jsHeaps: JsHeaps;
 
-  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer) {
+  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer, jsHeapBoard: JsHeapBoard, watch: HeapWatch) {
     super();
+    this.watch = watch;
     this.options = Object.freeze(options);
     this.heap = heap;
     this.shards = options.shards;
     this.main = main;
     this.mainShard = main?.id;
+    const stopped = (call: string): ShardError | undefined => (this.stopping ? this.stoppedError(this.main!.id, call) : undefined);
+    this.jsHeaps = new JsHeaps({ shards: options.shards, mainShard: main?.id, request: (s, r) => this.request(s, r), stopped }, jsHeapBoard);
     this.pools = pools;
     this.inFlight = pools.map(() => new Set());
     this.geometry = geometry;
@@ -187,8 +165,11 @@ export class Smp extends EventEmitter<SmpEvents> {
     const heap = SharedHeap.create({ shards: regions, shardBytes: options.memoryPerShard, heapprofSites: options.heapprofSites, debugPointers: options.debugPointers });
     // Taken before any worker exists: no module's top-level code can take it first.
     const main = options.mainShard ? new MainShard(heap, options.shards, options.heapprofRate) : undefined;
+    // Thresholds in every region before any shard allocates (memory-pressure.ts).
+    const watch = new HeapWatch(heap, options);
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
+    const jsHeapBoard = JsHeaps.board(regions, options.jsHeapprofRate);
     const pools: Piscina[] = [];
     for (let shard = 0; shard < options.shards; shard++) {
       const workerData: ShardBootData = {
@@ -203,6 +184,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         idleTrimMs: options.idleTrimMs,
         maxPendingCalls: options.maxPendingCalls,
         orphans: options.orphans,
+        jsHeapBoard: jsHeapBoard.buffer,
       };
       try {
         pools.push(
@@ -224,7 +206,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         throw refusedExecArgv(e) ?? e;
       }
     }
-    const smp = new Smp(options, heap, main, pools, geometry, queues);
+    const smp = new Smp(options, heap, main, pools, geometry, queues, jsHeapBoard, watch);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
     // 'error' and leaves the request pending), or by never answering (a
@@ -249,7 +231,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         }, options.loadTimeoutMs);
       }
     });
-    const loaded = Promise.all(inits);
+    const loaded = Promise.all([...inits, smp.jsHeaps.start()]);
     try {
       await Promise.race([loaded, failure]);
     } catch (e) {
@@ -265,6 +247,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     }
     smp.starting = false;
     main?.watch();
+    watch.start((e) => smp.pressure(e));
     return smp;
   }
 
@@ -342,6 +325,21 @@ export class Smp extends EventEmitter<SmpEvents> {
     return this.typed as Tasks<M>;
   }
 
+  /** RangeError unless `shard` is "all" or one of the heap's regions (the main thread's too). */
+  private checkShard(shard: number | "all", op: string): void {
+    const last = this.heap.shards - 1;
+    if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard > last)) {
+      const main = this.main === undefined ? "" : ` (${this.main.id}: the main thread's)`;
+      throw new RangeError(`${op}: shard must be "all" or an integer from 0 to ${last}${main}, got ${String(shard)}`);
+    }
+  }
+
+  /** A memory-pressure crossing (heap-watch.ts): the event, and the line on stderr either way. */
+  private pressure(e: MemoryPressureEvent): void {
+    logPressure(e, e.shard === this.mainShard ? `main thread (shard ${e.shard})` : `shard ${e.shard}`);
+    this.emit("memoryPressure", e);
+  }
+
   /** A call made once stop() has begun: its task name is still checked first. */
   private refuse(shard: number, call: () => string, task: unknown): Promise<never> {
     if (typeof task !== "string" || task.length === 0) return Promise.reject(new TypeError(`${call()}: task must be a function name`));
@@ -358,11 +356,7 @@ export class Smp extends EventEmitter<SmpEvents> {
    */
   async setHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
     const bytes = heapprofRate(rate, "setHeapProfiling: rate");
-    const last = this.heap.shards - 1;
-    if (shard !== "all" && (!Number.isInteger(shard) || shard < 0 || shard > last)) {
-      const main = this.main === undefined ? "" : ` (${this.main.id}: the main thread's)`;
-      throw new RangeError(`setHeapProfiling: shard must be "all" or an integer from 0 to ${last}${main}, got ${String(shard)}`);
-    }
+    this.checkShard(shard, "setHeapProfiling");
     if (this.main !== undefined && (shard === "all" || shard === this.main.id)) {
       if (this.stopping) throw this.stoppedError(this.main.id, "setHeapProfiling");
       this.main.memory.setHeapProfilingSampleRate(bytes);
@@ -371,13 +365,62 @@ export class Smp extends EventEmitter<SmpEvents> {
     await Promise.all(shards.map((s) => this.request(s, { kind: "heapprof", rate: bytes })));
   }
 
+  /**
+   * Switch the JS heap profiler (V8's sampler in that shard's isolate; mainShard: this thread's) on `shard` or "all":
+   * N bytes per sample on average ("64KiB"), true 512 KiB, false / 0 off; resolves once applied (js-heap.ts).
+   */
+  setJsHeapProfiling(shard: number | "all", rate: boolean | number | string): Promise<void> {
+    return this.jsHeaps.set(shard, rate);
+  }
+
+  /** The sampled objects still live in `shard`'s JS heap (its thread answers), as a HeapProfile every renderer reads. */
+  jsHeapProfile(shard: number): Promise<HeapProfile> {
+    return this.jsHeaps.profile(shard);
+  }
+
+  /** `shard`'s V8 heap figures as it last posted them (every 500 ms, no shard involved); undefined before its first. */
+  jsHeapStats(shard: number): JsHeapStats | undefined {
+    return this.jsHeaps.stats(shard);
+  }
+
   /** One shard's heap profile (the main thread's region too), or all shards' merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     return this.heap.heapProfile(shard);
   }
 
-  /** Save a heap image (SharedHeap.saveImage) while the shards run: it reads the buffer only. */
+  /**
+   * The sites live at shard `shard`'s profiled peak, or at the heap-wide
+   * peak (the moment the shards' sum was highest) when no shard is named;
+   * from the buffer (SharedHeap.peakProfile).
+   */
+  peakProfile(shard?: number): PeakProfile {
+    return this.heap.peakProfile(shard);
+  }
+
+  /**
+   * Start the peak of `shard`, or of every shard and the heap-wide one
+   * ("all"), again from now: each shard's own thread resets its peak (the
+   * main thread's region here). Resolves once every named shard has.
+   */
+  async resetPeak(shard: number | "all"): Promise<void> {
+    this.checkShard(shard, "resetPeak");
+    if (this.main !== undefined && (shard === "all" || shard === this.main.id)) {
+      if (this.stopping) throw this.stoppedError(this.main.id, "resetPeak");
+      this.main.memory.resetPeak();
+    }
+    const shards = shard === "all" ? [...Array(this.shards).keys()] : shard === this.mainShard ? [] : [shard];
+    await Promise.all(shards.map((s) => this.request(s, { kind: "resetPeak" })));
+    if (shard === "all") this.heap.resetHeapPeak();
+  }
+
+  /** The largest sites' live bytes over time, of `shard` or all shards summed per tick (SharedHeap.timeline). */
+  timeline(shard?: number): SiteTimeline {
+    return this.heap.timeline(shard);
+  }
+
+  /** Save a heap image (SharedHeap.saveImage) while the shards run: it reads the buffer only, after a timeline tick. */
   saveImage(path: string): Promise<void> {
+    if (!this.stopped) this.watch.tick();
     return this.heap.saveImage(path);
   }
 
@@ -472,6 +515,9 @@ export class Smp extends EventEmitter<SmpEvents> {
     // The main thread's region was this thread's all along: its inbox
     // (frees the shards pushed since its last ring, and any recovered) last.
     this.main?.finish();
+    // A last timeline tick and pressure look, of the memory as stop leaves it.
+    this.watch.stop();
+    await this.jsHeaps.stop();
   }
 
   private async terminateThreads(): Promise<void> {
@@ -641,43 +687,5 @@ export class Smp extends EventEmitter<SmpEvents> {
   private report(error: ShardError): void {
     if (this.listenerCount("error") > 0) this.emit("error", error);
     else process.emitWarning(error.message, { code: "SHARDHEAP_SHARD_FAILED" });
-  }
-}
-
-/** True when `p` settles before `deadline` (performance.now() ms; undefined = no limit). */
-async function settlesBy(p: Promise<unknown>, deadline: number | undefined): Promise<boolean> {
-  const settled = p.then(
-    () => true,
-    () => true,
-  );
-  if (deadline === undefined) return settled;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
-  });
-  try {
-    return await Promise.race([settled, late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Node's refusal of Smp.start's execArgv for a thread, said as the option's error. */
-function refusedExecArgv(e: unknown): InvalidValueError | undefined {
-  if ((e as { code?: unknown })?.code !== "ERR_WORKER_INVALID_EXEC_ARGV") return undefined;
-  const flags = errorMessage(e).replace(/^.*?flags: /, "");
-  return new InvalidValueError("options.execArgv", `options.execArgv: Node refuses ${flags} for a worker thread (V8 flags and process-wide ones cannot be given to a thread)`);
-}
-
-function describeRequest(request: ShardRequest): string {
-  switch (request.kind) {
-    case "init":
-      return "loading the module";
-    case "heapprof":
-      return "setHeapProfiling";
-    case "stop":
-      return "stop";
-    case "freeOrphans":
-      return "freeOrphans";
   }
 }

@@ -21,7 +21,18 @@
  */
 import { PAGE_SIZE, dataPagesFor, defaultProfilerSites } from "../../memory/layout.js";
 import { MAX_SMALL_SIZE, classAlignment, classOf, classSize } from "../../memory/size-classes.js";
-import { DESCRIPTOR_BYTES, MAP_HEADER_BYTES, MAX_LOAD, MIN_CAPACITY, READER_BYTES, TABLE_HEADER_BYTES, DEFAULT_READER_RECORDS, chunkFirstId, chunkSize } from "../../memory/shared-map-layout.js";
+import {
+  CHUNK_COUNT,
+  DEFAULT_READER_RECORDS,
+  DESCRIPTOR_BYTES,
+  MAX_LOAD,
+  MIN_CAPACITY,
+  READER_BYTES,
+  TABLE_HEADER_BYTES,
+  chunkFirstId,
+  chunkSize,
+  headerBytes,
+} from "../../memory/shared-map/layout.js";
 import { stagingBytesFor } from "./staging.js";
 
 /**
@@ -41,27 +52,45 @@ const SLACK_SHARE = 1 / 32;
 const MIN_SLACK = 1 << 20;
 
 /**
+ * The index's segments (SharedMap.create's `segments`), as SharedMap's own
+ * default: 4 a shard of the heap, 16 to 64. Given, not left to the
+ * default, so that indexBytes counts the tables the map makes.
+ */
+export function indexSegments(shards: number): number {
+  let n = 16;
+  while (n < 64 && n < 4 * shards) n *= 2;
+  return n;
+}
+
+/**
  * Entries the index is made for when the items may take `itemBytes`: an
  * entry per ITEM_BYTES_PER_ENTRY, rounded to the nearer end of a
- * descriptor chunk. Chunks double (shared-map-layout.ts): made for
- * 262,144 entries, the map would make room for 524,223 (16 MiB of
- * descriptors); made for 262,079, for as many (8 MiB).
+ * descriptor chunk (shared-map/layout.ts: chunks come in groups of four of
+ * one size, each group's twice the last's): made for 262,144 entries, the
+ * map would make room for 327,423; made for 261,887, for as many.
  */
 export function indexCapacity(itemBytes: number): number {
   const wanted = Math.max(64, Math.floor(itemBytes / ITEM_BYTES_PER_ENTRY));
-  let k = 0;
-  while (chunkFirstId(k + 1) <= wanted) k++;
-  const low = chunkFirstId(k) - 1;
-  const high = chunkFirstId(k + 1) - 1;
+  let e = 0;
+  while (chunkFirstId(e + 1) <= wanted) e++;
+  const low = chunkFirstId(e) - 1;
+  const high = chunkFirstId(e + 1) - 1;
   return Math.max(64, wanted - low < high - wanted ? low : high);
 }
 
-/** Bytes SharedMap.create makes for `capacity` entries: header, reader records, table, descriptor chunks, each a 64-aligned object. */
-export function indexBytes(capacity: number): number {
+/**
+ * Bytes SharedMap.create makes for `capacity` entries in a heap of
+ * `shards` shards: its header, reader records, a table per segment (its
+ * share at half load), descriptor chunks; each a 64-aligned object.
+ */
+export function indexBytes(capacity: number, shards: number): number {
+  const segments = indexSegments(shards);
   let slots = MIN_CAPACITY;
-  while (slots * MAX_LOAD < capacity) slots *= 2;
-  let bytes = aligned64(MAP_HEADER_BYTES) + aligned64(DEFAULT_READER_RECORDS * READER_BYTES) + aligned64(TABLE_HEADER_BYTES + 4 * slots);
-  for (let k = 0; k === 0 || chunkFirstId(k) <= capacity; k++) bytes += aligned64(chunkSize(k) * DESCRIPTOR_BYTES);
+  while (slots * MAX_LOAD < capacity / segments) slots *= 2;
+  let bytes = aligned64(headerBytes(segments, shards)) + aligned64(DEFAULT_READER_RECORDS * READER_BYTES) + segments * aligned64(TABLE_HEADER_BYTES + 4 * slots);
+  let e = 0;
+  do bytes += aligned64(chunkSize(e++) * DESCRIPTOR_BYTES);
+  while (e < CHUNK_COUNT && chunkFirstId(e) <= capacity);
   return bytes;
 }
 
@@ -74,13 +103,13 @@ function aligned64(bytes: number): number {
 }
 
 /**
- * The region a shard needs for `itemBytes` of items (its share of -m):
- * the items, the index, the staging area and the slack in its object
- * pages, and its own tables (for `profilerSites` stacks; default: what a
- * region of that size keeps). Whole pages.
+ * The region a shard of a heap of `shards` needs for `itemBytes` of items
+ * (its share of -m): the items, the index, the staging area and the slack
+ * in its object pages, and its own tables (for `profilerSites` stacks;
+ * default: what a region of that size keeps). Whole pages.
  */
-export function shardBytesForItems(itemBytes: number, profilerSites?: number): number {
-  const objects = itemBytes + indexBytes(indexCapacity(itemBytes)) + stagingBytesFor(itemBytes) + Math.max(MIN_SLACK, Math.ceil(itemBytes * SLACK_SHARE));
+export function shardBytesForItems(itemBytes: number, shards: number, profilerSites?: number): number {
+  const objects = itemBytes + indexBytes(indexCapacity(itemBytes), shards) + stagingBytesFor(itemBytes) + Math.max(MIN_SLACK, Math.ceil(itemBytes * SLACK_SHARE));
   let bytes = Math.ceil(objects / PAGE_SIZE) * PAGE_SIZE;
   for (;;) {
     const pages = dataPagesFor(bytes, profilerSites ?? defaultProfilerSites(bytes));

@@ -37,7 +37,7 @@
 import type { Socket } from "node:net";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
-import type { SharedMap } from "../../memory/shared-map.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";

@@ -48,7 +48,7 @@
  * 5.2 MB free, where 7 fit.
  *
  * A replaced or removed item's memory comes back when the last reader
- * lets go of it (shared-map.ts: the map frees it then, or at the owner's
+ * lets go of it (shared-map/shared-map.ts: the map frees it then, or at the owner's
  * next reclaim); the budget counts the linked items only, and makeRoom's
  * retries see what readers still held.
  *
@@ -65,14 +65,14 @@ import { enterHeapLabels, leaveHeapLabels } from "../../memory/heap-labels.js";
 import { PAGE_SIZE } from "../../memory/layout.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
-import { SharedMap } from "../../memory/shared-map.js";
-import { keyArea } from "../../memory/shared-map-layout.js";
+import { SharedMap } from "../../memory/shared-map/shared-map.js";
+import { keyArea } from "../../memory/shared-map/layout.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import type { ItemViews } from "./item.js";
 import { ITEM_CLASSES, classSlot, itemClass } from "./item-classes.js";
 import { FlushedItems } from "./flushed-items.js";
 import { LruOrder } from "./lru-order.js";
-import { indexCapacity } from "./cache-memory.js";
+import { indexCapacity, indexSegments } from "./cache-memory.js";
 import { PrefixLabels } from "./prefix-labels.js";
 import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
 import { expired } from "./protocol.js";
@@ -160,7 +160,7 @@ export class ItemCache {
     const total = o.memory.stats().totalMemory;
     this.countsIndex = o.itemBytes === 0;
     const capacity = this.countsIndex ? Math.max(64, Math.floor(total / INDEX_BYTES_PER_ENTRY)) : indexCapacity(o.itemBytes);
-    this.map = SharedMap.create(o.heap, { shard: o.shard, capacity });
+    this.map = SharedMap.create(o.heap, { shard: o.shard, capacity, segments: indexSegments(o.heap.shards) });
     this.fullBudget = this.countsIndex ? Math.floor(total * BUDGET) : o.itemBytes;
     this.startBudget = this.fullBudget;
     this.budget = this.startBudget;

@@ -34,7 +34,7 @@
  *   36     4     older       to the item linked next after / before this one
  *                            (0: none), written by the owner only
  *   40     4     handoff     0, reserved: the link of the owner's inbox of items
- *                            other writers replaced (item-cache.ts, "Other
+ *                            other writers replaced (lru-order.ts, "Other
  *                            writers, later"); 4 bytes an item, which moves no
  *                            item of 64 B keys and 1 KiB values out of its size class
  *   44     line  "VALUE <key> <flags> <length>\r\n"
@@ -59,7 +59,7 @@
  * (SharedMap.acquire on its own thread) from the lookup until the socket
  * has taken the bytes; the owner's store unlinks the entry when the item is
  * replaced, deleted, expired, evicted or flushed, and the map frees it once
- * no reference is left (shared-map.ts). Staging copies (an item on its way
+ * no reference is left (shared-map/shared-map.ts). Staging copies (an item on its way
  * to another shard's store) are plain heap objects with this layout,
  * freed by the connection that made them.
  */

@@ -20,28 +20,31 @@
  * 100,000-200,000.
  *
  * Other writers, later: once other shards write into the map directly (an
- * item in the writer's memory, on the writer's list), a writer on shard B
- * replacing or deleting a key whose old item lives in this shard's memory
- * cannot take that item off this list: only this shard writes it. The
- * list would then hold a counted reference of its own to each item
- * (retain at link, one atomic), so B's replace leaves the old item out of
- * the map but alive, and B pushes its reference onto this shard's inbox:
- * a lock-free stack through the item's handoff word (item.ts; push by
- * compareExchange on the inbox's head word, taken whole with one exchange,
- * as cross-shard.ts hands frees over: no single pop, so no ABA), which
- * this shard drains before it evicts or reclaims: each item off the list
- * (its links are still right: only this shard moves them), its counts
- * undone, the list's reference released, the memory freed once readers
- * let go. The links are map references, not addresses, so the inbox and
- * the list name items alike, and an item's own reference stays the link
- * that names it until it is drained (ownRef).
+ * item in the writer's memory, on the list of the writer's shard), a
+ * writer on shard B replacing or deleting a key whose old item lives in
+ * this shard's memory cannot take that item off this list: only this shard
+ * writes it. B replaces with the map's exchange (take, for a delete:
+ * shared-map/writer.ts), which hands it the map's reference to the old
+ * entry instead of dropping it, so the item stays alive, and pushes that
+ * reference onto this shard's inbox: a lock-free stack through the item's
+ * handoff word (item.ts; push by compareExchange on the inbox's head word,
+ * taken whole with one exchange, as cross-shard.ts hands frees over: no
+ * single pop, so no ABA), which this shard drains before it evicts or
+ * reclaims: each item off the list (its links are still right: only this
+ * shard moves them), its counts undone, the reference released, the memory
+ * freed once readers let go. This shard's own eviction then takes an entry
+ * out with takeEntry, which answers 0 when B took it first: the item stays
+ * on the list for the drain. The links are map references, not addresses,
+ * so the inbox and the list name items alike; a key's entry found in the
+ * map may then be another shard's item, on its list (ownRef holds for this
+ * shard's items only).
  *
  * Invariants (check): from the head, following older, every item is met
  * once and the walk ends at the tail; each item's newer names the one
  * before it (0 for the head); the list holds `size` items. Written by the
  * owner's thread only; readers on other shards never read these words.
  */
-import type { SharedMap } from "../../memory/shared-map.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import type { ItemViews } from "./item.js";
 
 export class LruOrder {

@@ -20,7 +20,7 @@
  * success), errors are always sent. The TTL flag t reports the TTL in
  * flag order, as memcached does: t before T gives the old one.
  */
-import type { SharedMap } from "../../memory/shared-map.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";

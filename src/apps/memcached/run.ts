@@ -8,9 +8,10 @@
 import type { Writable } from "node:stream";
 import { UsageError } from "../../errors.js";
 import { parseBoolean, parseInteger } from "../../parse.js";
-import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
+import { formatJsHeapRunProfile, formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
+import { jsHeapProfileOf } from "../../runtime/heap-kinds.js";
 import { checkProfilerSitesFlag, parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../../memory/layout.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
@@ -23,7 +24,7 @@ import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type Memca
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
-                        [--heapprof-sites N] [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
+                        [--heapprof-sites N] [--jsheapprof[=RATE]] [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
                         [memcached's: -p P -l H -U 0 -m MB -c N -t N -I SIZE -M -F -R N
                          -D C -v -o idle_timeout=N -h]`;
 
@@ -36,12 +37,14 @@ accepts; Ctrl-C stops it and prints its statistics and the heap profile tree.
                      authentication, so 0.0.0.0 only on a trusted network)
   --max-item-size S  largest item, key and header included (default ${formatSize(DEFAULT_MAX_ITEM_SIZE)}, or
                      half of --memory when less; at most half of --memory, as memcached's -I)
-  --smp, --memory, --heapprof, --heapprof-sites, --admin-port, --admin-heap-image: as for stress
+  --smp, --memory, --heapprof, --heapprof-sites, --jsheapprof, --admin-port, --admin-heap-image: as for stress
                      (--memory is each shard's, items and all; the heap
                      profiler is off unless --heapprof is given)
 ${MEMCACHED_FLAGS_HELP}`;
 
 export interface MemcachedArgs extends MemcachedOptions {
+  /** --jsheapprof: each shard's JS heap profiler, one sample per N bytes (0 off). */
+  jsHeapprof?: number;
   adminPort?: number;
   adminHeapImage?: boolean;
   /** -h: print the help, serve nothing. */
@@ -122,7 +125,7 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
     if (m.maxItemSize !== undefined && m.maxItemSize > m.memoryTotal / 2) {
       throw new UsageError(`-I ${formatSize(m.maxItemSize)}: Cannot set item size limit higher than 1/2 of memory max (-m ${m.memoryTotal / MIB}).`);
     }
-    region = shardBytesForItems(memory, flags.heapprofSites);
+    region = shardBytesForItems(memory, split, flags.heapprofSites);
     if (HEAP_HEADER_BYTES + split * region > MAX_HEAP_BYTES) {
       throw new UsageError(
         `-m ${m.memoryTotal / MIB}: the items' ${formatSize(m.memoryTotal)} need ${formatSize(split * region)} of heap with their index and slack, above the 4 GiB one heap holds`,
@@ -139,6 +142,7 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   checkProfilerSitesFlag(flags, region ?? DEFAULT_MEMORY_PER_SHARD, memoryFlag === "-m" ? "each shard's region for its share of -m" : memoryFlag);
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
   if (flags.heapprofSites !== undefined) a.heapprofSites = flags.heapprofSites;
+  if (flags.jsHeapprof !== undefined) a.jsHeapprof = flags.jsHeapprof;
   return a;
 }
 
@@ -157,6 +161,7 @@ export async function runMemcached(o: RunOptions): Promise<void> {
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
   let admin: { url: string; close(): Promise<void> } | undefined;
   try {
+    if (o.jsHeapprof) await smp.setJsHeapProfiling("all", o.jsHeapprof);
     // A server that cannot have the admin API it was asked for does not serve at all (as stress): the
     // finally below stops its shards and its port, and the error (EADDRINUSE: exit 2) says which port.
     if (o.adminPort !== undefined) admin = await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false }).catch(inAdminServer);
@@ -187,6 +192,7 @@ export async function runMemcached(o: RunOptions): Promise<void> {
     } else {
       say("Heap profiler was off (--heapprof to turn it on).");
     }
+    if (o.jsHeapprof) out.write(`\n${formatJsHeapRunProfile(await mapProfileToSources(await jsHeapProfileOf(smp, undefined)))}`);
   } finally {
     await admin?.close();
     await server.close();

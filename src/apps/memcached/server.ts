@@ -141,8 +141,9 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     if (o.memoryPerShard !== undefined) throw new InvalidValueError("itemMemory", "itemMemory and memoryPerShard both size the cache: give one of them");
     // The region follows from the items' share (and the profiler's tables, which it holds beside them).
     const { heapprofSites, ...sized } = smpOptions;
-    itemMemoryPerShard = itemMemoryShare(o.itemMemory, fillSmpOptions(sized).shards);
-    smpOptions.memoryPerShard = shardBytesForItems(itemMemoryPerShard, heapprofSites);
+    const shards = fillSmpOptions(sized).shards;
+    itemMemoryPerShard = itemMemoryShare(o.itemMemory, shards);
+    smpOptions.memoryPerShard = shardBytesForItems(itemMemoryPerShard, shards, heapprofSites);
   }
   const options = fillSmpOptions(smpOptions);
   const host = o.host ?? "127.0.0.1";

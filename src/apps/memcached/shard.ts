@@ -10,7 +10,7 @@
  */
 import { createServer, type Server } from "node:net";
 import { getHeapStatistics } from "node:v8";
-import { SharedMap, type SharedMapStats } from "../../memory/shared-map.js";
+import { SharedMap, type SharedMapStats } from "../../memory/shared-map/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
 import { AcceptBalance } from "./accept-balance.js";
 import type { Holding } from "./backpressure.js";

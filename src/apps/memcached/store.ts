@@ -19,7 +19,7 @@
 import type { ItemCache } from "./item-cache.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, itemSize, type ItemViews } from "./item.js";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, type StoreMode } from "./protocol.js";
-import type { SharedMap } from "../../memory/shared-map.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { STAT } from "./stats.js";
 
 /** Outcomes of the store's operations, as numbers (they travel between shards). */

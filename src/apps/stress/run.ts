@@ -3,17 +3,19 @@
  * (workload.ts) with cross-shard frees and heap profiling, show progress,
  * and at the end print per-shard statistics (failed allocations included)
  * and the profile tree and write heapprof.svg, heapprof.collapsed,
- * heapprof.pb.gz, heapprof.heapprofile (when the profiler ran) and
+ * heapprof.pb.gz, heapprof.heapprofile (when the profiler ran), the
+ * same four of the shards' JS heaps as jsheapprof.* (--jsheapprof) and
  * heap.img. Ctrl-C ends the run early and still writes the report.
  */
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Writable } from "node:stream";
 import type { MemoryStats } from "../../memory/stats.js";
-import { formatRunProfile, profilerRan } from "../../report/run-profile.js";
+import { formatJsHeapRunProfile, formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { renderProfile } from "../../report/render.js";
 import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
+import { jsHeapProfileOf } from "../../runtime/heap-kinds.js";
 import type { HistoryOptions } from "../../runtime/memory-history.js";
 import { Smp } from "../../smp/smp.js";
 import { formatCount, formatSize, plural } from "../../units.js";
@@ -26,6 +28,8 @@ export interface StressOptions {
   heapprofRate: number;
   /** Stacks each shard's profiler keeps exactly (default: Smp.start's). */
   heapprofSites?: number;
+  /** Each shard's JS heap profiler: one sample per N bytes (0 or absent: off). */
+  jsHeapprofRate?: number;
   durationSeconds: number;
   /** Share of frees handed to another shard, 0..1. */
   crossShard: number;
@@ -76,6 +80,7 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
     memoryPerShard: o.memoryPerShard,
     heapprof: o.heapprofRate,
     ...(o.heapprofSites === undefined ? {} : { heapprofSites: o.heapprofSites }),
+    jsHeapprof: o.jsHeapprofRate ?? 0,
     module: WORKLOAD,
   });
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
@@ -163,6 +168,16 @@ export async function runStress(o: StressOptions): Promise<StressSummary> {
     await write("heapprof.collapsed", renderProfile(profile, "collapsed").body);
     await write("heapprof.pb.gz", renderProfile(profile, "pprof").body);
     await write("heapprof.heapprofile", renderProfile(profile, "heapprofile").body);
+  }
+  if (o.jsHeapprofRate) {
+    const js = await mapProfileToSources(await jsHeapProfileOf(smp, undefined));
+    say("");
+    out.write(formatJsHeapRunProfile(js));
+    const title = `shardheap stress: ${plural(o.shards, "shard")}, live JS heap (sampled)`;
+    await write("jsheapprof.svg", renderProfile(js, "svg", { title }).body);
+    await write("jsheapprof.collapsed", renderProfile(js, "collapsed").body);
+    await write("jsheapprof.pb.gz", renderProfile(js, "pprof").body);
+    await write("jsheapprof.heapprofile", renderProfile(js, "heapprofile").body);
   }
   await smp.saveImage(join(outDir, "heap.img"));
   files.push(join(outDir, "heap.img"));

@@ -5,7 +5,7 @@
  * shared-map.ts states the protocol and argues why it is safe; this file
  * is that protocol as code, twice: as WebAssembly over the heap's shared
  * memory, and as the same steps with Atomics for a thread that attached
- * the heap by its buffer alone (atomics.ts: a thread gets the WebAssembly
+ * the heap by its buffer alone (../atomics.ts: a thread gets the WebAssembly
  * kind only with heap.memory).
  *
  * Why WebAssembly: in Node 20 an Atomics call is a builtin call of some
@@ -44,46 +44,40 @@
  *   findHazard(records, count, id): 1 if a hazard slot of the first
  *     `count` reader records holds id, else 0.
  */
-import type { WasmMemory } from "./atomics.js";
+import type { WasmMemory } from "../atomics.js";
 import {
   D_REFS,
   D_STATE,
+  GROUP_SHIFT,
   HAZARDS_PER_READER,
   LINKED,
   M_DIRECTORY,
-  M_MOVES,
-  M_TABLE,
+  M_SEGMENT_MASK,
   READER_BYTES,
   R_HAZARDS,
+  SEGMENTS,
+  SEGMENT_MULTIPLIER,
+  SG_MOVES,
+  SG_TABLE,
   STATE_MASK,
   TABLE_HEADER_BYTES,
   T_MASK,
-} from "./shared-map-layout.js";
-import { assembleModule, type WasmFunction } from "./wasm-assembler.js";
+  UNLINKED,
+  descriptorAt,
+} from "./layout.js";
+import { assembleModule, type WasmFunction } from "../wasm-assembler.js";
+import { ABSENT, AtomicsMapSteps, INVALID_HELD, NO_TABLE, type MapAtomics } from "./atomics-twin.js";
 
-export interface MapAtomics {
-  probe(hdr: number, hash: number, hazard: number): number;
-  probeNext(hdr: number, hash: number): number;
-  release(d: number): number;
-  retain(d: number): number;
-  findHazard(records: number, count: number, id: number): number;
-  load(address: number): number;
-  store(address: number, value: number): void;
-  compareExchange(address: number, expected: number, replacement: number): number;
-  exchange(address: number, value: number): number;
-}
 
-/** The probe's verdicts besides a descriptor address. */
-export const ABSENT = 0;
-export const INVALID_HELD = 1;
-export const NO_TABLE = 2;
+export { ABSENT, INVALID_HELD, NO_TABLE, AtomicsMapSteps, type MapAtomics } from "./atomics-twin.js";
 
 // The protocol in WebAssembly's text form (wasm-assembler.ts). Offsets are
 // the layout's; ${...} are filled in below.
 const DESC = `
-  ;; chunk k = 31 - clz((id >> 6) + 1); d = directory[k] + ((id - ((64 << k) - 64)) << 5)
+  ;; the chunk (layout.ts descriptorAt): group g = 31 - clz((id >> 8) + 1), o = id - ((256 << g) - 256),
+  ;; entry (g << 2) | (o >> (6 + g)); d = directory[entry] + ((o & ((64 << g) - 1)) << 5)
   local.get $id
-  i32.const 6
+  i32.const ${6 + GROUP_SHIFT}
   i32.shr_u
   i32.const 1
   i32.add
@@ -93,19 +87,35 @@ const DESC = `
   local.get $k
   i32.sub
   local.set $k
+  local.get $id
+  i32.const ${64 << GROUP_SHIFT}
+  local.get $k
+  i32.shl
+  i32.const ${64 << GROUP_SHIFT}
+  i32.sub
+  i32.sub
+  local.set $o
   local.get $hdr
   local.get $k
+  i32.const ${GROUP_SHIFT}
+  i32.shl
+  local.get $o
+  i32.const 6
+  local.get $k
+  i32.add
+  i32.shr_u
+  i32.or
   i32.const 2
   i32.shl
   i32.add
   i32.load offset=${M_DIRECTORY}
-  local.get $id
+  local.get $o
   i32.const 64
   local.get $k
   i32.shl
-  i32.const 64
+  i32.const 1
   i32.sub
-  i32.sub
+  i32.and
   i32.const 5
   i32.shl
   i32.add`;
@@ -119,6 +129,8 @@ const SLOT = `
   i32.atomic.load offset=${TABLE_HEADER_BYTES}`;
 
 const SAVE = `
+  local.get $seg
+  global.set $segment
   local.get $T
   global.set $table
   local.get $moves
@@ -128,10 +140,37 @@ const SAVE = `
   local.get $hazard
   global.set $hazardSlot`;
 
+/** The 8-byte pair (refs, state) on the stack, from the i32 instructions that push each. */
+function PAIR(refs: string, state: string): string {
+  return `${refs}
+    i64.extend_i32_u
+    ${state}
+    i64.extend_i32_u
+    i64.const 32
+    i64.shl
+    i64.or`;
+}
+
+/** The key's segment: hdr + SEGMENTS + (((hash * C) >>> 16) & mask) * SEGMENT_BYTES (layout.ts segmentIndex). */
+const SEGMENT = `
+  local.get $hdr
+  local.get $hash
+  i32.const ${SEGMENT_MULTIPLIER | 0}
+  i32.mul
+  i32.const 16
+  i32.shr_u
+  local.get $hdr
+  i32.load offset=${M_SEGMENT_MASK}
+  i32.and
+  i32.const 7
+  i32.shl
+  i32.add
+  i32.const ${SEGMENTS}`;
+
 /** Read the slot again, or start over if the table was replaced. */
 const AGAIN = `
-  local.get $hdr
-  i32.atomic.load offset=${M_TABLE}
+  local.get $seg
+  i32.atomic.load offset=${SG_TABLE}
   local.get $T
   i32.ne
   if
@@ -147,8 +186,8 @@ const VALIDATE = `
   local.get $s
   i32.eq
   if
-    local.get $hdr
-    i32.atomic.load offset=${M_TABLE}
+    local.get $seg
+    i32.atomic.load offset=${SG_TABLE}
     local.get $T
     i32.eq
     if
@@ -167,12 +206,12 @@ const SCAN = `
     local.get $T
     i32.eqz
     if
-      ;; a fresh start: the current table, the move count, the key's home
-      local.get $hdr
-      i32.atomic.load offset=${M_TABLE}
+      ;; a fresh start: the segment's current table, its move count, the key's home
+      local.get $seg
+      i32.atomic.load offset=${SG_TABLE}
       local.set $T
-      local.get $hdr
-      i32.atomic.load offset=${M_MOVES}
+      local.get $seg
+      i32.atomic.load offset=${SG_MOVES}
       local.set $moves
       local.get $T
       i32.eqz
@@ -200,8 +239,8 @@ const SCAN = `
       i32.eqz
       if
         ;; an empty slot ends the path: absent, unless an entry moved meanwhile
-        local.get $hdr
-        i32.atomic.load offset=${M_MOVES}
+        local.get $seg
+        i32.atomic.load offset=${SG_MOVES}
         local.get $moves
         i32.ne
         if
@@ -417,18 +456,66 @@ const FIND_HAZARD = `
   end
   unreachable`;
 
-const SCAN_LOCALS = ["mask", "s", "d", "c", "seen", "steps", "tag", "id", "k"];
+/**
+ * unlinkEntry(d, expected, drop): if d's state word is still `expected`
+ * (LINKED or RESERVED, of one generation), make it UNLINKED and take
+ * `drop` (1 or 0) from its count, both in one 8-byte compareExchange of
+ * the pair (refs, state); the count after, or -1 when the state was
+ * another (done already, or another generation: nothing changed). One
+ * step, so a writer that breaks a dead writer's lock can finish an unlink
+ * without ever dropping the index's reference twice (repair.ts).
+ */
+const UNLINK_ENTRY = `
+  loop $retry
+    local.get $d
+    i32.atomic.load offset=${D_STATE}
+    local.get $expected
+    i32.ne
+    if
+      i32.const -1
+      return
+    end
+    local.get $d
+    i32.atomic.load offset=${D_REFS}
+    local.set $c
+    local.get $d
+    ${PAIR("local.get $c", "local.get $expected")}
+    ${PAIR("local.get $c\n    local.get $drop\n    i32.sub", `local.get $expected\n    i32.const -8\n    i32.and\n    i32.const ${UNLINKED}\n    i32.or`)}
+    i64.atomic.rmw.cmpxchg offset=${D_REFS}
+    ${PAIR("local.get $c", "local.get $expected")}
+    i64.eq
+    if
+      local.get $c
+      local.get $drop
+      i32.sub
+      return
+    end
+    br $retry
+  end
+  unreachable`;
+
+const SCAN_LOCALS = ["mask", "s", "d", "c", "seen", "steps", "tag", "id", "k", "o"];
 
 /** The module's source (exported for the test that validates it). */
 export const MAP_MODULE: readonly WasmFunction[] = [
-  { name: "scan", params: ["hdr", "hash", "T", "moves", "i", "hazard"], locals: SCAN_LOCALS, result: true, exported: false, body: SCAN },
+  { name: "scan", params: ["hdr", "seg", "hash", "T", "moves", "i", "hazard"], locals: SCAN_LOCALS, result: true, exported: false, body: SCAN },
   {
     name: "probe", params: ["hdr", "hash", "hazard"], result: true, exported: true,
-    body: "local.get $hdr\nlocal.get $hash\ni32.const 0\ni32.const 0\ni32.const 0\nlocal.get $hazard\ncall $scan",
+    body: `local.get $hdr\n${SEGMENT}\ni32.add\nlocal.get $hash\ni32.const 0\ni32.const 0\ni32.const 0\nlocal.get $hazard\ncall $scan`,
   },
   {
     name: "probeNext", params: ["hdr", "hash"], result: true, exported: true,
-    body: "local.get $hdr\nlocal.get $hash\nglobal.get $table\nglobal.get $moved\nglobal.get $index\ni32.const 1\ni32.add\nglobal.get $hazardSlot\ncall $scan",
+    body: "local.get $hdr\nglobal.get $segment\nlocal.get $hash\nglobal.get $table\nglobal.get $moved\nglobal.get $index\ni32.const 1\ni32.add\nglobal.get $hazardSlot\ncall $scan",
+  },
+  { name: "unlinkEntry", params: ["d", "expected", "drop"], locals: ["c"], result: true, exported: true, body: UNLINK_ENTRY },
+  {
+    // A writer's two stores in one call (a call costs more than an x86 store): d's state, then its count 1.
+    name: "reserveSteps", params: ["d", "state"], result: false, exported: true,
+    body: `local.get $d\nlocal.get $state\ni32.atomic.store offset=${D_STATE}\nlocal.get $d\ni32.const 1\ni32.atomic.store offset=${D_REFS}`,
+  },
+  {
+    name: "linkSteps", params: ["d", "state", "slot", "word"], result: false, exported: true,
+    body: `local.get $d\nlocal.get $state\ni32.atomic.store offset=${D_STATE}\nlocal.get $slot\nlocal.get $word\ni32.atomic.store`,
   },
   { name: "release", params: ["d"], locals: ["c", "seen"], result: true, exported: true, body: RELEASE },
   { name: "retain", params: ["d"], result: true, exported: true, body: RETAIN },
@@ -443,7 +530,7 @@ export const MAP_MODULE: readonly WasmFunction[] = [
 ];
 
 export function encodeMapModule(): Uint8Array {
-  return assembleModule({ globals: ["table", "moved", "index", "hazardSlot"], functions: MAP_MODULE });
+  return assembleModule({ globals: ["segment", "table", "moved", "index", "hazardSlot"], functions: MAP_MODULE });
 }
 
 interface WebAssemblyApi {
@@ -465,7 +552,7 @@ export function mapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undef
       compiled ??= new WA.Module(encodeMapModule());
       const e = new WA.Instance(compiled, { heap: { memory } }).exports as MapAtomics;
       a = {
-        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, findHazard: e.findHazard,
+        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, unlinkEntry: e.unlinkEntry, reserveSteps: e.reserveSteps, linkSteps: e.linkSteps, findHazard: e.findHazard,
         load: e.load, store: e.store, compareExchange: e.compareExchange, exchange: e.exchange,
       };
     } else {
@@ -476,119 +563,7 @@ export function mapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undef
   return a;
 }
 
-/**
- * The same steps with Atomics, word for word (a byte address >>> 2 is the
- * Int32Array index). Kept in step with the WebAssembly above: the tests
- * run the races on both kinds.
- */
-export class AtomicsMapSteps implements MapAtomics {
-  private table = 0;
-  private moved = 0;
-  private index = 0;
-  private hazard = 0;
-  constructor(private readonly i32: Int32Array) {}
-
-  probe = (hdr: number, hash: number, hazard: number): number => this.scan(hdr, hash, 0, 0, 0, hazard);
-  probeNext = (hdr: number, hash: number): number => this.scan(hdr, hash, this.table, this.moved, this.index + 1, this.hazard);
-
-  private scan(hdr: number, hash: number, T: number, moves: number, i: number, hazard: number): number {
-    const i32 = this.i32;
-    const table = (hdr + M_TABLE) >>> 2;
-    const tag = hash >>> 24;
-    for (;;) {
-      if (T === 0) {
-        T = Atomics.load(i32, table) >>> 0;
-        moves = Atomics.load(i32, (hdr + M_MOVES) >>> 2);
-        if (T === 0) return NO_TABLE;
-        i = hash;
-      }
-      const mask = i32[(T + T_MASK) >>> 2]!;
-      const slots = (T + TABLE_HEADER_BYTES) >>> 2;
-      i &= mask;
-      let steps = mask + 1;
-      for (;;) {
-        const s = Atomics.load(i32, slots + i);
-        if (s === 0) {
-          if (Atomics.load(i32, (hdr + M_MOVES) >>> 2) !== moves) break;
-          return ABSENT;
-        }
-        if ((s & 255) !== tag) {
-          i = (i + 1) & mask;
-          if (--steps === 0) break;
-          continue;
-        }
-        const d = descriptorAddress(i32, hdr, s >>> 8);
-        if (hazard !== 0) {
-          Atomics.store(i32, hazard >>> 2, s >>> 8);
-          if (Atomics.load(i32, slots + i) === s && Atomics.load(i32, table) >>> 0 === T) return this.save(T, moves, i, hazard, d);
-          Atomics.store(i32, hazard >>> 2, 0);
-        } else {
-          const refs = (d >>> 2) + (D_REFS >>> 2);
-          let c = Atomics.load(i32, refs);
-          while (c !== 0) {
-            const seen = Atomics.compareExchange(i32, refs, c, c + 1);
-            if (seen === c) break;
-            c = seen;
-          }
-          if (c !== 0) {
-            if (Atomics.load(i32, slots + i) === s && Atomics.load(i32, table) >>> 0 === T) return this.save(T, moves, i, hazard, d);
-            for (c = Atomics.load(i32, refs); ; ) {
-              if (c <= 1) return d | INVALID_HELD;
-              const seen = Atomics.compareExchange(i32, refs, c, c - 1);
-              if (seen === c) break;
-              c = seen;
-            }
-          }
-        }
-        if (Atomics.load(i32, table) >>> 0 !== T) break; // the slot again, unless the table was replaced
-      }
-      T = 0;
-    }
-  }
-
-  private save(T: number, moves: number, i: number, hazard: number, d: number): number {
-    this.table = T;
-    this.moved = moves;
-    this.index = i;
-    this.hazard = hazard;
-    return d;
-  }
-
-  release = (d: number): number => {
-    const i32 = this.i32;
-    const refs = (d >>> 2) + (D_REFS >>> 2);
-    let c = Atomics.load(i32, refs);
-    for (;;) {
-      if (c <= 0) return -1;
-      if (c === 1 && (Atomics.load(i32, (d >>> 2) + (D_STATE >>> 2)) & STATE_MASK) === LINKED) return -2;
-      const seen = Atomics.compareExchange(i32, refs, c, c - 1);
-      if (seen === c) return c - 1;
-      c = seen;
-    }
-  };
-
-  retain = (d: number): number => Atomics.add(this.i32, (d >>> 2) + (D_REFS >>> 2), 1) + 1;
-
-  findHazard = (records: number, count: number, id: number): number => {
-    for (let r = 0; r < count; r++) {
-      const first = (records + r * READER_BYTES + R_HAZARDS) >>> 2;
-      for (let j = 0; j < HAZARDS_PER_READER; j++) if (Atomics.load(this.i32, first + j) === id) return 1;
-    }
-    return 0;
-  };
-
-  load = (address: number): number => Atomics.load(this.i32, address >>> 2);
-  store = (address: number, value: number): void => {
-    Atomics.store(this.i32, address >>> 2, value);
-  };
-  compareExchange = (address: number, expected: number, replacement: number): number =>
-    Atomics.compareExchange(this.i32, address >>> 2, expected, replacement);
-  exchange = (address: number, value: number): number => Atomics.exchange(this.i32, address >>> 2, value);
-}
-
 /** The byte address of descriptor `id` (its chunk from the header's directory), as the probe computes it. */
 export function descriptorAddress(i32: Int32Array, hdr: number, id: number): number {
-  const k = 31 - Math.clz32((id >>> 6) + 1);
-  const chunk = i32[((hdr + M_DIRECTORY) >>> 2) + k]! >>> 0;
-  return chunk + ((id - ((64 << k) - 64)) << 5);
+  return descriptorAt(i32, (hdr + M_DIRECTORY) >>> 2, id);
 }

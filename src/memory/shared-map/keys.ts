@@ -40,8 +40,8 @@
  * time on a thread, and every map call that fills it reads it before it
  * returns.
  */
-import { InvalidValueError, SharedMapError } from "../errors.js";
-import { MAX_KEY_BYTES } from "./shared-map-layout.js";
+import { InvalidValueError, SharedMapError } from "../../errors.js";
+import { MAX_KEY_BYTES } from "./layout.js";
 
 const encoder = new TextEncoder();
 
