@@ -20,7 +20,11 @@
  * JS memory (each piece 190-290 B: its view, its slots in the connection's
  * lists and the socket's queue), before the connection could stop reading.
  * Waiting, it holds its line and a position in it (get-keys.ts), no copy
- * per key.
+ * per key. The keys after the wait are read when it goes on: another
+ * client's change meanwhile shows (as it may between two keys of a get in
+ * memcached, whose worker threads lock items one at a time); the
+ * connection's own later requests wait behind the get (its reader is
+ * suspended).
  *
  * An owner that cannot answer (its shard failed, the server is stopping):
  * a one-key get answers SERVER_ERROR and the connection carries on; a get
