@@ -6,7 +6,7 @@
  * checks clean, and (once idle) each shard's memory is back to the start.
  */
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, type Holding } from "../dist/apps/memcached/backpressure.js";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
@@ -27,6 +27,23 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await server?.close();
+});
+
+/**
+ * Every client a test opens, closed after it whatever happened: a test that
+ * fails halfway must not leave its connections open for the next test's
+ * healthy(), which then (rightly) waits for them in vain ("waited 10000 ms
+ * for the other connections to close" in the 10,000 connections test, after
+ * a failed never-read test had left its two clients open).
+ */
+const opened: RawClient[] = [];
+async function open(timeoutMs?: number): Promise<RawClient> {
+  const c = await RawClient.open(server.port, "127.0.0.1", timeoutMs);
+  opened.push(c);
+  return c;
+}
+afterEach(() => {
+  for (const c of opened.splice(0)) c.close();
 });
 
 
@@ -52,7 +69,7 @@ async function healthy(): Promise<void> {
 
 describe("shardheap memcached under bad input", () => {
   it("random bytes on many connections", async () => {
-    const clients = await Promise.all(Array.from({ length: 16 }, () => RawClient.open(server.port)));
+    const clients = await Promise.all(Array.from({ length: 16 }, () => open()));
     for (const [i, c] of clients.entries()) {
       // Not the binary magic first (that is refused at once); then anything, in pieces.
       c.send(Buffer.from([0x61 + (i % 20)]));
@@ -74,13 +91,13 @@ describe("shardheap memcached under bad input", () => {
       `get ${"k ".repeat(50_000)}`, // a long multi-get never finished
     ];
     for (const text of lies) {
-      const c = await RawClient.open(server.port);
+      const c = await open();
       c.send(text);
       await new Promise((r) => setTimeout(r, 30));
       c.close();
     }
     // The same keys still work for an honest client.
-    const c = await RawClient.open(server.port);
+    const c = await open();
     try {
       expect(await c.request("set a 0 0 1\r\n1\r\nget a b c\r\n", "END\r\n")).toBe("STORED\r\nVALUE a 0 1\r\n1\r\nEND\r\n");
     } finally {
@@ -100,7 +117,7 @@ describe("shardheap memcached under bad input", () => {
         // Gone right after the command line, the owner busy meanwhile (a batch of 50,000 gets, some 100 ms):
         // the client's close (read once the owner has answered: reading waits for it), or the server's
         // own (closeConnections, as at its stop) before the owner answers with an item nobody will fill.
-        const early = await RawClient.open(server.port);
+        const early = await open();
         const busy = server.smp.submitTo(keyOwner(key, 2), "applyOps", Array.from({ length: 100_000 }, (_, i) => (i % 2 === 0 ? 0 : "nokey")));
         early.send(`set ${key} 0 0 ${value.length}\r\n`);
         await new Promise((r) => setTimeout(r, 10));
@@ -109,17 +126,17 @@ describe("shardheap memcached under bad input", () => {
         await busy;
         early.close();
         // Gone halfway through the value.
-        const half = await RawClient.open(server.port);
+        const half = await open();
         half.send(`set ${key} 0 0 ${value.length}\r\n${value.slice(0, 50_000)}`);
         await new Promise((r) => setTimeout(r, 5 * round));
         half.close();
         // Half-closed after a set and a get: both answered, then the close.
-        const ender = await RawClient.open(server.port);
+        const ender = await open();
         ender.send(`set ${key} 3 0 ${value.length}\r\n${value}\r\nget ${key}\r\n`);
         ender.socket.end();
         expect(await ender.untilClosed()).toBe(`STORED\r\nVALUE ${key} 3 ${value.length}\r\n${value}\r\nEND\r\n`);
         // Pipelined around it: nothing after the set overtakes it, nothing before it sees it.
-        const piped = await RawClient.open(server.port);
+        const piped = await open();
         try {
           const answer = await piped.request(
             `delete ${key}\r\nget ${key}\r\nset ${key} 5 0 ${value.length}\r\n${value}\r\nget ${key}\r\nappend ${key} 0 0 1\r\n!\r\ndelete ${key}\r\nget ${key}\r\n`,
@@ -155,7 +172,7 @@ describe("shardheap memcached under bad input", () => {
     for (let round = 0; round < 12; round++) {
       const whole = round % 3 === 0;
       const script = seeds + Array.from({ length: 300 }, () => line(!whole)).join("");
-      const c = await RawClient.open(server.port);
+      const c = await open();
       const cut = whole ? script.length : seeds.length + next(script.length - seeds.length);
       c.send(script.slice(0, cut));
       if (whole) {
@@ -173,12 +190,12 @@ describe("shardheap memcached under bad input", () => {
   });
 
   it("a client that asks and never reads: the server stops reading it within its bounds, and lets go of everything when it leaves", async () => {
-    const writer = await RawClient.open(server.port);
+    const writer = await open();
     const value = "v".repeat(100_000);
     const answer = `VALUE fat 0 ${value.length}\r\n${value}\r\nEND\r\n`;
     expect(await writer.request(`set fat 0 0 ${value.length}\r\n${value}\r\n`)).toBe("STORED\r\n");
     const readBefore = totals(server.config).bytes_read;
-    const hog = await RawClient.open(server.port);
+    const hog = await open();
     try {
       hog.socket.pause();
       const gets = Buffer.from("get fat\r\n".repeat(20_000)); // 400,000 gets in all: 3.6 MB asked, 40 GB of answers
@@ -211,7 +228,7 @@ describe("shardheap memcached under bad input", () => {
   it("10,000 connections opened and dropped", async () => {
     const before = totals(server.config).total_connections;
     for (let wave = 0; wave < 20; wave++) {
-      const opened = await Promise.all(Array.from({ length: 500 }, () => RawClient.open(server.port, "127.0.0.1", 30_000)));
+      const opened = await Promise.all(Array.from({ length: 500 }, () => open(30_000)));
       opened.forEach((c, i) => {
         if (i % 3 === 0) c.send("get x\r\n");
         if (i % 3 === 1) c.send("set y 0 0 10\r\nabc");

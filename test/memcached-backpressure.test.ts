@@ -9,20 +9,13 @@
  * reference they held is dropped and the items' memory comes back.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, MAX_UNSENT_PIECES, type Holding } from "../dist/apps/memcached/backpressure.js";
+import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, MAX_UNSENT_PIECES } from "../dist/apps/memcached/backpressure.js";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals } from "../dist/apps/memcached/stats.js";
-import type { SharedMapStats } from "../dist/index.js";
+import { census, hogs, until, untilStopped, worst, type Census } from "./memcached-census.js";
 import { RawClient } from "./memcached-client.js";
 import { shardMemory, waitForMemoryBack } from "./memcached-shard-memory.js";
-
-interface Census {
-  connections: number;
-  index: SharedMapStats;
-  holding: Holding;
-  jsMemoryBytes: number;
-}
 
 /** What Node reads from a socket at once: the reader may hold one such read past its bound. */
 const ONE_READ = 64 << 10;
@@ -33,41 +26,6 @@ const VALUE = "v".repeat(100_000);
 const FAT_ANSWER = `VALUE fat 0 ${VALUE.length}\r\n${VALUE}\r\nEND\r\n`;
 /** 400,000 gets of fat: 3.6 MB asked, 40 GB of answers. */
 const GETS = Buffer.from("get fat\r\n".repeat(400_000));
-
-const census = (server: MemcachedServer): Promise<Census[]> => Promise.all([0, 1].map((s) => server.smp.submitTo<Census>(s, "census")));
-
-/** Poll `check` (bounded) until it holds. */
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const t0 = performance.now();
-  while (!(await check())) {
-    if (performance.now() - t0 > timeoutMs) throw new Error(`waited ${timeoutMs} ms for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** Clients that send `script` and never read (their sockets paused). */
-async function hogs(server: MemcachedServer, n: number, script: Buffer): Promise<RawClient[]> {
-  const clients = await Promise.all(Array.from({ length: n }, () => RawClient.open(server.port)));
-  for (const c of clients) {
-    c.socket.pause();
-    c.send(script);
-  }
-  return clients;
-}
-
-/** The most any connection held, over both shards, and the sums now. */
-function worst(shards: Census[]): Holding {
-  const h = shards.map((s) => s.holding);
-  return {
-    unsentBytes: h.reduce((a, x) => a + x.unsentBytes, 0),
-    unsentPieces: h.reduce((a, x) => a + x.unsentPieces, 0),
-    peakUnsentBytes: Math.max(...h.map((x) => x.peakUnsentBytes)),
-    peakUnsentPieces: Math.max(...h.map((x) => x.peakUnsentPieces)),
-    stopped: h.reduce((a, x) => a + x.stopped, 0),
-    heldBytes: h.reduce((a, x) => a + x.heldBytes, 0),
-    peakHeldBytes: Math.max(...h.map((x) => x.peakHeldBytes)),
-  };
-}
 
 describe.each([20, 1_000_000_000])("shardheap memcached -R %i: clients that never read", (requestsPerEvent) => {
   let server: MemcachedServer;
@@ -95,17 +53,7 @@ describe.each([20, 1_000_000_000])("shardheap memcached -R %i: clients that neve
       const before = await census(server);
       const clients = await hogs(server, n, script);
       try {
-        // Until every one has stopped reading, twice alike (while the kernel's socket buffers take the answers, a
-        // connection stops and goes on again), or (without the bounds) one holds far more than they allow.
-        let last = "";
-        await until(async () => {
-          const h = worst(await census(server));
-          if (h.peakUnsentBytes > 4 * MAX_UNSENT_BYTES || h.peakUnsentPieces > 4 * MAX_UNSENT_PIECES) return true;
-          const now = `${h.stopped} ${h.unsentBytes} ${h.unsentPieces}`;
-          const steady = h.stopped === n && now === last;
-          last = now;
-          return steady;
-        }, `${n} connections to stop reading`);
+        await untilStopped(server, n, MAX_UNSENT_BYTES, MAX_UNSENT_PIECES);
         const now = worst(await census(server));
         expect([now.peakUnsentBytes <= 2 * MAX_UNSENT_BYTES, now.peakUnsentPieces <= 2 * MAX_UNSENT_PIECES]).toEqual([true, true]);
         await stuck(before, writer);

@@ -95,8 +95,9 @@ export const JS_HEAP_SCRIPT = String.raw`"use strict";
   }
   async function setRate(shard, rate) {
     var name = lib().shardName(shard);
-    // Held as set from the click on: the samples until the server has it would flip the switch back.
-    panel.setAt[shard] = Date.now();
+    // Held as set from the click until the server has answered: a sample taken meanwhile, before the
+    // shard applied it, would flip the switch back (then only samples taken after the answer count).
+    panel.setAt[shard] = Infinity;
     try {
       var r = await lib().api("/v1/heapprof?heap=js&shard=" + shard + "&rate=" + encodeURIComponent(String(rate).trim()), { method: "PUT" });
       var applied = (await r.json()).rate;
@@ -105,6 +106,7 @@ export const JS_HEAP_SCRIPT = String.raw`"use strict";
       lib().status(name + ": JS heap profiler " + jsRateText(applied));
       refresh();
     } catch (e) {
+      panel.setAt[shard] = 0;
       lib().status(name + ": " + e.message, true);
       showRate(shard, jsRate(shard));
     }

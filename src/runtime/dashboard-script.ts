@@ -283,6 +283,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     }
   }
   async function setRate(shard, rate) {
+    // The switch holds as clicked until the server answers: a sample taken before the shard applied it would flip it back.
+    state.rateSetAt[shard] = Infinity;
     try {
       var r = await api("/v1/heapprof?shard=" + shard + "&rate=" + encodeURIComponent(rate.trim()), { method: "PUT" });
       var applied = (await r.json()).rate;
@@ -290,6 +292,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       showRate(shard, applied);
       status(shardName(shard) + ": profiler " + rateText(applied));
     } catch (e) {
+      state.rateSetAt[shard] = 0;
       status(shardName(shard) + ": " + e.message, true);
       var latest = state.samples[state.samples.length - 1];
       if (latest) showRate(shard, latest.shards[shard].sampleRate);

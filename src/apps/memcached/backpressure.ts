@@ -20,7 +20,9 @@ import type { Chunk } from "./meta-commands.js";
 /**
  * A connection stops reading once its answers not yet written pass this
  * many bytes (plus the answer of the request that passed it: a request is
- * never cut), and goes on once half of them are written.
+ * never cut; but a get of many keys stops between two keys, past it by
+ * one key's answer, multi-get.ts), and goes on once half of them are
+ * written.
  */
 export const MAX_UNSENT_BYTES = 4 << 20;
 /**
@@ -80,6 +82,13 @@ export class UnsentAnswers {
   private writes: Write[] = [];
   private writingBytes = 0;
   private writingPieces = 0;
+  /**
+   * Pieces of answers another shard has yet to give a get (multi-get.ts),
+   * counted against the bound before they come: what is asked is answered
+   * whatever follows, so a get of many keys asks no more than the bound
+   * holds.
+   */
+  private promised = 0;
   /** The most there were at once (census: shard.ts). */
   peakBytes = 0;
   peakPieces = 0;
@@ -101,6 +110,11 @@ export class UnsentAnswers {
   addAll(chunks: readonly Chunk[]): void {
     for (const c of chunks) this.madeBytes += c.length;
     this.madePieces += chunks.length;
+  }
+
+  /** An answer of `pieces` is asked of another shard (negative: it came, or never will). */
+  promise(pieces: number): void {
+    this.promised += pieces;
   }
 
   /** Pieces made, `bytes` long, handed to the socket as one write; `refs` drop when it is written. */
@@ -138,19 +152,19 @@ export class UnsentAnswers {
     const pieces = this.pieces;
     if (bytes > this.peakBytes) this.peakBytes = bytes;
     if (pieces > this.peakPieces) this.peakPieces = pieces;
-    return bytes > MAX_UNSENT_BYTES || pieces > MAX_UNSENT_PIECES || waiting > MAX_WAITING;
+    return bytes > MAX_UNSENT_BYTES || pieces + this.promised > MAX_UNSENT_PIECES || waiting > MAX_WAITING;
   }
 
   /** Whether down to half the bounds (reading may go on). */
   drained(waiting: number): boolean {
-    return this.bytes <= MAX_UNSENT_BYTES / 2 && this.pieces <= MAX_UNSENT_PIECES / 2 && waiting <= MAX_WAITING / 2;
+    return this.bytes <= MAX_UNSENT_BYTES / 2 && this.pieces + this.promised <= MAX_UNSENT_PIECES / 2 && waiting <= MAX_WAITING / 2;
   }
 
   /** The connection closed: nothing more will be written; the references of the writes not called back, to drop. */
   clear(): number[][] {
     const refs = this.writes.map((w) => w.refs);
     this.writes = [];
-    this.madeBytes = this.madePieces = this.writingBytes = this.writingPieces = 0;
+    this.madeBytes = this.madePieces = this.writingBytes = this.writingPieces = this.promised = 0;
     return refs;
   }
 }

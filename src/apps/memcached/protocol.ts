@@ -20,6 +20,7 @@
  * number is read as its tokenizer (mcmc_tokto*) reads them: digits, a '-'
  * where signed, no '+' (incr by "+1" or "-0", gat 2147483648: refused).
  */
+import { countKeys, type KeyList } from "./get-keys.js";
 import { MAX_KEY_LENGTH } from "./item.js";
 
 /** Answers, as memcached words them (without the \r\n). */
@@ -57,8 +58,8 @@ export const MODE_CAS = 5;
 export type StoreMode = 0 | 1 | 2 | 3 | 4 | 5;
 
 export type Command =
-  /** get, gets, gat, gats (and bget, memcached's old alias of get). */
-  | { kind: "get"; keys: string[]; withCas: boolean; touch: boolean; exptime: number }
+  /** get, gets, gat, gats (and bget, memcached's old alias of get): one key, or many (or none: gat) read in place from the line. */
+  | { kind: "get"; keys: string | KeyList; withCas: boolean; touch: boolean; exptime: number }
   /** set, add, replace, append, prepend, cas: `bytes` of data and \r\n follow the line. cas: the client's value, a decimal string ("" for the others). */
   | { kind: "store"; mode: StoreMode; key: string; flags: number; exptime: number; bytes: number; cas: string; noreply: boolean }
   | { kind: "delete"; key: string; noreply: boolean }
@@ -92,10 +93,8 @@ function error(reply: string, noreply = false, swallow = 0, close = false): Comm
   return { kind: "error", reply, noreply, swallow, close };
 }
 
-/** memcached's tokenizer: split on spaces, empty tokens dropped. */
+/** memcached's tokenizer: split on spaces, empty tokens dropped (a NUL has ended the line: parseCommand). */
 function tokenize(line: string): string[] {
-  const nul = line.indexOf("\0");
-  if (nul >= 0) line = line.slice(0, nul);
   const parts = line.split(" ");
   let n = 0;
   for (const p of parts) if (p !== "") parts[n++] = p;
@@ -119,7 +118,18 @@ export function parseCommand(line: string, bytes: number): Command {
   if (bytes < MIN_LINE_BYTES) return error(REPLY.BAD_FORMAT);
   // The most common line, "get <key>", without tokenizing.
   if (line.length > 4 && line.length <= 4 + MAX_KEY_LENGTH && line.startsWith("get ") && line.indexOf(" ", 4) < 0 && line.indexOf("\0") < 0) {
-    return { kind: "get", keys: [line.slice(4)], withCas: false, touch: false, exptime: 0 };
+    return { kind: "get", keys: line.slice(4), withCas: false, touch: false, exptime: 0 };
+  }
+  const nul = line.indexOf("\0");
+  if (nul >= 0) line = line.slice(0, nul);
+  // A get's keys are read in place (a line of 1 MiB may hold 500,000 of them: get-keys.ts), not tokenized.
+  let start = 0;
+  while (line.charCodeAt(start) === SPACE) start++;
+  let after = line.indexOf(" ", start);
+  if (after < 0) after = line.length;
+  if (after - start === 3 || after - start === 4) {
+    const name = line.slice(start, after);
+    if (name === "get" || name === "bget" || name === "gets" || name === "gat" || name === "gats") return getLine(line, name, after);
   }
   const t = tokenize(line);
   // memcached counts a terminal token too: its WANT_TOKENS(n) is t.length + 1 here.
@@ -127,18 +137,6 @@ export function parseCommand(line: string, bytes: number): Command {
   const name = t[0];
   if (name === undefined || name.length < 2) return error(REPLY.ERROR);
   switch (name) {
-    case "get":
-    case "bget":
-      return n >= 2 ? getCommand(t, 1, false, false, 0) : error(REPLY.ERROR);
-    case "gets":
-      return n >= 2 ? getCommand(t, 1, true, false, 0) : error(REPLY.ERROR);
-    case "gat":
-    case "gats": {
-      if (n < 2) return error(REPLY.ERROR);
-      const exptime = parseStrictI32(t[1]!);
-      if (exptime === undefined) return error(REPLY.BAD_EXPTIME);
-      return getCommand(t, 2, name === "gats", true, exptime);
-    }
     case "set":
       return storeCommand(t, MODE_SET);
     case "add":
@@ -208,10 +206,33 @@ function isNoreply(t: string[]): boolean {
   return t[t.length - 1] === "noreply";
 }
 
-function getCommand(t: string[], first: number, withCas: boolean, touch: boolean, exptime: number): Command {
+const SPACE = 0x20;
+
+/** A get, bget, gets, gat or gats line (`after`: where its name ends), as memcached reads it. */
+function getLine(line: string, name: string, after: number): Command {
+  const withCas = name === "gets" || name === "gats";
+  if (name[1] !== "a") return getCommand(line, after, withCas, false, 0, true);
+  // gat, gats: the exptime first.
+  let start = after;
+  while (line.charCodeAt(start) === SPACE) start++;
+  if (start >= line.length) return error(REPLY.ERROR);
+  let end = line.indexOf(" ", start);
+  if (end < 0) end = line.length;
+  const exptime = parseStrictI32(line.slice(start, end));
+  if (exptime === undefined) return error(REPLY.BAD_EXPTIME);
+  return getCommand(line, end, withCas, true, exptime, false);
+}
+
+/** A get's keys, in `line` from `from` on; `some`: at least one is needed (get, gets; gat and gats may have none). */
+function getCommand(line: string, from: number, withCas: boolean, touch: boolean, exptime: number, some: boolean): Command {
   // memcached answers a key that is too long with the error alone, whatever came before it.
-  for (let i = first; i < t.length; i++) if (t[i]!.length > MAX_KEY_LENGTH) return error(REPLY.BAD_FORMAT);
-  return { kind: "get", keys: first === 1 && t.length === 2 ? [t[1]!] : t.slice(first), withCas, touch, exptime };
+  const count = countKeys(line, from, MAX_KEY_LENGTH);
+  if (count < 0) return error(REPLY.BAD_FORMAT);
+  if (count === 0 && some) return error(REPLY.ERROR);
+  if (count !== 1) return { kind: "get", keys: { line, from, count }, withCas, touch, exptime };
+  while (line.charCodeAt(from) === SPACE) from++;
+  const end = line.indexOf(" ", from);
+  return { kind: "get", keys: line.slice(from, end < 0 ? line.length : end), withCas, touch, exptime };
 }
 
 /**
