@@ -27,13 +27,13 @@ describe("memcached's flags", () => {
       verbosity: 2,
       idleTimeout: 9,
     });
-    // Values attached, switches clustered; -m is the whole cache's, split over the shards.
+    // Values attached, switches clustered; -m is the whole cache's items, split over the shards by the server.
     expect(parseMemcachedArgs(["-p11312", "-MF", "-t", "4", "-m", "256", "-I", "32m"])).toEqual({
       port: 11312,
       evict: false,
       flushAllowed: false,
       shards: 4,
-      memoryPerShard: 64 * MIB,
+      itemMemory: 256 * MIB,
       maxItemSize: 32 * MIB,
     });
     expect(parseMemcachedArgs(["-I", "512k"]).maxItemSize).toBe(512 * 1024);
@@ -109,7 +109,7 @@ describe("memcached's flags", () => {
       [["-U", "5"], /speaks TCP only/],
       [["-d"], /daemon mode/],
       [["--heapprof-sites", "0"], /--heapprof-sites must be a whole number from 1 to/],
-      [["-m", "64", "-t", "1", "--heapprof-sites", "40000"], /--heapprof-sites 40000 does not fit shards of 64M: .* need each shard's share of -m of 81M or more/],
+      [["-m", "64", "-t", "1", "--heapprof-sites", "65536"], /--heapprof-sites 65536 does not fit shards of 1\d\dM: .* need each shard's region for its share of -m of 153M or more/],
     ] as const) {
       const r = runCli(["memcached", ...argv]);
       expect(r.status, argv.join(" ")).toBe(2);

@@ -10,7 +10,10 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
+import { itemSize } from "../dist/apps/memcached/item.js";
 import { keyOwner } from "../dist/apps/memcached/key-owner.js";
+import { parseMemcachedArgs } from "../dist/apps/memcached/run.js";
+import { classOf, classSize } from "../dist/memory/size-classes.js";
 import { startMemcached, type MemcachedOptions, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { shardCounters, STAT, totals } from "../dist/apps/memcached/stats.js";
 import { waitFor } from "./helpers.js";
@@ -230,7 +233,7 @@ describe("shardheap memcached on the shared heap", () => {
     const half = "h".repeat((512 << 10) - 100);
     // (128 pages in one piece among 20 KiB spans whose slots were refilled out of LRU order: eviction,
     // in LRU order, may have to take nearly all the shard holds; measured: all of its 325 items. The
-    // items' index is made whole at the start (store.ts INDEX_BYTES_PER_ENTRY): made as it grew, its
+    // items' index is made whole at the start (item-cache.ts INDEX_BYTES_PER_ENTRY): made as it grew, its
     // chunks left no 384 KiB in one piece.)
     expect(await c.request(`set half 0 0 ${half.length}\r\n${half}\r\nget half\r\n`, "END\r\n")).toBe(`STORED\r\nVALUE half 0 ${half.length}\r\n${half}\r\nEND\r\n`);
     expect(totals(server.config).store_no_memory).toBe(0);
@@ -239,6 +242,32 @@ describe("shardheap memcached on the shared heap", () => {
     expect(await c.request(`set toobig 0 0 ${tooBig.length}\r\n${tooBig}\r\n`)).toBe("SERVER_ERROR object too large for cache\r\n");
     expect(await c.request("set after 0 0 2\r\nok\r\nget after\r\n", "END\r\n")).toBe("STORED\r\nVALUE after 0 2\r\nok\r\nEND\r\n");
     for (const s of [0, 1]) expect(server.smp.stats(s).failedAllocations).toBeLessThan(50);
+    expect(server.smp.heap.check()).toEqual([]);
+  });
+
+  it("-m is the items' memory, as memcached's: -m 32 -t 2 holds 32 MiB of items, each shard its half, the index beside them", async () => {
+    const args = parseMemcachedArgs(["-m", "32", "-t", "2"]);
+    const server = await start({ ...args, listenMode: "single", requestsPerEvent: 1 << 30 });
+    const c = await open(server);
+    expect(await c.request("stats\r\n", "END\r\n")).toMatch(/^STAT limit_maxbytes 33554432\r$/m);
+    const value = "v".repeat(1000);
+    const key = (i: number): string => `fill:${String(i).padStart(7, "0")}`;
+    // What one item takes from the heap: its map entry (the key, 8-aligned, then the item) at its size class.
+    const entry = classSize[classOf[(16 + itemSize(key(0).length, 0, value.length) + 7) >> 3]!]!;
+    let i = 0;
+    const evicted = (s: number): boolean => counter(server, s, "evictions") > 0;
+    while (!evicted(0) || !evicted(1)) {
+      const script = Array.from({ length: 200 }, () => `set ${key(i++)} 0 0 ${value.length} noreply\r\n${value}\r\n`).join("");
+      expect(await c.request(`${script}mn\r\n`)).toBe("MN\r\n");
+      expect(i).toBeLessThan(3 * 32 * 1024);
+    }
+    // The noreply sets of shard 1's keys may still be on their way there.
+    await waitFor(() => counter(server, 0, "total_items") + counter(server, 1, "total_items") === i, "every set to be stored");
+    for (const s of [0, 1]) {
+      // Every shard's items take its 16 MiB, to within one item: no budget kept for the index or slack.
+      expect(counter(server, s, "curr_items")).toBe(Math.floor((16 << 20) / entry));
+      expect(server.smp.stats(s).failedAllocations).toBe(0);
+    }
     expect(server.smp.heap.check()).toEqual([]);
   });
 

@@ -6,31 +6,16 @@
  * wire: test/memcached-protocol.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { SharedHeap } from "../dist/index.js";
-import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
-import { MODE_APPEND, MODE_CAS, MODE_SET } from "../dist/apps/memcached/protocol.js";
-import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
-import { ItemStore, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED } from "../dist/apps/memcached/store.js";
+import { MODE_APPEND, MODE_CAS, MODE_SET, type StoreMode } from "../dist/apps/memcached/protocol.js";
+import { STAT } from "../dist/apps/memcached/stats.js";
+import { MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type MetaStore } from "../dist/apps/memcached/store.js";
+import { NOW, cleanStore, storeFixture } from "./memcached-store-fixture.js";
 
-const NOW = 1_800_000_000;
-
-function setup(): { store: ItemStore; views: ItemViews; heap: SharedHeap; counters: Float64Array; set(key: string, value: string, exptime?: number, now?: number, meta?: Parameters<ItemStore["store"]>[5], mode?: number, cas?: string): number } {
-  const heap = SharedHeap.create({ shards: 1, shardBytes: "4MiB" });
-  const views = new ItemViews(heap);
-  const stats = createStatsBuffer(1);
-  const counters = shardCounters(stats, 0);
-  const store = new ItemStore({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, shards: 1, maxItemSize: 1 << 20, evict: true, casEnabled: true, prefixDelimiter: ":" });
-  // A set as a connection of another shard makes it: a staging copy the store copies in.
-  const set = (key: string, value: string, exptime = 0, now = NOW, meta?: Parameters<ItemStore["store"]>[5], mode = MODE_SET, cas = ""): number => {
-    const src = store.allocate(itemSize(key.length, 0, value.length));
-    views.writeHead(src, 0, key, 0, exptime, value.length);
-    views.bytes.write(value, views.dataStart(src), "latin1");
-    views.terminate(src);
-    const r = store.store(mode as 0, key, src, cas, now, meta);
-    store.discardUnlinked(src);
-    return r;
-  };
-  return { store, views, heap, counters, set };
+/** The fixture, with a set as a connection of another shard makes it (a staging copy the store copies in). */
+function setup() {
+  const f = storeFixture();
+  const set = (key: string, value: string, exptime = 0, now = NOW, meta?: MetaStore, mode: StoreMode = MODE_SET, cas = ""): number => f.staged(mode, key, value, { exptime, now, meta, cas });
+  return { ...f, set };
 }
 
 /** metaGet's answer, the reference released. */
@@ -43,12 +28,7 @@ function mg(s: ReturnType<typeof setup>, key: string, now: number, o: { touchTo?
   return out;
 }
 
-function clean(s: ReturnType<typeof setup>): void {
-  s.store.flushNow();
-  s.store.map.reclaim();
-  expect(s.store.map.check()).toEqual([]);
-  expect(s.heap.check()).toEqual([]);
-}
+const clean = cleanStore;
 
 describe("the store's meta operations", () => {
   it("mg reports h and l as they were before it, and u leaves them", () => {
@@ -120,11 +100,11 @@ describe("the store's meta operations", () => {
     const viv = { casIn: -1, invalidate: false, vivify: true };
     expect(s.set("a", "hi", NOW + 30, NOW, undefined, MODE_APPEND)).toBe(R_NOT_STORED);
     expect(s.set("a", "mo", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
-    expect(s.store.metaResult(R_STORED)).toMatch(/^0 \d+ 2$/);
+    expect(s.store.storedAnswer("a", R_STORED)).toMatch(/^0 \d+ 2$/);
     expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND, "999")).toBe(R_EXISTS);
-    expect(s.store.metaResult(R_EXISTS)).toBe(`${R_EXISTS} 0 0`);
+    expect(s.store.storedAnswer("a", R_EXISTS)).toBe(`${R_EXISTS} 0 0`);
     expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
-    expect(s.store.metaResult(R_STORED)).toMatch(/^0 \d+ 4$/);
+    expect(s.store.storedAnswer("a", R_STORED)).toMatch(/^0 \d+ 4$/);
     expect(mg(s, "a", NOW)).toMatchObject({ value: "moko", exptime: NOW + 30 });
     clean(s);
   });

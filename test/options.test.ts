@@ -137,7 +137,9 @@ describe("runtime flags", () => {
     expect(() => checkProfilerSitesFlag(flags, 64 * 2 ** 20, "--memory")).toThrow(InvalidValueError);
     expect(() => checkProfilerSitesFlag(flags, 153 * 2 ** 20, "--memory")).not.toThrow();
     expect(() => parseMemcachedArgs(["--heapprof-sites", "65536"])).toThrow(/need --memory of 153M/);
-    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's share of -m of 153M/);
+    // -m is the items' memory: each shard's region holds the profiler's tables beside them, at most a quarter of it.
+    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "65536"])).toThrow(/need each shard's region for its share of -m of 153M/);
+    expect(() => parseMemcachedArgs(["-t", "2", "-m", "128", "--heapprof-sites", "40000"])).not.toThrow();
   });
 
   it("leaves other flags to the command", () => {

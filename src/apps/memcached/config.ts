@@ -41,8 +41,10 @@ export interface ServerConfig {
   /** Largest item (header, key and value), bytes. */
   maxItemSize: number;
   shards: number;
-  /** Bytes of each shard's heap region (--memory). */
+  /** Bytes of each shard's heap region (--memory, or what -m's share needs: cache-memory.ts). */
   memoryPerShard: number;
+  /** Bytes each shard's items may take (-m's share: memcached's limit_maxbytes); 0 under --memory: 90% of the region, the index's bytes counted with the items'. */
+  itemMemoryPerShard: number;
   /** Unix seconds when the server started (stats: uptime). */
   startedAt: number;
   /** Where it listens (stats settings). */
@@ -76,4 +78,9 @@ export interface ServerConfig {
    * the end (binary is not spoken here); "ascii" reads every byte as text.
    */
   protocol: "auto" | "ascii";
+}
+
+/** What the cache's size means for limit_maxbytes and cache_memlimit, per shard: -m's share, or the region (--memory). */
+export function cacheBytesPerShard(config: Pick<ServerConfig, "memoryPerShard" | "itemMemoryPerShard">): number {
+  return config.itemMemoryPerShard || config.memoryPerShard;
 }

@@ -39,7 +39,7 @@ import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
 import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
-import { VERSION, type ServerConfig } from "./config.js";
+import { VERSION, cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
 import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "./protocol.js";
@@ -450,7 +450,7 @@ export class Connection implements ReaderSink {
     const meta = cmd.meta;
     if (inc.ref !== 0 && inc.owner === ctx.shard) {
       const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, meta && metaStore(meta.casIn, meta.bits));
-      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.metaResult(result));
+      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.storedAnswer(cmd.key, result));
       else if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
@@ -752,7 +752,7 @@ export class Connection implements ReaderSink {
         else this.toOwner(owner, [OP_FORGET, cmd.key], noop, cmd.key);
       }
     } else {
-      // The allocated size is the store's to write when it links the item (store.ts link).
+      // The allocated size is the store's to write when it links the item (item-cache.ts link).
       ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
       if (cmd.meta?.flags.binary) ctx.views.setMarks(ptr, MARK_KEY_BINARY);
     }
@@ -892,7 +892,7 @@ export class Connection implements ReaderSink {
     const { config } = this.ctx;
     const bytes = megabytes * 1024 * 1024;
     // Each shard's items live in its region: a limit past the regions would promise memory that is not there.
-    if (bytes > config.shards * config.memoryPerShard) return say(MEMLIMIT_FAILED);
+    if (bytes > config.shards * cacheBytesPerShard(config)) return say(MEMLIMIT_FAILED);
     this.whenDone(this.ctx.everyShard("setMemoryLimit", bytes).then(noop), word(REPLY.OK), noreply);
   }
 

@@ -1,6 +1,6 @@
 /**
  * An item of the memcached store: the value of ONE entry in the SharedMap
- * of the shard that owns its key (key-owner.ts, store.ts), in that shard's
+ * of the shard that owns its key (key-owner.ts, item-cache.ts), in that shard's
  * heap memory, laid out so that a `get` hit is answered by writing one
  * view of it to the socket, the bytes never copied into a JS string.
  * (Seastar's memcached keeps the " flags bytes" part of the answer in the
@@ -25,13 +25,20 @@
  *                            mg), binary key (b)
  *   26     1     keyLength   1..250
  *   27     1     referenced  bit 0: set by a hit on any shard, cleared when
- *                            eviction passes it over (store.ts: LRU by second
+ *                            eviction passes it over (item-cache.ts: LRU by second
  *                            chance); bit 1: fetched (mg's h flag), set by
  *                            the same hits, never cleared
  *   28     4     allocated   heap bytes of the map entry (SharedMap.entryBytes),
  *                            what the store's memory budget counts
- *   32     line  "VALUE <key> <flags> <length>\r\n"
- *   32+line      the value, then "\r\n"
+ *   32     4     newer       the LRU order (lru-order.ts): the map's reference
+ *   36     4     older       to the item linked next after / before this one
+ *                            (0: none), written by the owner only
+ *   40     4     handoff     0, reserved: the link of the owner's inbox of items
+ *                            other writers replaced (lru-order.ts, "Other
+ *                            writers, later"); 4 bytes an item, which moves no
+ *                            item of 64 B keys and 1 KiB values out of its size class
+ *   44     line  "VALUE <key> <flags> <length>\r\n"
+ *   44+line      the value, then "\r\n"
  *
  * Invariants (checked by the store's tests through heap.check() and the
  * counts): HEADER_BYTES + lineLength + length + 2 + 5 <= allocated; the
@@ -52,13 +59,13 @@
  * (SharedMap.acquire on its own thread) from the lookup until the socket
  * has taken the bytes; the owner's store unlinks the entry when the item is
  * replaced, deleted, expired, evicted or flushed, and the map frees it once
- * no reference is left (shared-map.ts). Staging copies (an item on its way
+ * no reference is left (shared-map/shared-map.ts). Staging copies (an item on its way
  * to another shard's store) are plain heap objects with this layout,
  * freed by the connection that made them.
  */
 import type { SharedHeap } from "../../memory/shared-heap.js";
 
-export const HEADER_BYTES = 32;
+export const HEADER_BYTES = 44;
 /** memcached's KEY_MAX_LENGTH. */
 export const MAX_KEY_LENGTH = 250;
 
@@ -73,6 +80,9 @@ const H_LINE_LENGTH = 24; // u16
 const B_KEY_LENGTH = 26;
 const B_REFERENCED = 27;
 const W_ALLOCATED = 7;
+const W_NEWER = 8;
+const W_OLDER = 9;
+const W_HANDOFF = 10;
 const LINE_LENGTH_MASK = 0x7ff;
 /** The meta marks in lineLength's top bits. */
 export const MARK_STALE = 1 << 11;
@@ -162,6 +172,19 @@ export class ItemViews {
   setAllocated(ptr: number, bytes: number): void {
     this.u32[(ptr >>> 2) + W_ALLOCATED] = bytes;
   }
+  /** The LRU order's links (item-cache.ts): the map's references to the items linked after and before this one, 0 at the ends. */
+  newer(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_NEWER]!;
+  }
+  older(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_OLDER]!;
+  }
+  setNewer(ptr: number, ref: number): void {
+    this.u32[(ptr >>> 2) + W_NEWER] = ref;
+  }
+  setOlder(ptr: number, ref: number): void {
+    this.u32[(ptr >>> 2) + W_OLDER] = ref;
+  }
   /** Byte offset of the value. */
   dataStart(ptr: number): number {
     return ptr + HEADER_BYTES + this.lineLength(ptr);
@@ -220,6 +243,9 @@ export class ItemViews {
     this.bytes[ptr + B_KEY_LENGTH] = key.length;
     this.bytes[ptr + B_REFERENCED] = 0;
     this.u32[w + W_ALLOCATED] = allocated;
+    this.u32[w + W_NEWER] = 0;
+    this.u32[w + W_OLDER] = 0;
+    this.u32[w + W_HANDOFF] = 0;
     this.bytes.write(line, ptr + HEADER_BYTES, line.length, "latin1");
     END.copy(this.bytes, ptr + HEADER_BYTES + line.length + length + 2);
   }

@@ -141,7 +141,7 @@ export class MetaCommands {
     }
   }
 
-  /** ms's answer, from the store's metaResult string ("<R_*> <cas> <length>") or the owner's failure; undefined: nothing (q). */
+  /** ms's answer, from the store's storedAnswer string ("<R_*> <cas> <length>") or the owner's failure; undefined: nothing (q). */
   storeAnswer(req: MetaStoreRequest, bytes: number, result: OpResult | Error): Chunk | undefined {
     if (result instanceof Error) return this.host.failure(result);
     const [code, cas, length] = String(result).split(" ").map(Number) as [number, number, number];

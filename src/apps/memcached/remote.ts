@@ -44,7 +44,7 @@ import { META_INVALIDATE, META_RESULT, META_VIVIFY, type ItemStore, type MetaSto
 /** Operation codes, and the number of arguments after each. */
 export const OP_EXPIRE = 0; // key -> 0 (a get elsewhere found the item expired: unlink it if it still is)
 export const OP_GAT = 1; // key, absolute exptime -> a counted reference to the item (the caller releases it) or 0
-export const OP_STORE = 2; // mode, key, staging pointer, cas, casIn, meta bits -> result (store.ts R_*; with META_RESULT, metaResult's string)
+export const OP_STORE = 2; // mode, key, staging pointer, cas, casIn, meta bits -> result (store.ts R_*; with META_RESULT, storedAnswer's string)
 export const OP_DELETE = 3; // key -> result
 export const OP_INCR = 4; // key, delta -> decimal string or result
 export const OP_DECR = 5; // key, delta -> decimal string or result
@@ -94,7 +94,7 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
         const mode = ops[i + 1] as StoreMode;
         const args = [mode, ops[i + 2] as string, ops[i + 3] as number, ops[i + 4] as string, now, meta] as const;
         const r = op === OP_STORE ? store.store(...args) : store.storeReserved(...args);
-        results.push(bits & META_RESULT ? store.metaResult(r) : r);
+        results.push(bits & META_RESULT ? store.storedAnswer(args[1], r) : r);
         break;
       }
       case OP_META_GET: {

@@ -13,9 +13,11 @@ import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { jsHeapProfileOf } from "../../runtime/heap-kinds.js";
 import { checkProfilerSitesFlag, parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
+import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../../memory/layout.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
+import { shardBytesForItems } from "./cache-memory.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
 import { MEMCACHED_FLAGS_HELP, parseMemcachedFlag, type MemcachedFlags } from "./memcached-flags.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
@@ -111,8 +113,9 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   if (m.protocol !== undefined) a.protocol = m.protocol;
   let memory = flags.memory;
   let memoryFlag = "--memory";
+  let region = memory;
   if (m.memoryTotal !== undefined) {
-    // memcached's -m is the whole cache's: each shard holds its share.
+    // memcached's -m is the whole cache's items: each shard's items take their share, its region more (cache-memory.ts).
     const split = shards ?? fillSmpOptions({}).shards;
     memory = Math.floor(m.memoryTotal / split);
     memoryFlag = "-m";
@@ -122,15 +125,22 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
     if (m.maxItemSize !== undefined && m.maxItemSize > m.memoryTotal / 2) {
       throw new UsageError(`-I ${formatSize(m.maxItemSize)}: Cannot set item size limit higher than 1/2 of memory max (-m ${m.memoryTotal / MIB}).`);
     }
+    region = shardBytesForItems(memory, split, flags.heapprofSites);
+    if (HEAP_HEADER_BYTES + split * region > MAX_HEAP_BYTES) {
+      throw new UsageError(
+        `-m ${m.memoryTotal / MIB}: the items' ${formatSize(m.memoryTotal)} need ${formatSize(split * region)} of heap with their index and slack, above the 4 GiB one heap holds`,
+      );
+    }
+    a.itemMemory = m.memoryTotal;
   }
   const itemFlag = m.maxItemSize === undefined ? "--max-item-size" : "-I";
   const maxItemSize = a.maxItemSize ?? m.maxItemSize;
   if (maxItemSize !== undefined) a.maxItemSize = maxItemSize;
   // Checked here to name the flags; startMemcached checks the options again.
   if (maxItemSize !== undefined) itemSizeLimit(maxItemSize, memory ?? DEFAULT_MEMORY_PER_SHARD, itemFlag, memoryFlag);
-  if (memory !== undefined) a.memoryPerShard = memory;
+  if (flags.memory !== undefined) a.memoryPerShard = flags.memory;
+  checkProfilerSitesFlag(flags, region ?? DEFAULT_MEMORY_PER_SHARD, memoryFlag === "-m" ? "each shard's region for its share of -m" : memoryFlag);
   if (flags.heapprof !== undefined) a.heapprof = flags.heapprof;
-  checkProfilerSitesFlag(flags, memory ?? DEFAULT_MEMORY_PER_SHARD, memoryFlag === "-m" ? "each shard's share of -m" : memoryFlag);
   if (flags.heapprofSites !== undefined) a.heapprofSites = flags.heapprofSites;
   if (flags.jsHeapprof !== undefined) a.jsHeapprof = flags.jsHeapprof;
   return a;

@@ -10,7 +10,9 @@ import { fillSmpOptions } from "../../smp/options.js";
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_PREFIX_DELIMITER, DEFAULT_REQUESTS_PER_EVENT, DEFAULT_TCP_BACKLOG, type ServerConfig } from "./config.js";
 import { createAcceptBuffer } from "./accept-balance.js";
 import { bindSharedSocket, listenMode, type ListenMode, type ListenSpec, type SharedSocket } from "./listener.js";
-import { formatSize } from "../../units.js";
+import { formatSize, parseSize } from "../../units.js";
+import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
+import { shardBytesForItems } from "./cache-memory.js";
 import { createStatsBuffer, panelFigures } from "./stats.js";
 
 const SHARD_MODULE = new URL("./shard.js", import.meta.url);
@@ -21,8 +23,15 @@ export const MAX_ITEM_SIZE = 1024 * 1024 * 1024;
 export interface MemcachedOptions {
   /** Shards (worker threads); default: one per core. */
   shards?: number;
-  /** Memory per shard, bytes or "64MiB"; default 64 MiB. */
+  /** Memory per shard, bytes or "64MiB", items and all; default 64 MiB. */
   memoryPerShard?: number | string;
+  /**
+   * memcached's -m: bytes (or "256MiB") the whole cache's items may take,
+   * split evenly over the shards, each shard's region made bigger for its
+   * index, staging area and slack (cache-memory.ts). Instead of
+   * memoryPerShard.
+   */
+  itemMemory?: number | string;
   /** As --heapprof: true every allocation, N one sample per N bytes, 0/false off (the default). */
   heapprof?: boolean | number;
   /** As --heapprof-sites: stacks each shard's profiler keeps exactly (Smp.start's heapprofSites). */
@@ -110,17 +119,37 @@ export function itemSizeLimit(maxItemSize: number | undefined, memoryPerShard: n
   return maxItemSize;
 }
 
+/** Each shard's share of `itemMemory` (memcached's -m), bytes: at least MIN_SHARD_BYTES. */
+export function itemMemoryShare(itemMemory: number | string, shards: number): number {
+  const total = parseSize(itemMemory, "itemMemory", { min: 1 });
+  const share = Math.floor(total / shards);
+  if (share < MIN_SHARD_BYTES) {
+    throw new InvalidValueError("itemMemory", `itemMemory (${formatSize(total)}) is ${formatSize(share)} for each of ${shards} shards, below the ${formatSize(MIN_SHARD_BYTES)} a shard needs`);
+  }
+  return share;
+}
+
 export async function startMemcached(o: MemcachedOptions = {}): Promise<MemcachedServer> {
-  const options = fillSmpOptions({
+  const smpOptions: { shards?: number; memoryPerShard?: number | string; heapprof: boolean | number; heapprofSites?: number } = {
     ...(o.shards === undefined ? {} : { shards: o.shards }),
     ...(o.memoryPerShard === undefined ? {} : { memoryPerShard: o.memoryPerShard }),
     heapprof: o.heapprof ?? false,
     ...(o.heapprofSites === undefined ? {} : { heapprofSites: o.heapprofSites }),
-  });
+  };
+  let itemMemoryPerShard = 0;
+  if (o.itemMemory !== undefined) {
+    if (o.memoryPerShard !== undefined) throw new InvalidValueError("itemMemory", "itemMemory and memoryPerShard both size the cache: give one of them");
+    // The region follows from the items' share (and the profiler's tables, which it holds beside them).
+    const { heapprofSites, ...sized } = smpOptions;
+    const shards = fillSmpOptions(sized).shards;
+    itemMemoryPerShard = itemMemoryShare(o.itemMemory, shards);
+    smpOptions.memoryPerShard = shardBytesForItems(itemMemoryPerShard, shards, heapprofSites);
+  }
+  const options = fillSmpOptions(smpOptions);
   const host = o.host ?? "127.0.0.1";
   const port = o.port ?? DEFAULT_PORT;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidValueError("port", `port must be a whole number from 0 to 65535, got ${String(port)}`);
-  const maxItemSize = itemSizeLimit(o.maxItemSize, options.memoryPerShard, "maxItemSize", "memoryPerShard");
+  const maxItemSize = itemMemoryPerShard === 0 ? itemSizeLimit(o.maxItemSize, options.memoryPerShard, "maxItemSize", "memoryPerShard") : itemSizeLimit(o.maxItemSize, itemMemoryPerShard, "maxItemSize", "itemMemory");
   const idleTimeout = wholeOption("idleTimeout", o.idleTimeout, 0, 0, 2 ** 31 - 1);
   const requestsPerEvent = wholeOption("requestsPerEvent", o.requestsPerEvent, DEFAULT_REQUESTS_PER_EVENT, 1, 2 ** 31 - 1);
   const maxConnections = wholeOption("maxConnections", o.maxConnections, DEFAULT_MAX_CONNECTIONS, 1, 2 ** 31 - 1);
@@ -147,6 +176,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       maxItemSize,
       shards: options.shards,
       memoryPerShard: options.memoryPerShard,
+      itemMemoryPerShard,
       startedAt: Math.floor(Date.now() / 1000),
       host,
       port,

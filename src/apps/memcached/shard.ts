@@ -14,7 +14,7 @@ import { SharedMap, type SharedMapStats } from "../../memory/shared-map/shared-m
 import type { ShardContext } from "../../smp/current-shard.js";
 import { AcceptBalance } from "./accept-balance.js";
 import type { Holding } from "./backpressure.js";
-import type { ServerConfig } from "./config.js";
+import { cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { Connection, type ConnectionContext } from "./connection.js";
 import { ItemViews } from "./item.js";
 import { acceptSwitch, listenOn, type ListenSpec } from "./listener.js";
@@ -25,6 +25,7 @@ import { ITEM_CLASSES } from "./item-classes.js";
 import { PrefixStats, type PrefixCounts } from "./prefix-stats.js";
 import { descriptorOf, addressText, type ConnEntry } from "./stats-conns.js";
 import { classCounters, resetCounters, shardCounters, STAT, totals } from "./stats.js";
+import { ItemCache } from "./item-cache.js";
 import { ItemStore } from "./store.js";
 
 interface ShardState {
@@ -55,8 +56,9 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
   const classes = classCounters(config.statsBuffer, shard.id);
-  const store = new ItemStore({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, evict: config.evict, casEnabled: config.casEnabled, prefixDelimiter: config.prefixDelimiter });
-  counters[STAT.limit_maxbytes] = config.memoryPerShard;
+  const cache = new ItemCache({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, evict: config.evict, prefixDelimiter: config.prefixDelimiter, itemBytes: config.itemMemoryPerShard });
+  const store = new ItemStore({ cache, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, casEnabled: config.casEnabled });
+  counters[STAT.limit_maxbytes] = cacheBytesPerShard(config);
   const all = [...Array(shard.shards).keys()];
   const remote = new RemoteOps(shard);
   const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
@@ -83,7 +85,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
       remote.flush();
       const now = Math.floor(Date.now() / 1000);
       const seconds = delay > 0 ? absoluteExptime(delay, now) - now : 0;
-      store.flush(seconds);
+      cache.flush(seconds);
       await Promise.all(others.map((s) => shard.submitTo(s, "flush", seconds)));
     },
     async resetStats(): Promise<void> {
@@ -155,7 +157,7 @@ export function applyOps(ops: OpArg[]): OpResult[] {
 
 /** flush_all from another shard: `seconds` from now (0: now). */
 export function flush(seconds: number): void {
-  configured().ctx.store.flush(seconds);
+  configured().ctx.store.cache.flush(seconds);
 }
 
 export function resetStats(): void {
@@ -172,17 +174,17 @@ export function statsDetail(on: boolean): void {
 /** `stats detail dump [bytes]`: this shard's per-prefix counts (with `withBytes`, and its items' bytes per prefix). */
 export function prefixCounts(withBytes: boolean): PrefixCounts[] {
   const { ctx } = configured();
-  return ctx.detail.list(withBytes ? ctx.store.bytesByPrefix() : undefined);
+  return ctx.detail.list(withBytes ? ctx.store.cache.bytesByPrefix() : undefined);
 }
 
-/** `stats items`: this shard's age per class id (store.ts classAges). */
+/** `stats items`: this shard's age per class id (item-cache.ts classAges). */
 export function classAges(): number[] {
-  return configured().ctx.store.classAges(Math.floor(Date.now() / 1000), ITEM_CLASSES);
+  return configured().ctx.store.cache.classAges(Math.floor(Date.now() / 1000), ITEM_CLASSES);
 }
 
-/** `stats cachedump`: [class id, limit, answer bytes at most] -> this shard's rows (store.ts dump). */
+/** `stats cachedump`: [class id, limit, answer bytes at most] -> this shard's rows (item-cache.ts dump). */
 export function cacheDump([id, limit, budget]: [number, number, number]): Array<[string, number, number]> {
-  return configured().ctx.store.dump(id, limit, budget);
+  return configured().ctx.store.cache.dump(id, limit, budget);
 }
 
 /**
@@ -212,14 +214,13 @@ export function connectionList(asking: number): ConnEntry[] {
 /**
  * cache_memlimit: the whole cache may take `bytes` (at most every shard's
  * region: connection.ts checks), split evenly; this shard's store keeps
- * its share of its budget (store.ts setLimit).
+ * its share of its budget (item-cache.ts setLimit).
  */
 export function setMemoryLimit(bytes: number): void {
   const { ctx } = configured();
-  const { shards, memoryPerShard } = ctx.config;
-  const mine = Math.floor(bytes / shards) + (ctx.shard === 0 ? bytes % shards : 0);
+  const mine = Math.floor(bytes / ctx.config.shards) + (ctx.shard === 0 ? bytes % ctx.config.shards : 0);
   ctx.counters[STAT.limit_maxbytes] = mine;
-  ctx.store.setLimit(Math.min(1, mine / memoryPerShard));
+  ctx.store.cache.setLimit(Math.min(1, mine / cacheBytesPerShard(ctx.config)));
 }
 
 /**
@@ -284,5 +285,5 @@ export function census(): { connections: number; items: number; index: SharedMap
     holding.stopped += h.stopped;
   }
   const v8 = getHeapStatistics();
-  return { connections: s.connections.size, items: s.ctx.store.size, index: s.ctx.store.map.stats(), holding, jsMemoryBytes: v8.used_heap_size + v8.external_memory };
+  return { connections: s.connections.size, items: s.ctx.store.cache.size, index: s.ctx.store.map.stats(), holding, jsMemoryBytes: v8.used_heap_size + v8.external_memory };
 }

@@ -33,6 +33,12 @@ interface Copy {
   released: boolean;
 }
 
+/** Bytes of the staging area of a shard whose object pages hold `totalMemory` bytes (at most; 0 when it had no room). */
+export function stagingBytesFor(totalMemory: number): number {
+  const wanted = Math.min(MAX_BYTES, Math.floor(totalMemory * SHARE));
+  return wanted >= 4096 ? Math.ceil(wanted / 4096) * 4096 : 0;
+}
+
 export class StagingArea {
   /** Where the area starts in the heap (0: the shard had no room for one). */
   private readonly base: number;

@@ -20,7 +20,7 @@
  *
  * `stats items`, per class with items: number, age (seconds since its
  * least recently used item took its place in the shard's order: the
- * oldest over the shards; store.ts classAges), mem_requested (item
+ * oldest over the shards; item-cache.ts classAges), mem_requested (item
  * bytes), evicted, evicted_nonzero, evicted_time (the latest of the
  * shards'), outofmemory, reclaimed, expired_unfetched, evicted_unfetched.
  * One CLOCK order per shard, not memcached's segmented hot/warm/cold LRU:
@@ -100,7 +100,7 @@ export function formatSlabs(config: ServerConfig, heap: SharedHeap): string {
   return statLines(lines);
 }
 
-/** `stats items`; `ages`: each shard's store.ts classAges, by shard. */
+/** `stats items`; `ages`: each shard's item-cache.ts classAges, by shard. */
 export function formatItems(config: ServerConfig, ages: readonly number[][]): string {
   const lines: Line[] = [];
   for (let id = 1; id <= ITEM_CLASSES; id++) {

@@ -48,7 +48,7 @@ export const STAT = {
   total_items: 26,
   evictions: 27,
   reclaimed: 28,
-  /** Gets that found a key flush_all had just removed (counted by the key's owner: store.ts). */
+  /** Gets that found a key flush_all had just removed (counted by the key's owner: item-cache.ts). */
   get_flushed: 29,
   /** Connections refused for -c (memcached: "ERROR Too many open connections"), counted by the shard that refused them. */
   rejected_connections: 30,
@@ -56,7 +56,7 @@ export const STAT = {
   limit_maxbytes: 31,
   /** 1 while this shard accepts connections. */
   accepting_conns: 32,
-  /** Keys the last flush_all removed that the store still remembers (store.ts): gets elsewhere ask it about a miss while any are. */
+  /** Keys the last flush_all removed that the store still remembers (item-cache.ts): gets elsewhere ask it about a miss while any are. */
   flushed_kept: 33,
   /** Times a connection stopped after -R requests to let others run. */
   conn_yields: 34,
@@ -64,7 +64,7 @@ export const STAT = {
   idle_kicks: 35,
   /** me commands (memcached counts only those as cmd_meta: mg, ms, md, ma count as gets, sets...). */
   cmd_meta: 36,
-  /** Expired (or flushed) items taken back that no hit had fetched (store.ts). */
+  /** Expired (or flushed) items taken back that no hit had fetched (item-cache.ts). */
   expired_unfetched: 37,
   /** Evicted items no hit had fetched. */
   evicted_unfetched: 38,
