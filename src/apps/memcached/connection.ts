@@ -804,9 +804,10 @@ export class Connection implements ReaderSink {
         // memcached tracks the item size histogram only with -o track_sizes, which this server does not offer.
         return this.answer("STAT sizes_status disabled\r\nEND\r\n");
       case "detail":
-        return this.statsDetail(args[1], args[2]);
       case "cachedump":
-        return this.cachedump(args);
+        // memcached's -X turns both off, in its words.
+        if (!config.dumpEnabled) return this.answer(line(`CLIENT_ERROR stats ${sub} not allowed`));
+        return sub === "detail" ? this.statsDetail(args[1], args[2]) : this.cachedump(args);
       case "conns": {
         const asking = ctx.shard * 2 ** 32 + this.id;
         return this.statsLater(() => ctx.everyShard<ConnEntry[]>("connectionList", asking).then(formatConns));
