@@ -158,7 +158,7 @@ const RESERVE_ABOVE = MAX_SMALL_SIZE;
 const REF_SPAN = 2 ** 30;
 const held = (owner: number, ref: number): number => owner * REF_SPAN + ref;
 const noop = (): void => {};
-/** The bytes `chunks` will write (strings here are ASCII: one byte a char). */
+/** The bytes `chunks` will write (strings are written as latin1: one byte a char). */
 const lengthOf = (chunks: readonly Chunk[]): number => {
   let bytes = 0;
   for (const c of chunks) bytes += c.length;
@@ -290,6 +290,8 @@ export class Connection implements ReaderSink {
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
+    // Keys are bytes (read as latin1, one char a byte): an answer that echoes one (k, me, cachedump) writes it back byte for byte.
+    socket.setDefaultEncoding("latin1");
     socket.on("data", (chunk: Buffer) => this.received(chunk));
     // The client finished sending: answer what it asked, then close (the server runs with allowHalfOpen).
     socket.on("end", () => {
