@@ -77,7 +77,6 @@ describe("memcached's flags", () => {
 
   it("refuses memcached's options that mean nothing here, naming each and why", () => {
     const refused: Array<[string[], RegExp]> = [
-      [["-d"], /-d is not supported by shardheap memcached: shardheap memcached runs in the foreground: run it under a service manager/],
       [["-s", "/tmp/mc.sock"], /-s is not supported .*unix sockets/],
       [["-S"], /-S is not supported .*SASL/],
       [["-Z"], /-Z is not supported .*TLS/],
@@ -103,7 +102,7 @@ describe("memcached's flags", () => {
     for (const [argv, message] of [
       [["-I", "256m"], /must be at most half/],
       [["-U", "5"], /speaks TCP only/],
-      [["-d"], /runs in the foreground/],
+      [["-S"], /SASL/],
       [["--heapprof-sites", "0"], /--heapprof-sites must be a whole number from 1 to/],
       [["-m", "64", "-t", "1", "--heapprof-sites", "65536"], /--heapprof-sites 65536 does not fit shards of 1\d\dM: .* need each shard's region for its share of -m of 153M or more/],
     ] as const) {

@@ -5,17 +5,18 @@
  * is taken (honoured, or checked and named once on stderr as ignored),
  * what memcached refuses is refused in its words; Debian's service line
  * (run as root: -u memcache, -P pid file) starts, writes its pid file and
- * serves as the memcache user; production lines with `-o modern` or the
- * slab mover and LRU threads start and serve; -X refuses the dumps.
+ * serves as the memcache user; -d detaches once serving; production
+ * lines with `-o modern` or the slab mover and LRU threads start and
+ * serve; -X refuses the dumps.
  */
 import { execFileSync } from "node:child_process";
 import { chownSync, existsSync, readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, onTestFinished } from "vitest";
 import { parseMemcachedArgs } from "../src/apps/memcached/run.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { freePort, RawClient } from "./memcached-client.js";
-import { runCli, spawnCli, tempDir } from "./helpers.js";
+import { runCli, spawnCli, tempDir, waitFor } from "./helpers.js";
 
 const MIB = 1024 * 1024;
 
@@ -113,6 +114,39 @@ describe("memcached's command lines, run", () => {
       }
       cli.child.kill("SIGTERM");
       expect(await cli.exit()).toBe(0);
+    }
+  });
+
+  it("-d: the command exits 0 once its daemon serves, whose id the pid file holds; SIGTERM stops the daemon, and the file goes", async () => {
+    const pidFile = join(tempDir(), "memcached.pid");
+    const port = await freePort();
+    const r = runCli(["memcached", "-d", "-p", String(port), "-t", "1", "-m", "64", "-P", pidFile]);
+    expect([r.status, r.stderr]).toEqual([0, ""]);
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    // Stopped whatever happens below (it is a process of its own, in a session of its own).
+    onTestFinished(() => {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    });
+    expect(await serves(port)).toBe("STORED\r\nVALUE svc 0 2\r\nok\r\nEND\r\n");
+    const c = await RawClient.open(port);
+    expect(await c.request("stats\r\n", "END\r\n")).toMatch(new RegExp(`^STAT pid ${pid}\r$`, "m"));
+    c.close();
+    process.kill(pid, "SIGTERM");
+    await waitFor(() => !existsSync(`/proc/${pid}`) || readFileSync(`/proc/${pid}/stat`, "utf8").split(" ")[2] === "Z", "the daemon to end");
+    expect(existsSync(pidFile)).toBe(false);
+  });
+
+  it("-d: a daemon that cannot start makes the command fail with its error and exit code", async () => {
+    // Its port is taken.
+    const holder = await startMemcached({ shards: 1, memoryPerShard: "4MiB", port: 0 });
+    try {
+      const r = runCli(["memcached", "-d", "-p", String(holder.port), "-t", "1", "-m", "64"]);
+      expect(r.status).toBe(2);
+      expect(r.stderr).toMatch(/EADDRINUSE/);
+    } finally {
+      await holder.close();
     }
   });
 

@@ -6,15 +6,15 @@
  * switches clustered: `-Mv`), and its long names (`--port=11211`,
  * `--user memcache`). Three kinds of option:
  *   - honoured: -p -l -U 0 -m -c -t -I -M -F -R -D -C -b -B auto|ascii
- *     -v -X -u -P -h -i -V, -o idle_timeout;
+ *     -v -X -u -P -d -h -i -V, -o idle_timeout;
  *   - accepted, checked with memcached's rules and words, and noted once
  *     on stderr as ignored (run.ts prints `ignored`): what tunes what
  *     shardheap does not have (-f -n -L -k -r -a -N, and the slab, LRU,
  *     hash and log -o options: memcached-suboptions.ts); -W, which turns
  *     off watchers, there being none here, is taken silently;
- *   - refused, naming why: a feature asked for that is not here (-d, -s,
- *     -S, -Y, -Z, -e, -A, -B binary, a UDP port, TLS, extstore, the
- *     proxy); an option memcached refuses, in memcached's words.
+ *   - refused, naming why: a feature asked for that is not here (-s, -S,
+ *     -Y, -Z, -e, -A, -B binary, a UDP port, TLS, extstore, the proxy);
+ *     an option memcached refuses, in memcached's words.
  */
 import { UsageError } from "../../errors.js";
 import { MAX_SHARDS } from "../../memory/shared-heap.js";
@@ -51,6 +51,8 @@ export interface MemcachedFlags {
   user?: string;
   /** -P: where to write the process id. */
   pidFile?: string;
+  /** -d: run as a daemon (daemon.ts). */
+  daemon?: boolean;
   /** -h: print the help and stop. */
   help?: boolean;
   /** -V: print the version and stop. */
@@ -95,7 +97,6 @@ const LONG_OPTIONS: Record<string, string> = {
 
 /** memcached's options refused here, and why: each asks for something shardheap memcached does not have. */
 const NOT_HERE: Record<string, string> = {
-  d: "shardheap memcached runs in the foreground: run it under a service manager (systemd's Type=simple, as Debian's memcached.service runs memcached without -d), or detach it yourself (nohup shardheap memcached ... &)",
   s: "unix sockets: shardheap memcached listens on TCP only",
   S: "SASL: shardheap memcached has no authentication",
   Y: "authentication: shardheap memcached has none",
@@ -178,6 +179,9 @@ function switchOption(letter: string, into: MemcachedFlags): void {
       return;
     case "X":
       into.dumpEnabled = false;
+      return;
+    case "d":
+      into.daemon = true;
       return;
     case "W":
       // Watchers turned off: there are none here.
@@ -314,6 +318,7 @@ export const MEMCACHED_FLAGS_HELP = `memcached's own options (as memcached 1.6 r
   -X                    refuse stats cachedump and stats detail
   -u USER               run as USER once the port is bound (when started as root)
   -P FILE               write the process id to FILE (removed at a graceful stop)
+  -d                    run as a daemon: the command exits once the server serves
   -v, -vv, -vvv         verbosity
   -o idle_timeout=N     close connections idle N seconds
   -o ...                memcached's slab, LRU, hash and log tuning: checked, then ignored

@@ -22,13 +22,14 @@ import { shardBytesForItems } from "./cache-memory.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
 import { MEMCACHED_FLAGS_HELP, finishMemcachedFlags, ignoredOptions, newMemcachedFlags, parseMemcachedFlag, parseMemcachedLongFlag } from "./memcached-flags.js";
 import { removePidFile, runAs, writePidFile } from "./service.js";
+import { daemonLink, daemonize } from "./daemon.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
                         [--heapprof-sites N] [--jsheapprof[=RATE]] [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
                         [memcached's: -p P -l H -U 0 -m MB -c N -t N -I SIZE -M -F -R N -D C -C
-                         -b N -B auto|ascii -X -u USER -P FILE -v -o idle_timeout=N -h, and
+                         -b N -B auto|ascii -X -u USER -P FILE -d -v -o idle_timeout=N -h, and
                          the rest of memcached 1.6's options, checked and ignored or refused]`;
 
 export const MEMCACHED_HELP = `memcached serves the memcached ASCII protocol from the shared heap: every item
@@ -60,6 +61,8 @@ export interface MemcachedArgs extends MemcachedOptions {
   user?: string;
   /** -P: the file the process id is written to once serving (removed at a graceful stop). */
   pidFile?: string;
+  /** -d: serve from a daemon process; the command exits once it serves (daemon.ts). */
+  daemon?: boolean;
   /** memcached's options taken and ignored (what they tune is not here), each once: [option, why]. */
   ignored?: Array<[option: string, why: string]>;
 }
@@ -121,6 +124,7 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   if (m.dumpEnabled !== undefined) a.dumpEnabled = m.dumpEnabled;
   if (m.user !== undefined) a.user = m.user;
   if (m.pidFile !== undefined) a.pidFile = m.pidFile;
+  if (m.daemon !== undefined) a.daemon = m.daemon;
   const ignored = ignoredOptions(m);
   if (ignored.size > 0) a.ignored = [...ignored];
   if (m.requestsPerEvent !== undefined) a.requestsPerEvent = m.requestsPerEvent;
@@ -169,6 +173,8 @@ export interface RunOptions extends MemcachedArgs {
   /** Resolves to stop the server (the command wires Ctrl-C and SIGTERM to it). */
   interrupted: Promise<void>;
   out?: Writable;
+  /** Called once the server serves (its "listening" line written): -d's daemon tells its command. */
+  ready?: () => void;
 }
 
 /** Run the server until `interrupted`, then stop it and print what it held. */
@@ -191,6 +197,7 @@ export async function runMemcached(o: RunOptions): Promise<void> {
     if (o.pidFile !== undefined) pidWritten = writePidFile(o.pidFile);
     const host = server.host.includes(":") ? `[${server.host}]` : server.host;
     say(`memcached: listening on ${host}:${server.port} (${server.shards} shards)`);
+    o.ready?.();
     await o.interrupted;
     say("memcached: stopping");
     await server.stopAccepting();
@@ -245,6 +252,11 @@ export async function memcachedCommand(argv: readonly string[]): Promise<void> {
     return;
   }
   for (const [option, why] of args.ignored ?? []) process.stderr.write(`shardheap memcached: ignoring memcached's ${option}: ${why}\n`);
+  const daemon = daemonLink();
+  if (args.daemon && daemon === undefined) {
+    await daemonize((args.verbosity ?? 0) > 0);
+    return;
+  }
   let interrupt!: () => void;
   const interrupted = new Promise<void>((r) => (interrupt = r));
   const onSignal = (): void => {
@@ -256,7 +268,10 @@ export async function memcachedCommand(argv: readonly string[]): Promise<void> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    await runMemcached({ ...args, interrupted });
+    await runMemcached({ ...args, interrupted, ...(daemon === undefined ? {} : { ready: daemon.ready }) });
+  } catch (e) {
+    daemon?.failed(e);
+    throw e;
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);
