@@ -45,6 +45,11 @@ const b64 = (k: string): string => Buffer.from(k, "latin1").toString("base64");
 const B64_KEYS = [...KEYS.map(b64), "QU*JD", "YQ", "a*b", "QQ==QUJD", "====", "Y-Q=-="];
 const VALUES = ["", "0", "5", "99", "18446744073709551615", "x", "12 ", "hello", " 7", "3a"];
 const TTLS = ["0", "-1", "100", "3600", "2592000", "2592001", "-5"];
+/**
+ * R's: none a TTL above sets, give or take a second (R100 right after a T100
+ * wins or not as the two clocks' seconds fall: memcached's ticks apart).
+ */
+const RECACHE = ["0", "-1", "30", "200", "5000", "2592001"];
 
 function generator(rand: () => number): () => Script {
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
@@ -79,7 +84,7 @@ function generator(rand: () => number): () => Script {
     const withB = (fs: string[]): string[] => (binary ? [...fs, "b"] : fs);
     switch (pick(["mg", "mg", "ms", "ms", "md", "ma", "ma", "me", "mn", "classic", "classic"])) {
       case "mg":
-        return line(["mg", key, ...withB(flags({ v: none, k: none, s: none, t: none, c: none, f: none, h: none, l: none, u: none, q: none, O: opaque, T: ttl, N: ttl, R: ttl }, plain))]);
+        return line(["mg", key, ...withB(flags({ v: none, k: none, s: none, t: none, c: none, f: none, h: none, l: none, u: none, q: none, O: opaque, T: ttl, N: ttl, R: () => pick(RECACHE) }, plain))]);
       case "ms": {
         const value = pick(VALUES);
         const fs = withB(flags({ c: none, k: none, q: none, O: opaque, T: ttl, F: () => pick(["0", "5", "4294967295"]), I: none, C: none, M: () => pick(["S", "E", "A", "P", "R", "Z"]) }, plain, false));
