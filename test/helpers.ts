@@ -149,6 +149,7 @@ export function runCli(args: readonly string[], o: { cwd?: string; timeoutMs?: n
 export interface CliChild {
   readonly child: ChildProcessWithoutNullStreams;
   stdout(): string;
+  stderr(): string;
   /** Resolve with the first match of `pattern` in stdout; reject after `timeoutMs` or when the child exits first. */
   output(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
   /** Resolve with the exit code; reject after `timeoutMs`. */
@@ -190,6 +191,7 @@ export function spawnCli(args: readonly string[]): CliChild {
   return {
     child,
     stdout: () => stdout,
+    stderr: () => stderr,
     output: (pattern, timeoutMs = 30_000) =>
       bounded(String(pattern), timeoutMs, (resolve, reject) => {
         const look = (): void => {

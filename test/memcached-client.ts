@@ -160,10 +160,10 @@ export function installed(program: string, args: string[] = ["--help"]): boolean
   return r.error === undefined;
 }
 
-/** Debian's memcached on a free port, the reference server; stop() ends it. */
-export async function startReferenceMemcached(threads = 1): Promise<{ port: number; process: ChildProcess; stop(): Promise<void> }> {
+/** Debian's memcached on a free port, the reference server (`extra`: more of its options); stop() ends it. */
+export async function startReferenceMemcached(threads = 1, extra: readonly string[] = []): Promise<{ port: number; process: ChildProcess; stop(): Promise<void> }> {
   const port = await freePort();
-  const args = ["-p", String(port), "-U", "0", "-l", "127.0.0.1", "-t", String(threads), "-m", "64"];
+  const args = ["-p", String(port), "-U", "0", "-l", "127.0.0.1", "-t", String(threads), "-m", "64", ...extra];
   if (process.getuid?.() === 0) args.push("-u", "root");
   const child = spawn("memcached", args, { stdio: "ignore" });
   const stop = async (): Promise<void> => {

@@ -6,9 +6,9 @@
  * wire: test/memcached-protocol.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { MODE_APPEND, MODE_CAS, MODE_SET, type StoreMode } from "../dist/apps/memcached/protocol.js";
+import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_SET, type StoreMode } from "../dist/apps/memcached/protocol.js";
 import { STAT } from "../dist/apps/memcached/stats.js";
-import { MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type MetaStore } from "../dist/apps/memcached/store.js";
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_NON_NUMERIC, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type MetaStore } from "../dist/apps/memcached/store.js";
 import { NOW, cleanStore, storeFixture } from "./memcached-store-fixture.js";
 
 /** The fixture, with a set as a connection of another shard makes it (a staging copy the store copies in). */
@@ -44,7 +44,7 @@ describe("the store's meta operations", () => {
 
   it("mg N vivifies a miss with the E cas and wins it once; R wins once when the TTL is below it", () => {
     const s = setup();
-    expect(mg(s, "v", NOW, { vivifyTo: NOW + 30, casIn: 9876 })).toMatchObject({ hit: true, bits: MG_WON, exptime: NOW + 30, cas: 9876, value: "" });
+    expect(mg(s, "v", NOW, { vivifyTo: NOW + 30, casIn: 9876 })).toMatchObject({ hit: true, bits: MG_WON | MG_CREATED, exptime: NOW + 30, cas: 9876, value: "" });
     expect(mg(s, "v", NOW, { vivifyTo: NOW + 30 })).toMatchObject({ bits: MG_TOKEN_SENT | MG_FETCHED });
     s.set("r", "x", NOW + 10);
     expect(mg(s, "r", NOW, { recacheBefore: NOW + 5 }).bits & MG_WON).toBe(0);
@@ -87,11 +87,75 @@ describe("the store's meta operations", () => {
   it("ma: N J seeds a miss, C compares, E sets the cas, T the TTL", () => {
     const s = setup();
     expect(s.store.metaArith("n", NOW, true, "1", "", -1, -1, "0", -1)).toBe(R_NOT_FOUND);
-    expect(s.store.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} ${NOW + 60} 5`);
+    expect(s.store.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} ${NOW + 60} 5 1`);
     expect(s.store.metaArith("n", NOW, true, "1", "4320", -1, -1, "0", -1)).toBe(R_EXISTS);
     const [, cas] = String(s.store.metaArith("n", NOW, true, "1", "4321", -1, -1, "0", NOW + 300)).split(" ");
     expect(Number(cas)).not.toBe(4321);
-    expect(s.store.metaArith("n", NOW, false, "100", "", 8765, -1, "0", NOW + 400)).toBe(`${R_STORED} 8765 ${NOW + 400} ${NOW + 300} 0`);
+    expect(s.store.metaArith("n", NOW, false, "100", "", 8765, -1, "0", NOW + 400)).toBe(`${R_STORED} 8765 ${NOW + 400} ${NOW + 300} 0 0`);
+    // An item N made keeps the exptime it was given (the caller's last of T and N): T is for an item found.
+    expect(s.store.metaArith("m", NOW, true, "1", "", -1, NOW + 100, "5", 1)).toBe(`${R_STORED} ${mg(s, "m", NOW, { noBump: true }).cas} ${NOW + 100} ${NOW + 100} 5 1`);
+    clean(s);
+  });
+
+  it("a CAS of 0 compares nothing, as memcached's: cas and ms C0 fail (EX) even with I, an append goes on, ma C0 incrs; an empty value is not a number before its CAS is compared", () => {
+    const s = setup();
+    s.set("k", "a", NOW + 100);
+    const stale = { casIn: -1, invalidate: true, vivify: false };
+    expect(s.set("k", "b", 0, NOW, undefined, MODE_CAS, "0")).toBe(R_EXISTS);
+    expect(s.set("k", "b", 0, NOW, stale, MODE_CAS, "0")).toBe(R_EXISTS);
+    expect(mg(s, "k", NOW)).toMatchObject({ value: "a", bits: 0 });
+    expect(s.set("k", "d", 0, NOW, undefined, MODE_APPEND, "0")).toBe(R_STORED);
+    expect(mg(s, "k", NOW).value).toBe("ad");
+    s.set("n", "7");
+    expect(s.store.metaArith("n", NOW, true, "1", "0", -1, -1, "0", -1)).toMatch(new RegExp(`^${R_STORED} \\d+ 0 0 8 0$`));
+    s.set("e", "");
+    expect(s.store.metaArith("e", NOW, true, "1", "12345", -1, -1, "0", -1)).toBe(R_NON_NUMERIC);
+    s.set("x", "q");
+    expect(s.store.metaArith("x", NOW, true, "1", "12345", -1, -1, "0", -1)).toBe(R_EXISTS);
+    clean(s);
+  });
+
+  it("what memcached changes in place keeps its marks: an incr that fits stays fetched (h), stale and won; a longer result is a new item; a failed add fetches nothing; md I stays fetched", () => {
+    const s = setup();
+    const fetched = (key: string): boolean => (mg(s, key, NOW, { noBump: true }).bits & MG_FETCHED) !== 0;
+    s.set("k", "15");
+    mg(s, "k", NOW);
+    expect(s.store.arith("k", false, "7", NOW)).toBe("8");
+    expect(fetched("k")).toBe(true);
+    expect(mg(s, "k", NOW, { noBump: true }).value).toBe("8 ");
+    expect(s.store.arith("k", true, "92", NOW)).toBe("100");
+    expect(fetched("k")).toBe(false);
+    // Stale and won (md I, then the win): an in-place decr keeps both, so the next mg sees Z and X.
+    expect(s.store.metaDelete("k", NOW, "", -1, -1, true, false, 0)).toBe(R_DELETED);
+    expect(mg(s, "k", NOW).bits & (MG_WON | MG_STALE)).toBe(MG_WON | MG_STALE);
+    expect(fetched("k")).toBe(true);
+    expect(s.store.arith("k", false, "1", NOW)).toBe("99");
+    expect(mg(s, "k", NOW, { noBump: true }).bits).toBe(MG_TOKEN_SENT | MG_STALE | MG_FETCHED);
+    s.set("a", "x");
+    expect(s.set("a", "y", 0, NOW, undefined, MODE_ADD)).toBe(R_NOT_STORED);
+    expect(fetched("a")).toBe(false);
+    clean(s);
+  });
+
+  it("mg: T applies to an item found, not to one N made; R before T reads the item's own exptime; no win when told (an O too long)", () => {
+    const s = setup();
+    expect(mg(s, "v", NOW, { vivifyTo: NOW + 100, touchTo: 1 })).toMatchObject({ hit: true, exptime: NOW + 100 });
+    s.set("r", "x", NOW + 10);
+    const raw = (recacheFirst: boolean, noWin = false): number => {
+      const [ref, bits] = s.store.metaGet("r", NOW, NOW + 100, -1, NOW + 30, -1, true, recacheFirst, noWin).split(" ").map(Number) as [number, number];
+      s.store.map.release(ref);
+      return bits;
+    };
+    // R after T reads T's exptime (100 s: no win); R before T the item's own (10 s: a win).
+    expect(raw(false) & MG_WON).toBe(0);
+    s.set("r", "x", NOW + 10);
+    expect(raw(true, true) & MG_WON).toBe(0);
+    s.set("r", "x", NOW + 10);
+    expect(raw(true) & MG_WON).toBe(MG_WON);
+    expect(mg(s, "n", NOW, { vivifyTo: 0 }).bits & MG_WON).toBe(MG_WON);
+    const [ref, bits] = s.store.metaGet("w", NOW, -1, 0, -1, -1, false, false, true).split(" ").map(Number) as [number, number];
+    s.store.map.release(ref);
+    expect([bits & MG_WON, mg(s, "w", NOW).bits & (MG_WON | MG_TOKEN_SENT)]).toEqual([0, 0]);
     clean(s);
   });
 

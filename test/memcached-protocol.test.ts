@@ -94,6 +94,85 @@ const META_CASES: Case[] = [
     send: `set {k} 0 0 1\r\nx\r\nms {k}2 9 !\r\nflush_all\r\nms {k}3 ${11 * 100_000} T0\r\n${"flush_all\r\n".repeat(100_000)}\r\nms {k}4 9 T0\r\nflush_all\r\nget {k}\r\n`,
     answer: "STORED\r\nCLIENT_ERROR invalid flag\r\nSERVER_ERROR object too large for cache\r\nHD\r\nVALUE {k} 0 1\r\nx\r\nEND\r\n",
   },
+  // Eight classes differential fuzzing against 1.6 found (test/memcached-differential.test.ts), and what it found after.
+  {
+    name: "keys are bytes: one past 0x7f comes back as sent (k, VALUE), not re-encoded as UTF-8",
+    send: "ms {k}\xe9\xff 1 k\r\nx\r\nmg {k}\xe9\xff k v\r\nget {k}\xe9\xff\r\nma {k}\xe9n N0 k\r\nmd {k}\xe9\xff k q\r\nmd {k}\xe9\xff k\r\n",
+    answer: "HD k{k}\xe9\xff\r\nVA 1 k{k}\xe9\xff\r\nx\r\nVALUE {k}\xe9\xff 0 1\r\nx\r\nEND\r\nHD k{k}\xe9n\r\nNF k{k}\xe9\xff\r\n",
+  },
+  {
+    name: "a compared CAS of 0 compares nothing: ms I C0 and cas 0 fail (EX), an append with C0 goes on",
+    send: "ms {k} 1\r\na\r\nms {k} 1 I C0\r\nb\r\nmg {k} v\r\ncas {k} 0 0 1 0\r\nc\r\nms {k} 1 MA C0\r\nd\r\nmg {k} v\r\n",
+    answer: "HD\r\nEX\r\nVA 1\r\na\r\nEXISTS\r\nHD\r\nVA 2\r\nad\r\n",
+  },
+  {
+    name: "mg and ma apply T and N in their order: t before N reports no TTL, N after T wins",
+    send: "mg {k} t N100\r\nma {k}a T-1 N100\r\nmg {k}a v t\r\nma {k}b N100 T-1\r\nmg {k}b v\r\n",
+    answer: "HD t-1 W\r\nHD\r\nVA 1 t100\r\n0\r\nHD\r\nEN\r\n",
+  },
+  {
+    name: "R reads the TTL of its place: before T the item's own; a past time reads as a negative TTL's",
+    send: "ms {k} 1 T10\r\nx\r\nmg {k} R30 T100\r\nms {k}2 1 T10\r\nx\r\nmg {k}2 T100 R30\r\nms {k}3 1\r\nx\r\nmg {k}3 T-1 R2592001\r\nmg {k}3\r\n",
+    answer: "HD\r\nHD W\r\nHD\r\nHD\r\nHD\r\nHD\r\nEN\r\n",
+  },
+  {
+    name: "h: a failed add fetches nothing; an incr written in place keeps the item fetched, md I too",
+    send: "set {k} 0 0 2\r\n15\r\nget {k}\r\ndecr {k} 7\r\nmg {k} h v\r\nset {k}x 0 0 1\r\nx\r\nadd {k}x 0 0 1\r\ny\r\nmg {k}x h\r\nmd {k}x I\r\nmg {k}x h\r\nmg {k}x h\r\n",
+    answer: "STORED\r\nVALUE {k} 0 2\r\n15\r\nEND\r\n8\r\nVA 2 h1\r\n8 \r\nSTORED\r\nNOT_STORED\r\nHD h0\r\nHD\r\nHD h1 X W\r\nHD h1 Z X\r\n",
+  },
+  {
+    // (an mg before the decr, pipelined, holds memcached's item until its answer is written: its decr makes a new item.)
+    name: "an incr in place keeps a stale item stale",
+    send: "ms {k} 1 T100\r\n5\r\nmd {k} I\r\ndecr {k} 1\r\nmg {k}\r\nmg {k}\r\n",
+    answer: "HD\r\nHD\r\n4\r\nHD X W\r\nHD Z X\r\n",
+  },
+  {
+    name: "base64 keys as memcached decodes them: characters outside the alphabet skipped, a padded block ends the key",
+    send: "ms {b*} 1 b k\r\nz\r\nmg {b} b k v\r\nmg {b}QUJD b k\r\nmg Yj*Y b\r\n",
+    answer: "HD k{b} b\r\nVA 1 k{b} b\r\nz\r\nHD k{b} b\r\nCLIENT_ERROR error decoding key\r\n",
+  },
+  { name: "an item mg N makes has no binary key mark: k answers its bytes", send: "mg {b} b k N30\r\nmg {b} b k\r\n", answer: "HD k{k} W\r\nHD k{k} Z\r\n" },
+  {
+    name: "an incr whose result outgrows the value makes a new item, without the binary key mark; one in place keeps it",
+    send: "ms {b} 1 b\r\n9\r\nma {b} b\r\nmg {b} b k v\r\nms {b} 2 b\r\n99\r\nma {b} b MD\r\nmg {b} b k v\r\n",
+    answer: "HD\r\nHD\r\nVA 2 k{k}\r\n10\r\nHD\r\nHD\r\nVA 2 k{b} b\r\n98\r\n",
+  },
+  {
+    name: "a bare M is no mode",
+    send: "set {k} 0 0 1\r\n5\r\nma {k} M\r\nms {k} 1 M\r\nx\r\nmg {k} v\r\n",
+    answer: "STORED\r\nCLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR incorrect length for M token\r\nVA 1\r\n5\r\n",
+    // (the suite's memcached reads the byte after the M, a blank or the line's end: no mode it knows.)
+    current: "STORED\r\nCLIENT_ERROR invalid mode for ma M token\r\nCLIENT_ERROR invalid mode for ms M token\r\nVA 1\r\n5\r\n",
+  },
+  {
+    name: "ma on an empty value is not a number, whatever C says; C0 compares nothing",
+    send: "ms {k} 0\r\n\r\nma {k} C5\r\nma {k} C0\r\nms {k}n 1\r\n7\r\nma {k}n C0 v\r\n",
+    answer: "HD\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\nHD\r\nVA 1\r\n8\r\n",
+  },
+  {
+    name: "an opaque too long is found after every other error, and after the command ran up to it",
+    send: `mg {k} O${big(32)} Tx\r\nmg {k} O${big(32)} v v\r\nma {k} O${big(32)} Dx\r\nmd {k} O${big(32)} !\r\nset {k} 0 0 1\r\n5\r\nma {k} O${big(32)}\r\nmd {k} O${big(32)}\r\nmg {k} T100 O${big(32)}\r\nmg {k} O${big(32)} T200\r\nmg {k} t v\r\nmg {k}n O${big(32)} N30\r\nmg {k}n t v\r\n`,
+    answer:
+      "CLIENT_ERROR bad token in command line format\r\nCLIENT_ERROR duplicate flag\r\nCLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid or duplicate flag\r\nSTORED\r\n" +
+      "CLIENT_ERROR opaque token too long\r\n".repeat(4) + "VA 1 t100\r\n6\r\nCLIENT_ERROR opaque token too long\r\nVA 0 t-1\r\n\r\n",
+    // (the suite's md words its flag errors as mg does.)
+    current:
+      "CLIENT_ERROR bad token in command line format\r\nCLIENT_ERROR duplicate flag\r\nCLIENT_ERROR invalid or duplicate flag\r\nCLIENT_ERROR invalid flag\r\nSTORED\r\n" +
+      "CLIENT_ERROR opaque token too long\r\n".repeat(4) + "VA 1 t100\r\n6\r\nCLIENT_ERROR opaque token too long\r\nVA 0 t-1\r\n\r\n",
+  },
+  {
+    name: "an ms whose opaque is too long",
+    send: `ms {k} 1 O${big(32)}\r\nz\r\nmg {k} v\r\n`,
+    answer: "CLIENT_ERROR opaque token too long\r\nEN\r\n",
+    // (the suite's memcached stores the value, then finds the opaque as it writes the answer.)
+    current: "CLIENT_ERROR opaque token too long\r\nVA 1\r\nz\r\n",
+  },
+  {
+    name: "an ma q that creates the item is quiet",
+    send: "ma {k} q N0 J5\r\nmg {k} v\r\n",
+    answer: "HD\r\nVA 1\r\n5\r\n",
+    current: "VA 1\r\n5\r\n",
+  },
   // Where memcached 1.6.18 differs from the suite's revision (followed here).
   { name: "mg C hides a value that has not changed; E sets the CAS", send: "ms {k} 2 E77\r\nab\r\nmg {k} C77 v c\r\nmg {k} C76 v c\r\n", answer: "HD\r\nHD cCAS\r\nVA 2 cCAS\r\nab\r\n", suiteOnly: "no E flag: CLIENT_ERROR invalid flag" },
   { name: "md C", send: "ms {k} 1 E100\r\nx\r\nmd {k} C99\r\nmd {k} C100\r\n", answer: "HD\r\nEX\r\nHD\r\n", suiteOnly: "no E flag" },
@@ -280,6 +359,28 @@ async function debugLine(port: number, key: string): Promise<string> {
 }
 const DEBUG_LINE = /^ME (\S+) exp=(99|100) la=[01] cas=\d+ fetch=yes cls=\d+ size=\d+\r\n$/;
 
+/**
+ * A key with bytes past 0x7f, as me and stats cachedump write it back (its
+ * bytes, not re-encoded as UTF-8), and the TTL t reports for an item
+ * whose exptime has passed already (mg N-1 t): memcached's itoa_u32 of a
+ * negative difference, 2^32 less the item's age counted from memcached's
+ * clock start (a small server's uptime: at least 2^31). The cachedump is
+ * of class 1, where a small item is.
+ */
+async function highBytes(port: number): Promise<{ me: string; dump: string; ttl: number }> {
+  const client = await RawClient.open(port);
+  try {
+    const key = "hi\xe9\xff";
+    await client.request(`ms ${key} 1\r\nx\r\n`, "HD\r\n");
+    const me = await client.request(`me ${key}\r\n`, "\r\n");
+    const dump = await client.request("stats cachedump 1 0\r\n", /(^|\n)END\r\n$/);
+    const wrapped = await client.request("mg hiwrap N-1 t\r\n", "\r\n");
+    return { me, dump, ttl: Number(/^HD t(\d+) W\r\n$/.exec(wrapped)?.[1] ?? -1) };
+  } finally {
+    client.close();
+  }
+}
+
 /** Keys owned by each of two shards in turn (of the connection's shard and another, whichever it is). */
 const ME_KEYS = [0, 1, 0, 1].map((shard, i) => {
   for (let n = 0; ; n++) if (keyOwner(`bin${i}.${n}`, 2) === shard) return `bin${i}.${n}`;
@@ -341,9 +442,10 @@ function normal(text: string): string {
     .replace(/^(?:HD|VA|EN|NF|NS|EX)\b[^\r\n]*/gm, (l) => l.replace(/ c\d+/g, " cCAS"));
 }
 
-/** A case's bytes with its key, {k}, and that key in base64, {b}. */
+/** A case's bytes with its key, {k}, that key in base64, {b}, and {b*}: {b} with characters memcached's decoder skips. */
 function fill(text: string, key: string): string {
-  return text.replaceAll("{k}", key).replaceAll("{b}", Buffer.from(key, "latin1").toString("base64"));
+  const b = Buffer.from(key, "latin1").toString("base64");
+  return text.replaceAll("{k}", key).replaceAll("{b*}", `${b.slice(0, 2)}*${b.slice(2, 5)}-${b.slice(5)}`).replaceAll("{b}", b);
 }
 
 /** Run one case on its own connection; its answer (a `version` after it marks the end unless it closes). */
@@ -498,6 +600,14 @@ describe("shardheap memcached: the ASCII protocol", () => {
     expect(await debugLine(server.port, "debugged")).toMatch(DEBUG_LINE);
   });
 
+  it("a key's bytes past 0x7f come back as sent in me and stats cachedump; t of an exptime passed counts back from 2^32", async () => {
+    const got = await highBytes(server.port);
+    expect(got.me).toMatch(/^ME hi\xe9\xff exp=-1 /);
+    expect(got.dump).toMatch(/^ITEM hi\xe9\xff \[1 b; 0 s\]\r$/m);
+    expect(got.ttl).toBeGreaterThanOrEqual(2 ** 31);
+    expect(got.ttl).toBeLessThanOrEqual(2 ** 32 - 61);
+  });
+
   it("me of a base64 key: answered in base64 as sent (a plain item's key plain), right behind its ms on either shard", async () => {
     expect(await binaryMe(server.port)).toMatch(BINARY_ME.answer);
   });
@@ -564,6 +674,14 @@ describe.runIf(haveMemcached)("memcached 1.6 itself (the reference the table fol
   it.each(CASES.map((c, i) => [c.name, c, i] as const).filter(([, c]) => c.suiteOnly === undefined))("%s", async (_name, c, i) => {
     const key = `p${i}k`;
     expect(await run(reference.port, c, key)).toBe(expected1618(c, key));
+  });
+
+  it("a key's bytes past 0x7f come back as sent in me and stats cachedump; t of an exptime passed counts back from 2^32", async () => {
+    const got = await highBytes(reference.port);
+    expect(got.me).toMatch(/^ME hi\xe9\xff exp=-1 /);
+    // (not its cachedump: memcached lists its cold LRU only, which a new item reaches when its LRU maintainer gets to it.)
+    expect(got.ttl).toBeGreaterThanOrEqual(2 ** 31);
+    expect(got.ttl).toBeLessThanOrEqual(2 ** 32 - 61);
   });
 
   it("me of a base64 key: in base64 as sent, a plain item's key plain", async () => {

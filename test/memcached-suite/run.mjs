@@ -42,7 +42,7 @@ const EXCEPTIONS = {
   debugtime: "debugtime (memcached's debug build only)",
   slabs: "slab classes and their mover (shardheap's size classes are fixed)",
   lru: "memcached's LRU threads (segmented LRU, crawler, maintainer)",
-  admin: "the shutdown command (-A), daemon mode",
+  admin: "the shutdown command (-A)",
   buffers: "-o read_buf_mem_limit: memcached's pool of response objects and read buffers (Node's streams hold them here)",
   grow: "cache_memlimit above the memory the server started with (the heap is one SharedArrayBuffer, sized at start: -m)",
   big: "a cache over 4 GiB (-m 4098: the heap is one SharedArrayBuffer of at most 4 GiB)",
@@ -57,7 +57,7 @@ const EXCEPTED = {
   "slabhang.t": "slabs", "slabs-cas.t": "slabs", "slabs-reassign-chunked.t": "slabs", "slabs-reassign2.t": "slabs",
   "slabs_reassign.t": "slabs", "dyn-maxbytes.t": "grow", "refhang.t": "slabs",
   "lru-crawler.t": "lru", "lru-maintainer.t": "lru", "lru.t": "lru",
-  "shutdown.t": "admin", "daemonize.t": "admin", "64bit.t": "big", "conn-limits.t": "buffers",
+  "shutdown.t": "admin", "64bit.t": "big", "conn-limits.t": "buffers",
 };
 /**
  * Single tests of files that are run, not counted as failures when they

@@ -56,6 +56,8 @@ export interface ServerConfig {
   evict: boolean;
   /** flush_all is allowed (false: -F). */
   flushAllowed: boolean;
+  /** stats cachedump and stats detail are allowed (false: -X). */
+  dumpEnabled: boolean;
   /** Close connections idle this many seconds (-o idle_timeout); 0: never. */
   idleTimeout: number;
   /** Requests one connection runs per event before it yields to others (-R). */

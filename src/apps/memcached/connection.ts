@@ -158,7 +158,7 @@ const RESERVE_ABOVE = MAX_SMALL_SIZE;
 const REF_SPAN = 2 ** 30;
 const held = (owner: number, ref: number): number => owner * REF_SPAN + ref;
 const noop = (): void => {};
-/** The bytes `chunks` will write (strings here are ASCII: one byte a char). */
+/** The bytes `chunks` will write (strings are written as latin1: one byte a char). */
 const lengthOf = (chunks: readonly Chunk[]): number => {
   let bytes = 0;
   for (const c of chunks) bytes += c.length;
@@ -290,6 +290,8 @@ export class Connection implements ReaderSink {
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
+    // Keys are bytes (read as latin1, one char a byte): an answer that echoes one (k, me, cachedump) writes it back byte for byte.
+    socket.setDefaultEncoding("latin1");
     socket.on("data", (chunk: Buffer) => this.received(chunk));
     // The client finished sending: answer what it asked, then close (the server runs with allowHalfOpen).
     socket.on("end", () => {
@@ -804,9 +806,10 @@ export class Connection implements ReaderSink {
         // memcached tracks the item size histogram only with -o track_sizes, which this server does not offer.
         return this.answer("STAT sizes_status disabled\r\nEND\r\n");
       case "detail":
-        return this.statsDetail(args[1], args[2]);
       case "cachedump":
-        return this.cachedump(args);
+        // memcached's -X turns both off, in its words.
+        if (!config.dumpEnabled) return this.answer(line(`CLIENT_ERROR stats ${sub} not allowed`));
+        return sub === "detail" ? this.statsDetail(args[1], args[2]) : this.cachedump(args);
       case "conns": {
         const asking = ctx.shard * 2 ** 32 + this.id;
         return this.statsLater(() => ctx.everyShard<ConnEntry[]>("connectionList", asking).then(formatConns));

@@ -162,6 +162,14 @@ export class ItemViews {
   referenced(ptr: number): boolean {
     return (this.bytes[ptr + B_REFERENCED]! & REFERENCED) !== 0;
   }
+  /** A use that is no fetch (a failed add): referenced, fetched as it was. */
+  markReferenced(ptr: number): void {
+    this.bytes[ptr + B_REFERENCED]! |= REFERENCED;
+  }
+  /** A new item that takes the place of a fetched one as memcached's in-place change would (incr): fetched too. */
+  setFetched(ptr: number): void {
+    this.bytes[ptr + B_REFERENCED]! |= FETCHED;
+  }
   /** A hit (`used`: marks it referenced and fetched), or eviction passing it over (clears referenced, keeps fetched). */
   setReferenced(ptr: number, used: boolean): void {
     this.bytes[ptr + B_REFERENCED] = used ? REFERENCED | FETCHED : this.bytes[ptr + B_REFERENCED]! & FETCHED;

@@ -1,15 +1,25 @@
 /**
  * memcached's own command line on `shardheap memcached` (run.ts hands it
- * every argument that is not one of shardheap's --flags), so an operator
- * can swap the binary: -p -l -U 0 -m -c -t -I -M -F -R -D -C -b
- * -B auto|ascii -v[v[v]] -o idle_timeout=N, as getopt reads them (`-p 11211`, `-p11211`, switches
- * clustered: `-Mv`). Values are checked with memcached's rules and words
- * (memcached.c's main); every other memcached option is refused with a
- * line naming it and why it has no meaning here, never ignored.
+ * every argument that is not one of shardheap's --flags), so the binary
+ * can be swapped in a service file or a test harness unchanged. Read as
+ * memcached 1.6's main reads it: getopt's way (`-p 11211`, `-p11211`,
+ * switches clustered: `-Mv`), and its long names (`--port=11211`,
+ * `--user memcache`). Three kinds of option:
+ *   - honoured: -p -l -U 0 -m -c -t -I -M -F -R -D -C -b -B auto|ascii
+ *     -v -X -u -P -d -h -i -V, -o idle_timeout;
+ *   - accepted, checked with memcached's rules and words, and noted once
+ *     on stderr as ignored (run.ts prints `ignored`): what tunes what
+ *     shardheap does not have (-f -n -L -k -r -a -N, and the slab, LRU,
+ *     hash and log -o options: memcached-suboptions.ts); -W, which turns
+ *     off watchers, there being none here, is taken silently;
+ *   - refused, naming why: a feature asked for that is not here (-s, -S,
+ *     -Y, -Z, -e, -A, -B binary, a UDP port, TLS, extstore, the proxy);
+ *     an option memcached refuses, in memcached's words.
  */
 import { UsageError } from "../../errors.js";
 import { MAX_SHARDS } from "../../memory/shared-heap.js";
 import { DEFAULT_MAX_ITEM_SIZE } from "./config.js";
+import { atoi, finishSuboptions, newSuboptionState, readSuboptions, type SuboptionState } from "./memcached-suboptions.js";
 
 /** What memcached's flags asked for (undefined: not given). */
 export interface MemcachedFlags {
@@ -28,7 +38,6 @@ export interface MemcachedFlags {
   flushAllowed?: boolean;
   requestsPerEvent?: number;
   prefixDelimiter?: string;
-  idleTimeout?: number;
   verbosity?: number;
   /** -C: false. */
   casEnabled?: boolean;
@@ -36,10 +45,35 @@ export interface MemcachedFlags {
   tcpBacklog?: number;
   /** -B auto|ascii. */
   protocol?: "auto" | "ascii";
+  /** -X: false (stats cachedump and stats detail refused). */
+  dumpEnabled?: boolean;
+  /** -u: the user to run as once the port is bound (when started as root). */
+  user?: string;
+  /** -P: where to write the process id. */
+  pidFile?: string;
+  /** -d: run as a daemon (daemon.ts). */
+  daemon?: boolean;
   /** -h: print the help and stop. */
   help?: boolean;
   /** -V: print the version and stop. */
   version?: boolean;
+  /** -i: print the license and stop. */
+  license?: boolean;
+  /** -n (memcached's chunk_size), for the slab_sizes check. */
+  chunkSize: number;
+  /** -N, checked against the threads once every option is read. */
+  napiIds?: number;
+  /** The -o options' state: idle_timeout, and what memcached checks at the end. */
+  sub: SuboptionState;
+}
+
+export function newMemcachedFlags(): MemcachedFlags {
+  return { chunkSize: 48, sub: newSuboptionState() };
+}
+
+/** Each option accepted and ignored, once, and why (run.ts prints them on stderr). */
+export function ignoredOptions(m: MemcachedFlags): ReadonlyMap<string, string> {
+  return m.sub.ignored;
 }
 
 /** memcached's -I bounds (memcached.c: ITEM_SIZE_MAX_LOWER_LIMIT, ITEM_SIZE_MAX_UPPER_LIMIT). */
@@ -47,51 +81,41 @@ export const MEMCACHED_MIN_ITEM_SIZE = 1024;
 export const MEMCACHED_MAX_ITEM_SIZE = 1024 * 1024 * 1024;
 const MIB = 1024 * 1024;
 
-/** memcached's options that take a value, so `-b 10` is refused as one option (not `-b` and an operand). */
+/** memcached's options that take a value (getopt's "x:"), so `-b 10` is one option, not `-b` and an operand. */
 const TAKES_VALUE = new Set("pslaUmcRtDIoPfnBbuYeN".split(""));
 
-/** memcached's options with no meaning here, and why. */
+/** memcached 1.6's long options (getopt_long), by the letter they stand for; --verbose may take a value, which memcached ignores. */
+const LONG_OPTIONS: Record<string, string> = {
+  "--unix-mask": "a", "--enable-shutdown": "A", "--enable-ssl": "Z", "--port": "p", "--unix-socket": "s", "--udp-port": "U",
+  "--memory-limit": "m", "--disable-evictions": "M", "--conn-limit": "c", "--lock-memory": "k", "--help": "h", "--license": "i",
+  "--version": "V", "--enable-coredumps": "r", "--verbose": "v", "--daemon": "d", "--listen": "l", "--user": "u", "--pidfile": "P",
+  "--slab-growth-factor": "f", "--slab-min-size": "n", "--threads": "t", "--enable-largepages": "L", "--max-reqs-per-event": "R",
+  "--disable-cas": "C", "--listen-backlog": "b", "--protocol": "B", "--max-item-size": "I", "--enable-sasl": "S",
+  "--disable-flush-all": "F", "--disable-dumping": "X", "--disable-watch": "W", "--auth-file": "Y", "--memory-file": "e",
+  "--extended": "o", "--napi-ids": "N", "--napi_ids": "N",
+};
+
+/** memcached's options refused here, and why: each asks for something shardheap memcached does not have. */
 const NOT_HERE: Record<string, string> = {
-  d: "daemon mode: run it under a service manager",
   s: "unix sockets: shardheap memcached listens on TCP only",
-  a: "unix sockets: shardheap memcached listens on TCP only",
   S: "SASL: shardheap memcached has no authentication",
   Y: "authentication: shardheap memcached has none",
   Z: "TLS: shardheap memcached speaks plain TCP only",
   B: "the binary protocol: shardheap memcached speaks the ASCII protocol only (-B auto and -B ascii are taken)",
-  f: "there are no slab classes: shardheap's size classes are fixed",
-  n: "there are no slab classes: shardheap's size classes are fixed",
-  L: "large pages: the heap is one SharedArrayBuffer",
-  k: "locking memory down: the heap is one SharedArrayBuffer",
   e: "memory files (warm restart): the heap lives in the process",
-  r: "core file limits: set them with ulimit",
-  u: "changing user: run it as the user it should run as",
-  P: "pid files: the service manager knows the pid",
   A: "the shutdown command: stop it with SIGTERM or Ctrl-C",
-  X: "stats cachedump and lru_crawler metadump cannot be turned off",
-  W: "watchers (the watch command)",
-  N: "NAPI ids",
 };
 
-/**
- * memcached's -o options with no meaning here, and why (a prefix ends
- * with "_"). Only idle_timeout is taken.
- */
-const O_NOT_HERE: Array<[prefix: string, why: string]> = [
-  ["ext_", "extstore: shardheap memcached keeps items in memory only"],
-  ["ssl_", "TLS: shardheap memcached speaks plain TCP only"],
-  ["proxy_", "the proxy: shardheap memcached is a cache, not a proxy"],
-  ["slab_", "there are no slab classes: shardheap's size classes are fixed"],
-  ["lru_", "there are no LRU threads: each shard evicts its own least recently used items"],
-  ["no_lru_", "there are no LRU threads: each shard evicts its own least recently used items"],
-  ["modern", "memcached's slab and LRU defaults: shardheap has neither"],
-  ["no_modern", "memcached's slab and LRU defaults: shardheap has neither"],
-  ["hash", "the key hash is shardheap's"],
-  ["relaxed_privileges", "shardheap changes no privileges"],
-  ["drop_privileges", "shardheap changes no privileges"],
-  ["memory_file", "memory files (warm restart): the heap lives in the process"],
-  ["watcher_", "watchers (the watch command)"],
-];
+/** memcached's options accepted and ignored here, and why. */
+const IGNORED: Record<string, string> = {
+  f: "there are no slab classes here: shardheap's size classes are fixed",
+  n: "there are no slab classes here: shardheap's size classes are fixed",
+  L: "the heap is one SharedArrayBuffer: its pages are the system's to size",
+  k: "the heap is one SharedArrayBuffer: Node cannot lock it in memory",
+  r: "Node sets no core file limit: set it with ulimit -c",
+  a: "the mask of a unix socket, and there are none here (-s is refused)",
+  N: "NAPI ids: connections are spread over the shards by the kernel or the accept balancer",
+};
 
 /** memcached's -I value: bytes, or a count with k/K or m/M (memcached.c reads no other unit). */
 export function parseItemSize(value: string): number {
@@ -112,19 +136,6 @@ function whole(flag: string, value: string, min: number, max: number, what: stri
   return n;
 }
 
-/** One -o option (a comma list: `-o idle_timeout=5`). */
-function extendedOption(opt: string, into: MemcachedFlags): void {
-  const eq = opt.indexOf("=");
-  const name = eq < 0 ? opt : opt.slice(0, eq);
-  if (name === "idle_timeout") {
-    if (eq < 0) throw new UsageError("-o idle_timeout needs a value: -o idle_timeout=SECONDS");
-    into.idleTimeout = whole("-o idle_timeout=", opt.slice(eq + 1), 0, 2 ** 31 - 1, "idle_timeout");
-    return;
-  }
-  const why = O_NOT_HERE.find(([prefix]) => (prefix.endsWith("_") ? name.startsWith(prefix) : name === prefix))?.[1];
-  throw new UsageError(`memcached's -o ${name} is not supported by shardheap memcached${why === undefined ? "" : `: ${why}`}`);
-}
-
 /**
  * One argument of memcached's options (it starts with a single "-");
  * `next` takes the argument after it, for an option whose value is there.
@@ -133,40 +144,75 @@ export function parseMemcachedFlag(arg: string, next: () => string, into: Memcac
   for (let c = 1; c < arg.length; c++) {
     const letter = arg[c]!;
     if (TAKES_VALUE.has(letter)) {
-      // getopt: the rest of this argument, else the next one.
+      // getopt: the rest of this argument, else the next one (memcached skips blanks before it).
       const value = arg.slice(c + 1);
-      valueOption(letter, value === "" ? next() : value, into);
+      valueOption(letter, (value === "" ? next() : value).trimStart(), into);
       return;
     }
-    switch (letter) {
-      case "M":
-        into.evict = false;
-        break;
-      case "F":
-        into.flushAllowed = false;
-        break;
-      case "C":
-        into.casEnabled = false;
-        break;
-      case "v":
-        into.verbosity = Math.min(3, (into.verbosity ?? 0) + 1);
-        break;
-      case "h":
-        into.help = true;
-        break;
-      case "V":
-        into.version = true;
-        break;
-      default:
-        refuse(letter);
-    }
+    switchOption(letter, into);
   }
 }
 
-function refuse(letter: string): never {
-  const why = NOT_HERE[letter];
-  if (why === undefined) throw new UsageError(`unknown flag for memcached: -${letter}`);
-  throw new UsageError(`memcached's -${letter} is not supported by shardheap memcached: ${why}`);
+/**
+ * One of memcached's long options (`--user memcache`, `--port=11211`):
+ * false when `flag` is not one. `inline`: the value after "=".
+ */
+export function parseMemcachedLongFlag(flag: string, inline: string | undefined, value: () => string, into: MemcachedFlags): boolean {
+  const letter = Object.hasOwn(LONG_OPTIONS, flag) ? LONG_OPTIONS[flag]! : undefined;
+  if (letter === undefined) return false;
+  if (TAKES_VALUE.has(letter)) valueOption(letter, value().trimStart(), into);
+  else if (inline !== undefined && letter !== "v") throw new UsageError(`option '${flag}' doesn't allow an argument`);
+  else switchOption(letter, into);
+  return true;
+}
+
+function switchOption(letter: string, into: MemcachedFlags): void {
+  switch (letter) {
+    case "M":
+      into.evict = false;
+      return;
+    case "F":
+      into.flushAllowed = false;
+      return;
+    case "C":
+      into.casEnabled = false;
+      return;
+    case "X":
+      into.dumpEnabled = false;
+      return;
+    case "d":
+      into.daemon = true;
+      return;
+    case "W":
+      // Watchers turned off: there are none here.
+      return;
+    case "v":
+      into.verbosity = Math.min(3, (into.verbosity ?? 0) + 1);
+      return;
+    case "h":
+      into.help = true;
+      return;
+    case "V":
+      into.version = true;
+      return;
+    case "i":
+      into.license = true;
+      return;
+    default:
+      ignoreOrRefuse(letter, into);
+  }
+}
+
+function ignoreOrRefuse(letter: string, into: MemcachedFlags): void {
+  const why = IGNORED[letter];
+  if (why !== undefined) {
+    if (!into.sub.ignored.has(`-${letter}`)) into.sub.ignored.set(`-${letter}`, why);
+    return;
+  }
+  const not = NOT_HERE[letter];
+  // getopt's word for a letter memcached does not know.
+  if (not === undefined) throw new UsageError(`unknown flag for memcached: -${letter} (memcached: invalid option -- '${letter}')`);
+  throw new UsageError(`memcached's -${letter} is not supported by shardheap memcached: ${not}`);
 }
 
 function valueOption(letter: string, value: string, into: MemcachedFlags): void {
@@ -176,6 +222,7 @@ function valueOption(letter: string, value: string, into: MemcachedFlags): void 
       return;
     case "l":
       if (value.includes(",")) throw new UsageError(`-l ${value}: shardheap memcached listens on one address`);
+      if (into.host !== undefined && into.host !== value) throw new UsageError(`-l ${into.host} -l ${value}: shardheap memcached listens on one address`);
       into.host = value;
       return;
     case "U":
@@ -197,7 +244,7 @@ function valueOption(letter: string, value: string, into: MemcachedFlags): void 
       into.maxItemSize = parseItemSize(value);
       return;
     case "D":
-      if (value.length !== 1) throw new UsageError(`-D ${value}: the prefix delimiter is one character`);
+      if (value.length !== 1) throw new UsageError(value === "" ? "No delimiter specified" : `-D ${value}: the prefix delimiter is one character`);
       into.prefixDelimiter = value;
       return;
     case "b":
@@ -206,19 +253,52 @@ function valueOption(letter: string, value: string, into: MemcachedFlags): void 
       return;
     case "B":
       if (value === "auto" || value === "ascii") into.protocol = value;
-      else if (value === "binary") refuse(letter);
+      else if (value === "binary") ignoreOrRefuse(letter, into);
       else throw new UsageError(`-B ${value}: Invalid value for binding protocol: ${value} -- should be one of auto, binary, or ascii`);
       return;
     case "o":
-      for (const opt of value.split(",")) if (opt !== "") extendedOption(opt, into);
+      readSuboptions(value, into.sub);
       return;
+    case "u":
+      if (value === "") throw new UsageError("-u needs a user name");
+      into.user = value;
+      return;
+    case "P":
+      if (value === "") throw new UsageError("-P needs a file name");
+      into.pidFile = value;
+      return;
+    case "f":
+      // memcached: atof; a factor of 1 or less is refused.
+      if (!(Number.parseFloat(value) > 1)) throw new UsageError("Factor must be greater than 1");
+      return ignoreOrRefuse(letter, into);
+    case "n":
+      into.chunkSize = atoi(value);
+      if (into.chunkSize <= 0) throw new UsageError("Chunk size must be greater than 0");
+      return ignoreOrRefuse(letter, into);
+    case "N":
+      into.napiIds = atoi(value);
+      if (into.napiIds <= 0) throw new UsageError("Maximum number of NAPI IDs must be greater than 0");
+      return ignoreOrRefuse(letter, into);
+    case "a":
+      return ignoreOrRefuse(letter, into);
     default:
-      refuse(letter);
+      ignoreOrRefuse(letter, into);
   }
 }
 
+/**
+ * What memcached checks once every option is read: -N against the
+ * threads (memcached's default 4 when -t is not given), and the -o
+ * options against -I (memcached's default 1 MiB when not given) and -n.
+ */
+export function finishMemcachedFlags(m: MemcachedFlags): void {
+  const threads = m.threads ?? 4;
+  if (m.napiIds !== undefined && m.napiIds > threads) throw new UsageError(`Number of napi_ids(${m.napiIds}) cannot be greater than number of threads(${threads})`);
+  finishSuboptions(m.sub, m.maxItemSize ?? DEFAULT_MAX_ITEM_SIZE, m.chunkSize);
+}
+
 /** What `-h` prints: memcached's options this server takes (the suite's harness reads it for features: it names only these). */
-export const MEMCACHED_FLAGS_HELP = `memcached's own options (as memcached 1.6 reads them):
+export const MEMCACHED_FLAGS_HELP = `memcached's own options (as memcached 1.6 reads them, its long names too):
   -p P                  TCP port (default 11211)
   -l H                  the address to listen on (one)
   -U 0                  no UDP (the only value taken: TCP only)
@@ -235,7 +315,13 @@ export const MEMCACHED_FLAGS_HELP = `memcached's own options (as memcached 1.6 r
   -b N                  the listen backlog (default 1024)
   -B auto|ascii         auto (default): a binary-protocol client is told "not supported"
                         in the binary protocol; ascii: every byte is read as text
+  -X                    refuse stats cachedump and stats detail
+  -u USER               run as USER once the port is bound (when started as root)
+  -P FILE               write the process id to FILE (removed at a graceful stop)
+  -d                    run as a daemon: the command exits once the server serves
   -v, -vv, -vvv         verbosity
   -o idle_timeout=N     close connections idle N seconds
-  -h                    this help; -V the version
+  -o ...                memcached's slab, LRU, hash and log tuning: checked, then ignored
+  -f, -n, -L, -k, -r, -N, -W: checked, then ignored (what they tune is not here)
+  -h                    this help; -V the version; -i the license
 `;

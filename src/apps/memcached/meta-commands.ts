@@ -24,11 +24,11 @@ import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, type ItemViews } from "./item.js";
 import { keyOwner } from "./key-owner.js";
-import { answerFlags, encodeKey, parseMeta, ttlBeforeTouch, type MetaFlags } from "./meta-protocol.js";
+import { META_REPLY, answerFlags, encodeKey, exptimePlan, parseMeta, type ExptimePlan, type MetaFlags } from "./meta-protocol.js";
 import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "./protocol.js";
 import { OP_AFTER, OP_EXPIRE, OP_META_ARITH, OP_META_DELETE, OP_META_GET, type OpArg, type OpResult } from "./remote.js";
 import { STAT } from "./stats.js";
-import { MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, META_INVALIDATE, META_RESULT, META_VIVIFY, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore } from "./store.js";
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, META_INVALIDATE, META_RESULT, META_VIVIFY, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore } from "./store.js";
 
 export type Chunk = Buffer | string;
 
@@ -51,6 +51,8 @@ export interface MetaContext {
   readonly store: ItemStore;
   readonly maps: SharedMap[];
   readonly counters: Float64Array;
+  /** The server's start (Unix seconds): the t flag of an item long expired counts from it, as memcached's clock. */
+  readonly config: { readonly startedAt: number };
 }
 
 /** What the meta commands need of their connection (connection.ts). */
@@ -86,9 +88,34 @@ const CODE: Record<number, string> = {
 };
 
 const errorLine = (reply: string): string => `${reply}\r\n`;
+const OPAQUE_TOO_LONG = errorLine(META_REPLY.OPAQUE_TOO_LONG);
 const ttlOf = (exptime: number, now: number): number => (exptime === 0 ? -1 : exptime - now);
-/** An absolute exptime for a flag's TTL, or -1 for none (remote.ts and store.ts read -1 so). */
-const until = (ttl: number | undefined, now: number): number => (ttl === undefined ? -1 : absoluteExptime(ttl, now));
+/**
+ * The TTL the t flag reports: -1 for none, else memcached's
+ * itoa_u32(exptime - current_time), so an item already expired (a T-1
+ * in the same command) reports 2^32 less its age. memcached's clock
+ * starts 62 seconds before the process (ITEM_UPDATE_INTERVAL + 2) and
+ * reads a time before that as its second 1 (realtime()): `startedAt`.
+ */
+const ttlFlag = (exptime: number, now: number, startedAt: number): number => (exptime === 0 ? -1 : (Math.max(exptime, startedAt - 61) - now) >>> 0);
+/**
+ * An absolute exptime for a flag's TTL, or -1 for none (remote.ts and
+ * store.ts read -1 so). As memcached's realtime(): a time before its
+ * clock's start (62 seconds before the server's, `startedAt`) is its
+ * second 1, the time a negative TTL gives, so the two compare equal (R).
+ */
+const until = (ttl: number | undefined, now: number, startedAt: number): number => {
+  if (ttl === undefined) return -1;
+  const exptime = absoluteExptime(ttl, now);
+  return exptime !== 0 && exptime <= startedAt - 62 ? 1 : exptime;
+};
+
+/**
+ * Whether an mg leaves the item's hit marks alone: u, or an O too long
+ * in a command memcached runs locked (T, N, R, h, l), whose bump comes
+ * after its answer loop, which the O's error leaves.
+ */
+const noBumpOf = (f: MetaFlags): boolean => f.noBump || (f.opaqueTooLong && f.tokens.some((t) => "TNRhl".includes(t[0]!)));
 
 export class MetaCommands {
   private readonly host: MetaHost;
@@ -146,6 +173,8 @@ export class MetaCommands {
     if (result instanceof Error) return this.host.failure(result);
     const [code, cas, length] = String(result).split(" ").map(Number) as [number, number, number];
     if (code === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY_STORING);
+    // The suite's memcached stores, then finds the opaque too long (1.6.18: before it stores).
+    if (req.flags.opaqueTooLong) return OPAQUE_TOO_LONG;
     if (code === R_STORED && req.flags.quiet) return undefined;
     const stored = code === R_STORED;
     return `${CODE[code] ?? "SERVER_ERROR Unhandled storage type."}${answerFlags(req.flags, { c: stored ? cas : 0, s: stored ? length : bytes })}\r\n`;
@@ -160,19 +189,24 @@ export class MetaCommands {
     const changes = f.ttl !== undefined || f.vivify !== undefined || f.recache !== undefined;
     if (owner !== ctx.shard && !changes && host.readsHere(f.key) && this.getInPlace(f, owner)) return;
     const now = host.now();
-    const touchTo = until(f.ttl, now);
-    const vivifyTo = until(f.vivify, now);
-    const recacheBefore = until(f.recache, now);
+    const touchTo = until(f.ttl, now, ctx.config.startedAt);
+    const plan = exptimePlan(f, touchTo, until(f.vivify, now, ctx.config.startedAt));
+    // An item N creates gets the last of T and N (the store applies T to an item it found only).
+    const vivifyTo = f.vivify === undefined ? -1 : plan.created;
+    const recacheBefore = until(f.recache, now, ctx.config.startedAt);
     const casIn = f.casIn ?? -1;
-    const bits = (f.noBump ? 1 : 0) | (f.binary ? 2 : 0);
+    // An O too long stops memcached's answer loop, before it marks a win (and bumps: noBumpOf).
+    const noWin = f.opaqueTooLong;
+    const noBump = noBumpOf(f);
+    const bits = (noBump ? 1 : 0) | (plan.recacheFirst ? 4 : 0) | (noWin ? 8 : 0);
     if (owner === ctx.shard) {
-      this.getAnswer(f, owner, ctx.store.metaGet(f.key, now, touchTo, vivifyTo, recacheBefore, casIn, f.noBump, f.binary), undefined);
+      this.getAnswer(f, plan, owner, ctx.store.metaGet(f.key, now, plan.touch, vivifyTo, recacheBefore, casIn, noBump, plan.recacheFirst, noWin), undefined);
       return;
     }
     const done = host.later();
-    host.toOwner(owner, [OP_META_GET, f.key, touchTo, vivifyTo, recacheBefore, casIn, bits], (r) => {
+    host.toOwner(owner, [OP_META_GET, f.key, plan.touch, vivifyTo, recacheBefore, casIn, bits], (r) => {
       if (r instanceof Error) done([host.failure(r)], []);
-      else this.getAnswer(f, owner, String(r), done);
+      else this.getAnswer(f, plan, owner, String(r), done);
     }, f.key);
   }
 
@@ -204,7 +238,7 @@ export class MetaCommands {
         c[STAT.get_hits]++;
         const bits = (v.fetched(ptr) ? MG_FETCHED : 0) | (marks & MARK_TOKEN_SENT ? MG_TOKEN_SENT : 0) | (marks & MARK_STALE ? MG_STALE : 0);
         const idle = Math.max(0, now - v.accessed(ptr));
-        if (!f.noBump) {
+        if (!noBumpOf(f)) {
           v.setReferenced(ptr, true);
           v.setAccessed(ptr, now);
         }
@@ -219,14 +253,14 @@ export class MetaCommands {
   }
 
   /** metaGet's "<reference> <bits> <idle> <exptime> <exptime before>" -> the answer. */
-  private getAnswer(f: MetaFlags, owner: number, result: string, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
+  private getAnswer(f: MetaFlags, plan: ExptimePlan, owner: number, result: string, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
     const [ref, bits, idle, after, before] = result.split(" ").map(Number) as [number, number, number, number, number];
     if (ref === 0) this.missAnswer(f, done);
-    else this.hitAnswer(f, owner, ref, bits, idle, ttlBeforeTouch(f) ? before : after, done);
+    else this.hitAnswer(f, owner, ref, bits, idle, bits & MG_CREATED ? plan.createdAtT : plan.touchedAtT ? after : before, done);
   }
 
   private missAnswer(f: MetaFlags, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
-    const chunks: Chunk[] = f.quiet ? [] : f.tokens.length === 0 ? [EN] : [`EN${answerFlags(f)}\r\n`];
+    const chunks: Chunk[] = f.opaqueTooLong ? [OPAQUE_TOO_LONG] : f.quiet ? [] : f.tokens.length === 0 ? [EN] : [`EN${answerFlags(f)}\r\n`];
     if (done) done(chunks, []);
     else if (chunks.length > 0) this.host.answer(chunks, []);
   }
@@ -240,12 +274,19 @@ export class MetaCommands {
     const host = this.host;
     const v = host.ctx.views;
     const now = host.now();
+    if (f.opaqueTooLong) {
+      // The change (T, N, R) is made; the answer is the error (memcached).
+      const refs = [host.hold(owner, ref)];
+      if (done) done([OPAQUE_TOO_LONG], refs);
+      else host.answer([OPAQUE_TOO_LONG], refs);
+      return;
+    }
     const ptr = host.ctx.maps[owner]!.valuePointer(ref);
     const length = v.length(ptr);
     const cas = v.cas(ptr);
     // C: the value only if the item changed since.
     const value = f.value && !(f.compareCas !== undefined && f.compareCas === String(cas));
-    const values = { s: length, t: ttlOf(exptime, now), c: cas, f: v.flags(ptr), l: idle, h: bits & MG_FETCHED ? 1 : 0 };
+    const values = { s: length, t: ttlFlag(exptime, now, host.ctx.config.startedAt), c: cas, f: v.flags(ptr), l: idle, h: bits & MG_FETCHED ? 1 : 0 };
     let line = (value ? `VA ${length}` : "HD") + answerFlags(f, values, (v.marks(ptr) & MARK_KEY_BINARY) !== 0);
     if (bits & MG_TOKEN_SENT) line += " Z";
     if (bits & MG_STALE) line += " X";
@@ -266,7 +307,7 @@ export class MetaCommands {
     const cas = f.compareCas ?? "";
     const casIn = f.casIn ?? -1;
     // md's T applies only with I (and x, which makes a new item).
-    const touchTo = until(f.ttl, now);
+    const touchTo = until(f.ttl, now, ctx.config.startedAt);
     const answer = (r: OpResult | Error): Chunk | undefined => {
       if (r instanceof Error) return host.failure(r);
       if (r === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY);
@@ -291,31 +332,35 @@ export class MetaCommands {
     const host = this.host;
     const { ctx } = host;
     const now = host.now();
+    const touchTo = until(f.ttl, now, ctx.config.startedAt);
+    const plan = exptimePlan(f, touchTo, until(f.vivify, now, ctx.config.startedAt));
     const answer = (r: OpResult | Error): Chunk | undefined => {
       if (r instanceof Error) return host.failure(r);
       if (typeof r === "number") {
         if (r === R_NON_NUMERIC) return errorLine(REPLY.NON_NUMERIC);
         if (r === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY);
-        return `${CODE[r]}${answerFlags(f)}\r\n`;
+        return f.opaqueTooLong ? OPAQUE_TOO_LONG : `${CODE[r]}${answerFlags(f)}\r\n`;
       }
+      // Done, and then the opaque is found too long (memcached).
+      if (f.opaqueTooLong) return OPAQUE_TOO_LONG;
       if (f.quiet) return undefined;
-      const [, cas, after, before, value] = r.split(" ") as [string, string, string, string, string];
-      const exptime = Number(ttlBeforeTouch(f) ? before : after);
-      const line = (f.value ? `VA ${value.length}` : "HD") + answerFlags(f, { c: cas, t: ttlOf(exptime, now) });
+      const [, cas, after, before, value, created] = r.split(" ") as [string, string, string, string, string, string];
+      const exptime = created === "1" ? plan.createdAtT : Number(plan.touchedAtT ? after : before);
+      const line = (f.value ? `VA ${value.length}` : "HD") + answerFlags(f, { c: cas, t: ttlFlag(exptime, now, ctx.config.startedAt) });
       return f.value ? `${line}\r\n${value}\r\n` : `${line}\r\n`;
     };
     const cas = f.compareCas ?? "";
     const casIn = f.casIn ?? -1;
-    const vivifyTo = until(f.vivify, now);
-    const touchTo = until(f.ttl, now);
+    // An item N creates gets the last of T and N (the store applies T to an item it found only).
+    const vivifyTo = f.vivify === undefined ? -1 : plan.created;
     const owner = keyOwner(f.key, ctx.shards);
     if (owner === ctx.shard) {
-      const chunk = answer(ctx.store.metaArith(f.key, now, incr, f.delta, cas, casIn, vivifyTo, f.initial, touchTo));
+      const chunk = answer(ctx.store.metaArith(f.key, now, incr, f.delta, cas, casIn, vivifyTo, f.initial, plan.touch));
       if (chunk !== undefined) host.answer([chunk], []);
       return;
     }
     const done = host.later();
-    host.toOwner(owner, [OP_META_ARITH, f.key, incr ? 1 : 0, f.delta, cas, casIn, vivifyTo, f.initial, touchTo], (r) => {
+    host.toOwner(owner, [OP_META_ARITH, f.key, incr ? 1 : 0, f.delta, cas, casIn, vivifyTo, f.initial, plan.touch], (r) => {
       const chunk = answer(r);
       done(chunk === undefined ? [] : [chunk], []);
     }, f.key);

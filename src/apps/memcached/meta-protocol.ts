@@ -80,6 +80,12 @@ export interface MetaFlags {
   /** ma: J, the initial value (decimal) and D, the delta (decimal). */
   initial: string;
   delta: string;
+  /**
+   * O's token is past 32 bytes. memcached finds it as it writes the
+   * answer, after the command ran (md: before it looks the key up), so
+   * every error of the line comes first and a change is made (meta-commands.ts).
+   */
+  opaqueTooLong: boolean;
 }
 
 export type MetaCommand =
@@ -95,13 +101,42 @@ export type MetaCommand =
 
 const metaError = (reply: string, swallow = 0): MetaCommand => ({ kind: "meta-error", reply, swallow });
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+/** memcached's base64 alphabet and "=", each character's value (its dtable: -1 for the characters it skips). */
+const BASE64_VALUE = new Int8Array(256).fill(-1);
+for (const [i, c] of [..."ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"].entries()) BASE64_VALUE[c.charCodeAt(0)] = i;
+BASE64_VALUE["=".charCodeAt(0)] = 0;
 
-/** A base64 key -> its bytes as a latin1 string, or undefined when it is not base64 or decodes to nothing. */
+/**
+ * A base64 key -> its bytes as a latin1 string, or undefined where
+ * memcached's base64_decode fails (returns 0). As it decodes: characters
+ * outside the alphabet are skipped, those left must be a non-zero
+ * multiple of four, and the first block with padding ends the key (one
+ * "=" drops a byte, two drop two, more fail).
+ */
 export function decodeKey(token: string): string | undefined {
-  if (token.length % 4 !== 0 || !BASE64.test(token)) return undefined;
-  const bytes = Buffer.from(token, "base64");
-  return bytes.length === 0 ? undefined : bytes.toString("latin1");
+  let count = 0;
+  for (let i = 0; i < token.length; i++) if (BASE64_VALUE[token.charCodeAt(i) & 0xff]! >= 0) count++;
+  if (count === 0 || count % 4 !== 0) return undefined;
+  const out: number[] = [];
+  const block = [0, 0, 0, 0];
+  let n = 0;
+  let pad = 0;
+  for (let i = 0; i < token.length; i++) {
+    const c = token.charCodeAt(i) & 0xff;
+    const v = BASE64_VALUE[c]!;
+    if (v < 0) continue;
+    if (c === 0x3d) pad++;
+    block[n++] = v;
+    if (n < 4) continue;
+    out.push(((block[0]! << 2) | (block[1]! >> 4)) & 0xff, ((block[1]! << 4) | (block[2]! >> 2)) & 0xff, ((block[2]! << 6) | block[3]!) & 0xff);
+    n = 0;
+    if (pad > 0) {
+      if (pad > 2) return undefined;
+      out.length -= pad;
+      break;
+    }
+  }
+  return out.length === 0 ? undefined : String.fromCharCode(...out);
 }
 
 /** A key as the answer's k flag writes it: base64 again for a binary key. */
@@ -131,12 +166,14 @@ export function parseMeta(t: readonly string[]): MetaCommand {
     case "md": {
       const f = parseFlags(t, 2);
       if (typeof f === "string") return metaError(f);
-      return name === "mg" ? { kind: "mg", flags: f } : { kind: "md", flags: f };
+      if (name === "mg") return { kind: "mg", flags: f };
+      // md looks at O before it looks the key up: nothing is deleted.
+      return f.opaqueTooLong ? metaError(META_REPLY.OPAQUE_TOO_LONG) : { kind: "md", flags: f };
     }
     case "ma": {
       const f = parseFlags(t, 2);
       // memcached words every flag error of ma so (a key too long too).
-      if (typeof f === "string") return metaError(f === META_REPLY.OPAQUE_TOO_LONG ? f : META_REPLY.ARITH_FLAG);
+      if (typeof f === "string") return metaError(META_REPLY.ARITH_FLAG);
       switch (f.mode) {
         case "":
         case "I":
@@ -220,6 +257,7 @@ export function parseFlags(t: readonly string[], first: number): MetaFlags | str
     mode: "",
     initial: "0",
     delta: "1",
+    opaqueTooLong: false,
   };
   let failed: string | undefined;
   let seen = "";
@@ -248,8 +286,8 @@ export function parseFlags(t: readonly string[], first: number): MetaFlags | str
         if (f.recache === undefined) failed = META_REPLY.BAD_TOKEN;
         break;
       case "O":
-        // memcached checks this as it writes the answer; here before anything is done.
-        if (token.length > MAX_OPAQUE_LENGTH) return META_REPLY.OPAQUE_TOO_LONG;
+        // memcached checks this as it writes the answer: after every other error of the line.
+        if (token.length > MAX_OPAQUE_LENGTH) f.opaqueTooLong = true;
         break;
       case "P":
       case "L":
@@ -295,7 +333,8 @@ export function parseFlags(t: readonly string[], first: number): MetaFlags | str
         break;
       }
       case "M":
-        f.mode = token.length > 1 ? token[1]! : "";
+        // memcached reads the byte after the M: for a bare M, the blank or line end after it, no mode it knows.
+        f.mode = token.length > 1 ? token[1]! : " ";
         break;
       case "J": {
         const n = parseU64(token.slice(1));
@@ -335,10 +374,52 @@ export function answerFlags(f: MetaFlags, values: FlagValues = {}, binary = f.bi
   return out;
 }
 
-/** Whether t comes before T: memcached's t then reports the TTL the item had before the command's own T. */
-export function ttlBeforeTouch(f: MetaFlags): boolean {
-  const t = f.tokens.findIndex((token) => token[0] === "t");
-  return t >= 0 && f.tokens.findIndex((token) => token[0] === "T") > t;
+/**
+ * What memcached's mg and ma do with T and N, applied as it reads the
+ * flags, in their order: an item the command created starts with no
+ * exptime, then T sets it, and N; an item found gets T's. `t` reports
+ * the exptime of its place. An O too long ends the reading where it
+ * stands (memcached's answer loop stops there with the error): the flags
+ * after it do nothing. Exptimes absolute, -1 for a flag not given.
+ */
+export interface ExptimePlan {
+  /** T's exptime for an item found, or -1 (no T, or one after an O too long). */
+  touch: number;
+  /** The exptime of an item the command creates (N on a miss): the last of T and N read. */
+  created: number;
+  /** t's exptime on an item the command created, at t's place (0 before T and N). */
+  createdAtT: number;
+  /** Whether t comes after T: it reports T's exptime on an item found, else the item's own. */
+  touchedAtT: boolean;
+  /** Whether R comes before T: mg's recache check reads the item's own exptime, not T's. */
+  recacheFirst: boolean;
+}
+
+export function exptimePlan(f: MetaFlags, touchTo: number, vivifyTo: number): ExptimePlan {
+  let exptime = 0;
+  let touched = false;
+  const plan: ExptimePlan = { touch: -1, created: 0, createdAtT: 0, touchedAtT: false, recacheFirst: false };
+  for (const token of f.tokens) {
+    if (token[0] === "O" && f.opaqueTooLong) break;
+    switch (token[0]) {
+      case "T":
+        exptime = plan.touch = touchTo;
+        touched = true;
+        break;
+      case "N":
+        exptime = vivifyTo;
+        break;
+      case "R":
+        plan.recacheFirst = !touched && f.ttl !== undefined;
+        break;
+      case "t":
+        plan.createdAtT = exptime;
+        plan.touchedAtT = touched;
+        break;
+    }
+  }
+  plan.created = exptime;
+  return plan;
 }
 
 /** The k flag of an answer. */

@@ -55,7 +55,7 @@ export const OP_STORE_RESERVED = 9; // mode, key, reservation (filled), cas, cas
 export const OP_GIVE_UP = 10; // reservation -> 0 (its value will not come)
 export const OP_GET = 11; // key -> a counted reference to the item, or 0 (a get behind this connection's changes to the owner's keys)
 export const OP_FLUSHED_MISS = 12; // key -> 0 (a get elsewhere found no item: the owner counts get_flushed if flush_all removed it)
-export const OP_META_GET = 13; // key, touchTo, vivifyTo, recacheBefore, casIn, bits (1 no bump, 2 binary key) -> store.metaGet's string
+export const OP_META_GET = 13; // key, touchTo, vivifyTo, recacheBefore, casIn, bits (1 no bump, 4 R before T, 8 no win) -> store.metaGet's string
 export const OP_META_DELETE = 14; // key, cas, casIn, touchTo, bits (1 invalidate, 2 remove value), client flags -> result
 export const OP_META_ARITH = 15; // key, incr (1/0), delta, cas, casIn, vivifyTo, initial, touchTo -> store.metaArith's result
 export const OP_AFTER = 16; // key -> 0 (nothing: a read in place that must come after this connection's changes to the key, me)
@@ -99,7 +99,7 @@ export function runOps(store: ItemStore, ops: readonly OpArg[], now: number): Op
       }
       case OP_META_GET: {
         const bits = ops[i + 6] as number;
-        results.push(store.metaGet(key, now, ops[i + 2] as number, ops[i + 3] as number, ops[i + 4] as number, ops[i + 5] as number, (bits & 1) !== 0, (bits & 2) !== 0));
+        results.push(store.metaGet(key, now, ops[i + 2] as number, ops[i + 3] as number, ops[i + 4] as number, ops[i + 5] as number, (bits & 1) !== 0, (bits & 4) !== 0, (bits & 8) !== 0));
         break;
       }
       case OP_META_DELETE: {

@@ -5,6 +5,7 @@
  * prints the server's statistics and the heap profile tree, as the seed's
  * `memcached --heapprof` example does at exit.
  */
+import { readFileSync } from "node:fs";
 import type { Writable } from "node:stream";
 import { UsageError } from "../../errors.js";
 import { parseBoolean, parseInteger } from "../../parse.js";
@@ -19,14 +20,17 @@ import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { shardBytesForItems } from "./cache-memory.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
-import { MEMCACHED_FLAGS_HELP, parseMemcachedFlag, type MemcachedFlags } from "./memcached-flags.js";
+import { MEMCACHED_FLAGS_HELP, finishMemcachedFlags, ignoredOptions, newMemcachedFlags, parseMemcachedFlag, parseMemcachedLongFlag } from "./memcached-flags.js";
+import { removePidFile, runAs, writePidFile } from "./service.js";
+import { daemonLink, daemonize } from "./daemon.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
                         [--heapprof-sites N] [--jsheapprof[=RATE]] [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]
-                        [memcached's: -p P -l H -U 0 -m MB -c N -t N -I SIZE -M -F -R N
-                         -D C -v -o idle_timeout=N -h]`;
+                        [memcached's: -p P -l H -U 0 -m MB -c N -t N -I SIZE -M -F -R N -D C -C
+                         -b N -B auto|ascii -X -u USER -P FILE -d -v -o idle_timeout=N -h, and
+                         the rest of memcached 1.6's options, checked and ignored or refused]`;
 
 export const MEMCACHED_HELP = `memcached serves the memcached ASCII protocol from the shared heap: every item
 lives in the heap of the shard that owns its key; connections are spread over
@@ -51,6 +55,16 @@ export interface MemcachedArgs extends MemcachedOptions {
   help?: boolean;
   /** -V: print the version, serve nothing. */
   version?: boolean;
+  /** -i: print the license, serve nothing. */
+  license?: boolean;
+  /** -u: the user to run as once the port is bound (only when started as root, as memcached). */
+  user?: string;
+  /** -P: the file the process id is written to once serving (removed at a graceful stop). */
+  pidFile?: string;
+  /** -d: serve from a daemon process; the command exits once it serves (daemon.ts). */
+  daemon?: boolean;
+  /** memcached's options taken and ignored (what they tune is not here), each once: [option, why]. */
+  ignored?: Array<[option: string, why: string]>;
 }
 
 const MIB = 1024 * 1024;
@@ -63,7 +77,7 @@ function oneOf(ours: string, given: unknown, theirs: string, alsoGiven: unknown)
 export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   const flags: RuntimeFlags = {};
   const a: MemcachedArgs = {};
-  const m: MemcachedFlags = {};
+  const m = newMemcachedFlags();
   parseCommandFlags(argv, flags, ({ arg, flag, inline, value }) => {
     // memcached's own options: one "-" and a letter (getopt's way).
     if (/^-[^-]/.test(flag)) {
@@ -87,11 +101,14 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
         a.adminHeapImage = inline === undefined || parseBoolean(inline, "--admin-heap-image");
         break;
       default:
-        throw new UsageError(`unknown flag for memcached: ${arg}`);
+        // memcached's long names (--user, --pidfile=...); --port and --max-item-size are shardheap's own, above.
+        if (!parseMemcachedLongFlag(flag, inline, value, m)) throw new UsageError(`unknown flag for memcached: ${arg}`);
     }
   });
   if (m.help) return { help: true };
   if (m.version) return { version: true };
+  if (m.license) return { license: true };
+  finishMemcachedFlags(m);
   oneOf("--smp", flags.smp, "-t", m.threads);
   oneOf("--memory", flags.memory, "-m", m.memoryTotal);
   oneOf("--port", a.port, "-p", m.port);
@@ -103,7 +120,13 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   if (m.host !== undefined) a.host = m.host;
   if (m.evict !== undefined) a.evict = m.evict;
   if (m.flushAllowed !== undefined) a.flushAllowed = m.flushAllowed;
-  if (m.idleTimeout !== undefined) a.idleTimeout = m.idleTimeout;
+  if (m.sub.idleTimeout !== undefined) a.idleTimeout = m.sub.idleTimeout;
+  if (m.dumpEnabled !== undefined) a.dumpEnabled = m.dumpEnabled;
+  if (m.user !== undefined) a.user = m.user;
+  if (m.pidFile !== undefined) a.pidFile = m.pidFile;
+  if (m.daemon !== undefined) a.daemon = m.daemon;
+  const ignored = ignoredOptions(m);
+  if (ignored.size > 0) a.ignored = [...ignored];
   if (m.requestsPerEvent !== undefined) a.requestsPerEvent = m.requestsPerEvent;
   if (m.maxConnections !== undefined) a.maxConnections = m.maxConnections;
   if (m.prefixDelimiter !== undefined) a.prefixDelimiter = m.prefixDelimiter;
@@ -150,6 +173,8 @@ export interface RunOptions extends MemcachedArgs {
   /** Resolves to stop the server (the command wires Ctrl-C and SIGTERM to it). */
   interrupted: Promise<void>;
   out?: Writable;
+  /** Called once the server serves (its "listening" line written): -d's daemon tells its command. */
+  ready?: () => void;
 }
 
 /** Run the server until `interrupted`, then stop it and print what it held. */
@@ -160,14 +185,19 @@ export async function runMemcached(o: RunOptions): Promise<void> {
   const { smp } = server;
   smp.on("error", (e) => say(`shard ${e.shard} failed: ${e.message}`));
   let admin: { url: string; close(): Promise<void> } | undefined;
+  let pidWritten = false;
   try {
     if (o.jsHeapprof) await smp.setJsHeapProfiling("all", o.jsHeapprof);
     // A server that cannot have the admin API it was asked for does not serve at all (as stress): the
     // finally below stops its shards and its port, and the error (EADDRINUSE: exit 2) says which port.
     if (o.adminPort !== undefined) admin = await serveAdmin(smp, { port: o.adminPort, allowHeapImage: o.adminHeapImage ?? false }).catch(inAdminServer);
     if (admin) say(`admin: ${admin.url}`);
+    // As memcached: the user changes once the ports are bound (a port below 1024 needs root), then the pid file is written, as that user.
+    if (o.user !== undefined) runAs(o.user);
+    if (o.pidFile !== undefined) pidWritten = writePidFile(o.pidFile);
     const host = server.host.includes(":") ? `[${server.host}]` : server.host;
     say(`memcached: listening on ${host}:${server.port} (${server.shards} shards)`);
+    o.ready?.();
     await o.interrupted;
     say("memcached: stopping");
     await server.stopAccepting();
@@ -194,6 +224,7 @@ export async function runMemcached(o: RunOptions): Promise<void> {
     }
     if (o.jsHeapprof) out.write(`\n${formatJsHeapRunProfile(await mapProfileToSources(await jsHeapProfileOf(smp, undefined)))}`);
   } finally {
+    if (pidWritten) removePidFile(o.pidFile!);
     await admin?.close();
     await server.close();
   }
@@ -216,6 +247,16 @@ export async function memcachedCommand(argv: readonly string[]): Promise<void> {
     process.stdout.write(`memcached ${VERSION}\n`);
     return;
   }
+  if (args.license) {
+    process.stdout.write(readFileSync(new URL("../../../LICENSE", import.meta.url), "utf8"));
+    return;
+  }
+  for (const [option, why] of args.ignored ?? []) process.stderr.write(`shardheap memcached: ignoring memcached's ${option}: ${why}\n`);
+  const daemon = daemonLink();
+  if (args.daemon && daemon === undefined) {
+    await daemonize((args.verbosity ?? 0) > 0);
+    return;
+  }
   let interrupt!: () => void;
   const interrupted = new Promise<void>((r) => (interrupt = r));
   const onSignal = (): void => {
@@ -227,7 +268,10 @@ export async function memcachedCommand(argv: readonly string[]): Promise<void> {
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
-    await runMemcached({ ...args, interrupted });
+    await runMemcached({ ...args, interrupted, ...(daemon === undefined ? {} : { ready: daemon.ready }) });
+  } catch (e) {
+    daemon?.failed(e);
+    throw e;
   } finally {
     process.off("SIGINT", onSignal);
     process.off("SIGTERM", onSignal);

@@ -64,6 +64,8 @@ export interface MemcachedOptions {
   tcpBacklog?: number;
   /** memcached's -B: "auto" (the default: a binary client gets a binary "not supported" answer) or "ascii" (every byte read as text). */
   protocol?: "auto" | "ascii";
+  /** Allow stats cachedump and stats detail (default true; memcached's -X sets false). */
+  dumpEnabled?: boolean;
   /** Override how the shards share the port (tests). */
   listenMode?: ListenMode;
 }
@@ -183,6 +185,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       statsBuffer: createStatsBuffer(options.shards),
       evict: o.evict ?? true,
       flushAllowed: o.flushAllowed ?? true,
+      dumpEnabled: o.dumpEnabled ?? true,
       idleTimeout,
       requestsPerEvent,
       maxConnections,

@@ -264,7 +264,7 @@ export function formatSettings(config: ServerConfig, detailEnabled: boolean): st
     ["item_size_max", config.maxItemSize],
     ["maxconns_fast", "yes"],
     ["flush_enabled", config.flushAllowed ? "yes" : "no"],
-    ["dump_enabled", "yes"],
+    ["dump_enabled", config.dumpEnabled ? "yes" : "no"],
     ["idle_timeout", config.idleTimeout],
     ["track_sizes", "no"],
     ["inline_ascii_response", "no"],

@@ -53,6 +53,8 @@ export const MG_WON = 1;
 export const MG_TOKEN_SENT = 2;
 export const MG_STALE = 4;
 export const MG_FETCHED = 8;
+/** mg N made the item (t and the exptime follow T and N in their order: meta-protocol.ts exptimePlan). */
+export const MG_CREATED = 16;
 /** precondition's verdicts beyond R_*: store the value as stale (ms I with a lower CAS); store it as new (append with N, on a miss). */
 const STORE_STALE = 100;
 const STORE_NEW = 101;
@@ -239,13 +241,14 @@ export class ItemStore {
     switch (mode) {
       case MODE_ADD:
         if (old === 0) return R_STORED;
-        this.cache.bump(this.map.valuePointer(old)); // memcached: a failed add refreshes the item
+        this.v.markReferenced(this.map.valuePointer(old)); // memcached: a failed add refreshes the item, and does not fetch it (h)
         return R_NOT_STORED;
       case MODE_APPEND:
       case MODE_PREPEND:
         // ms: N stores a new item on a miss; a compared CAS must match.
         if (old === 0) return meta?.vivify ? STORE_NEW : R_NOT_STORED;
-        return cas !== "" && String(this.v.cas(this.map.valuePointer(old))) !== cas ? R_EXISTS : R_STORED;
+        // memcached: a compared CAS of 0 compares nothing (CAS_NONE).
+        return cas !== "" && cas !== "0" && String(this.v.cas(this.map.valuePointer(old))) !== cas ? R_EXISTS : R_STORED;
       case MODE_REPLACE:
         return old === 0 ? R_NOT_STORED : R_STORED;
       case MODE_CAS: {
@@ -254,6 +257,11 @@ export class ItemStore {
           return R_NOT_FOUND;
         }
         const current = this.v.cas(this.map.valuePointer(old));
+        // memcached: a cas of 0 is no CAS (CAS_NONE), which the cas command fails, even with -C where every item's is 0.
+        if (cas === "0") {
+          this.c[STAT.cas_badval]++;
+          return R_EXISTS;
+        }
         if (String(current) === cas) {
           this.c[STAT.cas_hits]++;
           return R_STORED;
@@ -298,8 +306,8 @@ export class ItemStore {
       return R_NOT_STORED;
     }
     const ptr = this.map.valuePointer(ref);
+    // memcached's joined item is a new one, without the old one's binary key mark (k and me answer the key's bytes).
     v.writeHead(ptr, 0, key, flags, v.exptime(old), length);
-    v.setMarks(ptr, v.marks(old) & MARK_KEY_BINARY);
     const at = v.dataStart(ptr);
     const [first, second] = mode === MODE_APPEND ? [old, src] : [src, old];
     const firstLength = v.length(first);
@@ -382,7 +390,12 @@ export class ItemStore {
     v.bytes.write(text, at, "latin1");
     v.bytes.fill(0x20, at + text.length, at + newLength);
     v.terminate(ptr);
-    v.setMarks(ptr, v.marks(old) & MARK_KEY_BINARY);
+    // memcached writes a result that fits in place: the item keeps its marks (stale, win sent, binary key) and
+    // stays fetched (h); one that does not is a new item, without them.
+    if (text.length <= length) {
+      v.setMarks(ptr, v.marks(old));
+      if (v.fetched(old)) v.setFetched(ptr);
+    }
     return this.cache.link(key, ref, now, this.casOf(casIn)) ? text : R_NO_MEMORY;
   }
 
@@ -401,14 +414,15 @@ export class ItemStore {
    * must not read it from the item: later operations of the same batch
    * may have changed it since).
    */
-  metaGet(key: string, now: number, touchTo: number, vivifyTo: number, recacheBefore: number, casIn: number, noBump: boolean, binary: boolean): string {
+  metaGet(key: string, now: number, touchTo: number, vivifyTo: number, recacheBefore: number, casIn: number, noBump: boolean, recacheFirst = false, noWin = false): string {
     const c = this.c;
     const v = this.v;
     let ref = this.cache.current(key);
     if (ref !== 0 && this.cache.expireIfDue(ref, now, true)) ref = 0;
     let created = false;
     if (ref === 0 && vivifyTo >= 0) {
-      ref = this.linkText(key, 0, vivifyTo, "", binary ? MARK_KEY_BINARY : 0, now, casIn);
+      // Without the binary key mark, as memcached's vivified item: k and me answer the key's bytes.
+      ref = this.linkText(key, 0, vivifyTo, "", 0, now, casIn);
       created = ref !== 0;
     }
     // memcached counts a hit with T as a touch, any miss as a get.
@@ -424,10 +438,13 @@ export class ItemStore {
     let bits = (v.fetched(ptr) ? MG_FETCHED : 0) | (marks & MARK_TOKEN_SENT ? MG_TOKEN_SENT : 0) | (marks & MARK_STALE ? MG_STALE : 0);
     const idle = now - v.accessed(ptr);
     const before = v.exptime(ptr);
-    if (touch) v.setExptime(ptr, touchTo);
+    if (touch && !created) v.setExptime(ptr, touchTo);
     const exptime = v.exptime(ptr);
     const sent = (marks & MARK_TOKEN_SENT) !== 0;
-    if (created || (!sent && ((recacheBefore >= 0 && exptime !== 0 && exptime < recacheBefore) || (marks & MARK_STALE) !== 0))) {
+    // R reads the exptime of its place among the flags: the item's own when it comes before T.
+    const recheck = recacheFirst ? before : exptime;
+    if (created) bits |= MG_CREATED;
+    if (!noWin && (created || (!sent && ((recacheBefore >= 0 && recheck !== 0 && recheck < recacheBefore) || (marks & MARK_STALE) !== 0)))) {
       bits |= MG_WON;
       v.setMarks(ptr, marks | MARK_TOKEN_SENT);
     }
@@ -463,7 +480,8 @@ export class ItemStore {
     const hold = this.map.retain(ref);
     let flags = v.flags(old);
     let exptime = v.exptime(old);
-    let marks = v.marks(old) & MARK_KEY_BINARY;
+    // x makes a new item (memcached's has no binary key mark); I marks the item itself.
+    let marks = removeValue ? 0 : v.marks(old) & MARK_KEY_BINARY;
     let newCas = removeValue && casIn >= 0 ? this.casOf(casIn) : v.cas(old);
     let text: string | undefined;
     if (removeValue) {
@@ -487,7 +505,7 @@ export class ItemStore {
    * ma on the owner: incr / decr (arith) with what meta adds: a compared
    * `cas` (R_EXISTS when it differs), `casIn` (E), `vivifyTo` (N: on a
    * miss, link `initial` expiring then), `touchTo` (T: the new exptime on
-   * success). Returns "<R_*> <cas> <exptime> <exptime before T> <value>"
+   * success). Returns "<R_*> <cas> <exptime> <exptime before T> <value> <1: N made it>"
    * (R_STORED: done), or a bare R_* number.
    */
   metaArith(key: string, now: number, incr: boolean, delta: string, cas: string, casIn: number, vivifyTo: number, initial: string, touchTo: number): string | number {
@@ -502,15 +520,18 @@ export class ItemStore {
       if (this.linkText(key, 0, vivifyTo, initial, 0, now, casIn) === 0) return R_NO_MEMORY;
       text = initial;
     } else {
-      if (cas !== "" && String(v.cas(this.map.valuePointer(oldRef))) !== cas) return R_EXISTS;
+      // memcached: an empty value is not a number before its CAS is compared; a CAS of 0 compares nothing.
+      const old = this.map.valuePointer(oldRef);
+      if (cas !== "" && cas !== "0" && v.length(old) > 0 && String(v.cas(old)) !== cas) return R_EXISTS;
       const r = this.arith(key, incr, delta, now, casIn);
       if (typeof r === "number") return r;
       text = r;
     }
     const ptr = this.map.valuePointer(this.cache.current(key));
     const before = v.exptime(ptr);
-    if (touchTo >= 0) v.setExptime(ptr, touchTo);
-    return `${R_STORED} ${v.cas(ptr)} ${v.exptime(ptr)} ${before} ${text}`;
+    // T on an item found; one N made has its exptime already (the last of T and N).
+    if (touchTo >= 0 && oldRef !== 0) v.setExptime(ptr, touchTo);
+    return `${R_STORED} ${v.cas(ptr)} ${v.exptime(ptr)} ${before} ${text} ${oldRef === 0 ? 1 : 0}`;
   }
 
   /** Link a new item of `text` under `key` (mg N, ma N): its reference, or 0 when there is no room. */
@@ -540,6 +561,8 @@ export class ItemStore {
     else v.bytes.write(text, at, "latin1");
     v.terminate(ptr);
     v.setMarks(ptr, marks);
+    // md I marks memcached's item itself: it stays fetched (h, me).
+    if (text === undefined && v.fetched(old)) v.setFetched(ptr);
     return this.cache.link(key, ref, now, cas);
   }
 
