@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HeapFormatError, SharedHeap, decodeHeapImage } from "../src/index.js";
 // Shards run the built package (worker threads load dist/).
 import { decodeHeapImage as decodeBuilt } from "../dist/index.js";
-import { encodeHeapImage as encodeBuilt } from "../dist/memory/heap-image-writer.js";
+import { encodeHeapImage as encodeBuilt } from "../dist/memory/heap-image/heap-image-writer.js";
 import {
   C_BASE,
   C_FREES,
@@ -45,8 +45,8 @@ import {
   defaultProfilerSites,
   regionLayout,
 } from "../src/memory/layout.js";
-import { MAX_HEAP_BYTES_PER_IMAGE_BYTE, MAX_IMAGE_FILE_BYTES } from "../src/memory/heap-image.js";
-import { encodeHeapImage } from "../src/memory/heap-image-writer.js";
+import { MAX_HEAP_BYTES_PER_IMAGE_BYTE, MAX_IMAGE_FILE_BYTES } from "../src/memory/heap-image/heap-image.js";
+import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
 import { startSmp } from "./helpers.js";
 
 const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));

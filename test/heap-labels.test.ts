@@ -15,7 +15,7 @@ import {
   heapLabelSet,
   withHeapLabels,
   withHeapLabelsSync,
-} from "../dist/memory/heap-labels.js";
+} from "../dist/memory/profiler/heap-labels.js";
 
 const FLOOD = new URL("./fixtures/label-flood.mjs", import.meta.url);
 

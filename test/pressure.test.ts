@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { decodeHeapImage } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image-writer.js";
+import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
 import { H_PRESSURE_BELL, PAGE_SIZE } from "../src/memory/layout.js";
 import { readPressure, setPressureThresholds } from "../src/memory/pressure.js";
 import { newHeap } from "./helpers.js";

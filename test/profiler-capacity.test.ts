@@ -17,9 +17,9 @@ import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { describe, expect, it } from "vitest";
 import { SharedHeap, decodeHeapImage, formatTree, readHeapImage, toPprof, type HeapProfile, type ShardAllocator } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image-writer.js";
+import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
 import { H_PROF_SITES, H_VERSION, PRE_CAPACITY_HEAP_VERSION, defaultProfilerSites, maxProfilerSites, regionLayout } from "../src/memory/layout.js";
-import { OTHER_SITES_NAME } from "../src/memory/site-table.js";
+import { OTHER_SITES_NAME } from "../src/memory/profiler/site-table.js";
 import { PATH_BASE_COMMENT } from "../src/report/pprof.js";
 import { memoryMetricsRegistry } from "../src/runtime/metrics.js";
 // @ts-expect-error a plain .mjs fixture, shared with the bench's shards

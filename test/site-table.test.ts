@@ -7,8 +7,8 @@ import { once } from "node:events";
 import { describe, expect, it } from "vitest";
 import { SharedHeap } from "../src/index.js";
 import { OTHER_SITES } from "../src/memory/layout.js";
-import { SiteTable, readSites, OTHER_SITES_NAME } from "../src/memory/site-table.js";
-import type { Frame } from "../src/memory/stack-capture.js";
+import { SiteTable, readSites, OTHER_SITES_NAME } from "../src/memory/profiler/site-table.js";
+import type { Frame } from "../src/memory/profiler/stack-capture.js";
 import { captureStack, internStack, newHeap } from "./helpers.js";
 
 function allocatingFunction(): Frame[] {
@@ -132,7 +132,7 @@ describe("site table", () => {
         eval: true,
         workerData: {
           buffer: heap.buffer,
-          site: new URL("../dist/memory/site-table.js", import.meta.url).href,
+          site: new URL("../dist/memory/profiler/site-table.js", import.meta.url).href,
           heap: new URL("../dist/index.js", import.meta.url).href,
         },
       },

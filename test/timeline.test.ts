@@ -6,10 +6,10 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { decodeHeapImage, type ShardAllocator } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image-writer.js";
+import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
 import { TIMELINE_SITES } from "../src/memory/layout.js";
-import { SMALLER_SITES_NAME } from "../src/memory/timeline-profile.js";
-import { TimelineWriter, readTimeline } from "../src/memory/timeline.js";
+import { SMALLER_SITES_NAME } from "../src/memory/profiler/timeline-profile.js";
+import { TimelineWriter, readTimeline } from "../src/memory/profiler/timeline.js";
 import { newHeap } from "./helpers.js";
 
 beforeAll(() => {

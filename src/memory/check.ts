@@ -11,7 +11,7 @@
  */
 import { forEachChained } from "./cross-shard.js";
 import { firstWrittenByte, forEachQuarantined } from "./quarantine.js";
-import { peakBooksProblem } from "./peak-profile.js";
+import { peakBooksProblem } from "./profiler/peak-profile.js";
 import { objectSizeIn } from "./pointers.js";
 import {
   GRANULE,

@@ -7,8 +7,8 @@
  */
 import { S_PROF_RATE } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { readProfilerFill, readSites, type ProfilerTable } from "./site-table.js";
-import type { Frame } from "./stack-capture.js";
+import { readProfilerFill, readSites, type ProfilerTable } from "./profiler/site-table.js";
+import type { Frame } from "./profiler/stack-capture.js";
 
 export interface AllocationSite {
   /** Leaf first; frames[0] is the code that called shardheap. */

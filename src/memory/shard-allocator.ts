@@ -29,13 +29,13 @@
  */
 import { HeapOwnershipError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
-import { peakProfileOf, type PeakProfile } from "./peak-profile.js";
+import { peakProfileOf, type PeakProfile } from "./profiler/peak-profile.js";
 import { formatSize } from "../units.js";
 import { allocatePageSpan, freePageRange, largestFreeSpanPages } from "./page-spans.js";
 import { Outbox, chainNext, claimLive, pushInbox, takeInbox } from "./cross-shard.js";
 import * as layout from "./layout.js";
 import { ownershipMessage } from "./ownership.js";
-import { AllocationProfiler, type ApiEntry } from "./profiler-hooks.js";
+import { AllocationProfiler, type ApiEntry } from "./profiler/allocation-profiler.js";
 
 import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { clearMark, forEachMarked, keptPointers, snapshotLiveBits, type ObjectCount } from "./orphans.js";

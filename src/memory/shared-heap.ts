@@ -47,18 +47,18 @@ import {
   profilerCapacity,
   regionLayout,
 } from "./layout.js";
-import { saveHeapImage } from "./heap-image-writer.js";
+import { saveHeapImage } from "./heap-image/heap-image-writer.js";
 import { initPageSpans, largestFreeSpanPages } from "./page-spans.js";
 import { liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
 import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
-import { initSiteTable, readProfilerFill, type ProfilerFill } from "./site-table.js";
+import { initSiteTable, readProfilerFill, type ProfilerFill } from "./profiler/site-table.js";
 import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
-import { peakProfileOf, type PeakProfile } from "./peak-profile.js";
-import { initHeapPeak, initPeaks, resetHeapPeak } from "./peaks.js";
-import { siteTimelineOf, timelineProfileAt, type SiteTimeline } from "./timeline-profile.js";
+import { peakProfileOf, type PeakProfile } from "./profiler/peak-profile.js";
+import { initHeapPeak, initPeaks, resetHeapPeak } from "./profiler/peaks.js";
+import { siteTimelineOf, timelineProfileAt, type SiteTimeline } from "./profiler/timeline-profile.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 import { STORED_HEADER_BYTES, storedLengthIn } from "./stored-values.js";
 

@@ -15,7 +15,7 @@
  * `fullPaths`.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
 import { isProfileDiff } from "./diff.js";
 import type { PathOptions } from "./display-paths.js";
 import { frameNamer } from "./frame-name.js";

@@ -18,7 +18,7 @@
  */
 import { displayPath, workingDirectory } from "../frame-path.js";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
 
 export interface PathOptions {
   /**

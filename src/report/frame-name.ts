@@ -9,8 +9,8 @@
  * `file:///tmp/.../node_modules/shardheap/src/...` left no room for the
  * file and line in a flamegraph's box (issue 23).
  */
-import type { Frame } from "../memory/stack-capture.js";
-import { OTHER_SITES_NAME } from "../memory/site-table.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
+import { OTHER_SITES_NAME } from "../memory/profiler/site-table.js";
 import { workingDirectory } from "../frame-path.js";
 import { displayFrame, type PathOptions } from "./display-paths.js";
 

@@ -10,7 +10,7 @@
  */
 import type { Protocol } from "devtools-protocol";
 import { frameKey, type HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { profileToShow, type PathOptions } from "./display-paths.js";
 

@@ -5,7 +5,7 @@
  * by the name the SVG gives it.
  */
 import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
 import { profileToShow, type PathOptions } from "./display-paths.js";
 import { mapProfileToSources, type SourceMapCache } from "./source-map.js";
 

@@ -21,7 +21,7 @@
  */
 import { HttpError, InvalidValueError } from "../errors.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
 import { diffProfiles, mergeProfiles, type ProfileDiff } from "../report/diff.js";
 import { formatSize } from "../units.js";
 

@@ -15,7 +15,7 @@
  * Smp.start({ mainShard: true }) the main thread's is the last.
  */
 import { InvalidValueError } from "../errors.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame } from "../memory/profiler/stack-capture.js";
 import { siteKey } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
 import type { JsHeapStats } from "../smp/js-heap-board.js";

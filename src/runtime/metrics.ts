@@ -12,9 +12,9 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { SharedHeap } from "../memory/shared-heap.js";
-import type { ProfilerFill } from "../memory/site-table.js";
+import type { ProfilerFill } from "../memory/profiler/site-table.js";
 import { MEMORY_STAT_FIELDS, type MemoryStatName } from "../memory/stats.js";
-import { readPeakSlots } from "../memory/peaks.js";
+import { readPeakSlots } from "../memory/profiler/peaks.js";
 import { readPressure } from "../memory/pressure.js";
 
 const METRIC_NAMES: Partial<Record<MemoryStatName, string>> = {

@@ -31,7 +31,7 @@
  */
 import type { Protocol } from "devtools-protocol";
 import { frameKey, sitesByFrames, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
-import { isOwnFrame, type Frame } from "../memory/stack-capture.js";
+import { isOwnFrame, type Frame } from "../memory/profiler/stack-capture.js";
 
 export type SamplingHeapProfile = Protocol.HeapProfiler.SamplingHeapProfile;
 type ProfileNode = Protocol.HeapProfiler.SamplingHeapProfileNode;

@@ -64,8 +64,8 @@ import { refusedExecArgv, settlesBy } from "./smp-support.js";
 import type { FreedOrphans, ShardReplacement, SmpEvents, StopOptions } from "./smp-events.js";
 import { HeapWatch } from "./heap-watch.js";
 import { logPressure, type MemoryPressureEvent } from "./memory-pressure.js";
-import type { PeakProfile } from "../memory/peak-profile.js";
-import type { SiteTimeline } from "../memory/timeline-profile.js";
+import type { PeakProfile } from "../memory/profiler/peak-profile.js";
+import type { SiteTimeline } from "../memory/profiler/timeline-profile.js";
 
 export type { FreedOrphans, ShardReplacement, SmpEvents, StopOptions, MemoryPressureEvent };
 

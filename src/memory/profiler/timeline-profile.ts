@@ -5,9 +5,9 @@
  * and labels; and one tick as a HeapProfile (its largest sites and the
  * rest as one site), which every report renders and diffProfiles compares.
  */
-import { profileOfSites, siteKey, siteWith, type AllocationSite, type HeapProfile } from "./heap-profile.js";
-import { TIMELINE_SITES } from "./layout.js";
-import type { ShardRegion } from "./region.js";
+import { profileOfSites, siteKey, siteWith, type AllocationSite, type HeapProfile } from "../heap-profile.js";
+import { TIMELINE_SITES } from "../layout.js";
+import type { ShardRegion } from "../region.js";
 import { readSites, type RawSite } from "./site-table.js";
 import type { Frame } from "./stack-capture.js";
 import { readTimeline, type TimelineEntry } from "./timeline.js";

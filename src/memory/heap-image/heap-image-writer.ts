@@ -5,7 +5,7 @@
  */
 import { rename, writeFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
-import { HEAP_HEADER_BYTES, regionLayout } from "./layout.js";
+import { HEAP_HEADER_BYTES, regionLayout } from "../layout.js";
 
 export const IMAGE_MAGIC = "SHARDIMG";
 export const IMAGE_VERSION = 1;

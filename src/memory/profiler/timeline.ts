@@ -32,8 +32,8 @@ import {
   TE_USED,
   TIMELINE_ENTRY_BYTES,
   TIMELINE_SITES,
-} from "./layout.js";
-import type { ShardRegion } from "./region.js";
+} from "../layout.js";
+import type { ShardRegion } from "../region.js";
 import { siteCounters } from "./site-table.js";
 
 /** Writes entries into regions' timelines; holds the scratch arrays a tick sorts in. */

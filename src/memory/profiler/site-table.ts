@@ -53,10 +53,10 @@ import {
   S_PROF_FULL,
   S_PROF_RATE,
   type RegionLayout,
-} from "./layout.js";
+} from "../layout.js";
 import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
 import { PeakBooks, readPeakSlots } from "./peaks.js";
-import type { ShardRegion } from "./region.js";
+import type { ShardRegion } from "../region.js";
 import { frameOf, isOwnFrame, isRuntimeFrame, positionOf, type Frame } from "./stack-capture.js";
 
 /** The url of the frame record that holds a label set (SR_LABELS): no script has it. */

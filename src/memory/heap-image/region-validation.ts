@@ -48,15 +48,15 @@ import {
   SPAN_LIST_COUNT,
   TAG_SITE_MASK,
   regionLayout,
-} from "./layout.js";
-import { outboxHead } from "./cross-shard.js";
-import type { ShardRegion } from "./region.js";
-import { POOL_COUNT } from "./size-classes.js";
-import { siteTableProblem } from "./site-table.js";
-import { peaksProblem } from "./peaks.js";
-import { timelineProblem } from "./timeline.js";
-import { pressureProblem } from "./pressure.js";
-import { readStats } from "./stats.js";
+} from "../layout.js";
+import { outboxHead } from "../cross-shard.js";
+import type { ShardRegion } from "../region.js";
+import { POOL_COUNT } from "../size-classes.js";
+import { siteTableProblem } from "../profiler/site-table.js";
+import { peaksProblem } from "../profiler/peaks.js";
+import { timelineProblem } from "../profiler/timeline.js";
+import { pressureProblem } from "../pressure.js";
+import { readStats } from "../stats.js";
 
 /** Float64 shard counters (layout.ts C_*): mallocs through cross-shard frees received. */
 const SHARD_COUNTERS = 8;

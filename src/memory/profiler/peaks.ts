@@ -63,8 +63,8 @@ import {
   SRF_SIZE,
   S_PROF_HEAP_UNITS,
   S_PROF_MAX_SITES,
-} from "./layout.js";
-import type { ShardRegion } from "./region.js";
+} from "../layout.js";
+import type { ShardRegion } from "../region.js";
 
 /** The books of one shard's peaks, on its owner's thread. Allocates nothing per call. */
 export class PeakBooks {

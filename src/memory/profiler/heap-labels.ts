@@ -33,8 +33,8 @@
  * table folds stacks into "(other sites)": totals stay exact.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { InvalidValueError } from "../errors.js";
-import { logInfo } from "../log.js";
+import { InvalidValueError } from "../../errors.js";
+import { logInfo } from "../../log.js";
 
 /** Labels as a caller gives them: names to values, both strings. */
 export type HeapLabels = Readonly<Record<string, string>>;

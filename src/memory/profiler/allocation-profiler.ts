@@ -11,12 +11,12 @@
  * added, whatever the rate is by then. Where a small sampled object's tag
  * sits: small-pool.ts sampledTagIndex; page spans keep it in their page record.
  */
-import { logInfo } from "../log.js";
+import { logInfo } from "../../log.js";
 import { recordedHeapLabels } from "./heap-labels.js";
-import { PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "./layout.js";
-import { checkSize } from "./pointers.js";
+import { PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "../layout.js";
+import { checkSize } from "../pointers.js";
 import { resetShardPeak, startPeaks } from "./peaks.js";
-import type { ShardRegion } from "./region.js";
+import type { ShardRegion } from "../region.js";
 import { Sampler, sampleWeight } from "./sampler.js";
 import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
 import { captureRawCallSites } from "./stack-capture.js";

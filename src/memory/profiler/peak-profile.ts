@@ -5,11 +5,11 @@
  * shard's peak, or the heap-wide one (the moment the shards' sum was
  * highest) when no shard is named.
  */
-import { HeapFormatError } from "../errors.js";
-import { profileOfSites, siteWith, sitesByFrames, type AllocationSite, type FoldedSites, type HeapProfile } from "./heap-profile.js";
-import { OTHER_SITES, PEAK_UNIT_BYTES, S_PROF_HEAP_UNITS } from "./layout.js";
+import { HeapFormatError } from "../../errors.js";
+import { profileOfSites, siteWith, sitesByFrames, type AllocationSite, type FoldedSites, type HeapProfile } from "../heap-profile.js";
+import { OTHER_SITES, PEAK_UNIT_BYTES, S_PROF_HEAP_UNITS } from "../layout.js";
 import { figuresAtPeak, readHeapPeakTimes, readPeakSlots, type PeakKind } from "./peaks.js";
-import type { ShardRegion } from "./region.js";
+import type { ShardRegion } from "../region.js";
 import { readProfilerFill, readSites, siteCounters } from "./site-table.js";
 
 export interface PeakProfile extends HeapProfile {

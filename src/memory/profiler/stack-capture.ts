@@ -22,7 +22,7 @@ export interface Frame {
  * stress workload, are user code as far as a profile is concerned.
  */
 const OWN_URLS = [
-  ...["../memory/", "../smp/", "../runtime/"].map((dir) => new URL(dir, import.meta.url).href),
+  ...["../../memory/", "../../smp/", "../../runtime/"].map((dir) => new URL(dir, import.meta.url).href),
   // piscina runs every shard task: its frames would root every stack of a shard.
   new URL("./", import.meta.resolve("piscina")).href,
 ];
