@@ -3,6 +3,8 @@
  * allocator. The package root re-exports the public API (README.md: its
  * API and error tables; docs/ARCHITECTURE.md: the layers behind it).
  */
+import "./memory/profiler/plug-in.js";
+import "./memory/heap-image/plug-in.js";
 export { PAGE_SIZE } from "./memory/layout.js";
 export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { type LiveCheckOptions } from "./memory/live-check.js";
@@ -30,13 +32,9 @@ export { currentShard } from "./smp/current-shard.js";
 export { type ShardContext, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
-export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";
-export { type PeakProfile } from "./memory/profiler/peak-profile.js";
-export { type SiteTimeline, type TimelineSample, type TimelineSite } from "./memory/profiler/timeline-profile.js";
-export { type ProfilerFill } from "./memory/profiler/site-table.js";
+export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable, type PeakProfile, type SiteTimeline, type TimelineSample, type TimelineSite, type ProfilerFill, type Frame } from "./memory/heap-profile.js";
 export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, OTHER_LABELS, type HeapLabels, type HeapLabelSet } from "./memory/profiler/heap-labels.js";
 export { groupByLabel, filterByLabel, labelNames, NO_LABEL, type LabelGroup } from "./report/labels.js";
-export { type Frame } from "./memory/profiler/stack-capture.js";
 export { mapProfileToSources, mapFrame, SourceMapCache } from "./report/source-map.js";
 export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";

@@ -8,8 +8,8 @@ import { describe, expect, it } from "vitest";
 import { SharedHeap } from "../src/index.js";
 import { OTHER_SITES } from "../src/memory/layout.js";
 import { SiteTable, readSites, OTHER_SITES_NAME } from "../src/memory/profiler/site-table.js";
-import type { Frame } from "../src/memory/profiler/stack-capture.js";
 import { captureStack, internStack, newHeap } from "./helpers.js";
+import type { Frame } from "../src/memory/heap-profile.js";
 
 function allocatingFunction(): Frame[] {
   return captureStack(16);

@@ -28,15 +28,13 @@
  * (and of which class) or a page span.
  */
 import { HeapOwnershipError, InvalidPointerError, OutOfMemoryError } from "../errors.js";
-import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
-import { peakProfileOf, type PeakProfile } from "./profiler/peak-profile.js";
+import type { HeapProfile, PeakProfile } from "./heap-profile.js";
 import { formatSize } from "../units.js";
 import { allocatePageSpan, freePageRange, largestFreeSpanPages } from "./page-spans.js";
 import { Outbox, chainNext, claimLive, pushInbox, takeInbox } from "./cross-shard.js";
 import * as layout from "./layout.js";
 import { ownershipMessage } from "./ownership.js";
-import { AllocationProfiler, type ApiEntry } from "./profiler/allocation-profiler.js";
-
+import { profilerHooks, type ApiEntry, type ProfilerHooks, type SampleRecorder } from "./hooks.js";
 import { checkAlignment, checkSize, liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { clearMark, forEachMarked, keptPointers, snapshotLiveBits, type ObjectCount } from "./orphans.js";
 import { HeapViews, ShardRegion } from "./region.js";
@@ -133,7 +131,10 @@ export class ShardAllocator extends ShardRegion {
    * scavenges and ~50 ns a pair instead of 4 and ~17 ns).
    */
   private sampleCountdown = -Infinity;
-  private readonly profiler: AllocationProfiler;
+  /** The profiler's recorder for this shard (hooks.ts), reached on slow paths only. */
+  private readonly profiler: SampleRecorder;
+  /** The profiler's readings (heapProfile, peakProfile). */
+  private readonly profilerReads: ProfilerHooks;
   /** The public method that called malloc on the user's behalf (allocateAligned, realloc), if any. */
   private outerEntry: ApiEntry | undefined = undefined;
   /**
@@ -152,7 +153,8 @@ export class ShardAllocator extends ShardRegion {
     this.owned = owned;
     this.localBytes = owned && !this.debugPointers ? this.dataBytes : 0;
     this.outbox = new Outbox(this, geometry.regions);
-    this.profiler = new AllocationProfiler(this);
+    this.profilerReads = profilerHooks();
+    this.profiler = this.profilerReads.recorder(this);
     this.cMallocs = this.counters + C_MALLOCS;
     this.cFrees = this.counters + C_FREES;
     this.cBytes = this.counters + C_BYTES_ALLOCATED;
@@ -494,12 +496,12 @@ export class ShardAllocator extends ShardRegion {
 
   /** This shard's heap profile, from the buffer. */
   heapProfile(): HeapProfile {
-    return heapProfileOf(this.geometry.regions, this.id);
+    return this.profilerReads.heapProfile(this.geometry.regions, this.id);
   }
 
   /** The sites live at this shard's profiled peak (peaks.ts), from the buffer; from any thread. */
   peakProfile(): PeakProfile {
-    return peakProfileOf(this.geometry.regions, this.id);
+    return this.profilerReads.peakProfile(this.geometry.regions, this.id);
   }
 
   /** This shard's peak starts again from now: the peak is what it holds now. */

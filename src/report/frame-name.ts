@@ -9,10 +9,10 @@
  * `file:///tmp/.../node_modules/shardheap/src/...` left no room for the
  * file and line in a flamegraph's box (issue 23).
  */
-import type { Frame } from "../memory/profiler/stack-capture.js";
 import { OTHER_SITES_NAME } from "../memory/profiler/site-table.js";
 import { workingDirectory } from "../frame-path.js";
 import { displayFrame, type PathOptions } from "./display-paths.js";
+import type { Frame } from "../memory/heap-profile.js";
 
 /**
  * Names by frame object: a profile's sites share frame objects (a region's

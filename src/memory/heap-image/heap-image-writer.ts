@@ -1,27 +1,18 @@
 /**
  * Heap images, the writing side (the format is drawn in heap-image.ts,
- * which reads them). It needs only the heap's geometry and buffer, not the
- * SharedHeap class, so SharedHeap.saveImage can use it without a circle.
+ * which reads them). It needs only the heap's geometry and buffer
+ * (hooks.ts ImageSource), not the SharedHeap class: SharedHeap.saveImage
+ * reaches it through the hooks (plug-in.ts), and reading an image builds a
+ * SharedHeap (heap-image.ts).
  */
 import { rename, writeFile } from "node:fs/promises";
 import { crc32 } from "node:zlib";
+import type { ImageSource } from "../hooks.js";
 import { HEAP_HEADER_BYTES, regionLayout } from "../layout.js";
 
 export const IMAGE_MAGIC = "SHARDIMG";
 export const IMAGE_VERSION = 1;
 export const IMAGE_HEADER_BYTES = 32;
-
-/** What the writer needs of a heap (a SharedHeap is one). */
-export interface ImageSource {
-  readonly buffer: SharedArrayBuffer;
-  readonly shards: number;
-  /** Bytes per shard region. */
-  readonly shardBytes: number;
-  /** Stacks each shard's profiler keeps (the size of its tables, in the image). */
-  readonly profilerSites: number;
-  /** The heap's format (H_VERSION): its regions' layout follows it. */
-  readonly version: number;
-}
 
 /**
  * Byte ranges of a heap that an image keeps: the heap header, then each

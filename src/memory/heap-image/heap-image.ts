@@ -13,10 +13,10 @@
  * valid CRC proves nothing about intent, so a file is also checked against
  * the format before anything it declares is believed (decodeHeapImage).
  *
- * This file reads images; heap-image-writer.ts writes them. They are two
- * files because SharedHeap.saveImage writes an image and reading one
- * builds a SharedHeap: one file doing both would import shared-heap.ts
- * while shared-heap.ts imports it, an import circle.
+ * This file reads images; heap-image-writer.ts writes them (SharedHeap
+ * reaches the writer through the allocator's hooks, hooks.ts). Reading one
+ * builds a SharedHeap, so this file plugs the profiler and the writer in
+ * first, as every maker of a heap does.
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
@@ -28,6 +28,8 @@ import { HEAP_HEADER_BYTES, H_PROF_SITES, MAX_HEAP_BYTES } from "../layout.js";
 import { regionProblem } from "./region-validation.js";
 import { heapPeakProblem } from "../profiler/peaks.js";
 import { MAX_SHARDS, SharedHeap, headerFields, headerProblem, type HeapHeader } from "../shared-heap.js";
+import "../profiler/plug-in.js";
+import "./plug-in.js";
 
 /**
  * The largest heap an image may rebuild, per byte of image. A valid image

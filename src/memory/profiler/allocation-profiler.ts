@@ -2,9 +2,9 @@
  * The heap profiler's side of an allocator (Seastar's maybe_sample and the
  * costly part behind it): the sampling countdown's draws, the stack capture
  * of a sampled allocation, and the books a sampled object's free or resize
- * keeps. shard-allocator.ts calls in here only on its slow paths; the one
- * thing on its fast path is its own `sampleCountdown` field, which it
- * refills from nextInterval().
+ * keeps: the allocator's SampleRecorder (hooks.ts). The allocator calls in
+ * here only on its slow paths; the one thing on its fast path is its own
+ * `sampleCountdown` field, which it refills from nextInterval().
  *
  * A sampled object's tag (layout.ts) names its site and the rate epoch it
  * was sampled in, so its free subtracts exactly the weight its allocation
@@ -16,18 +16,13 @@ import { recordedHeapLabels } from "./heap-labels.js";
 import { PROF_MAX_DEPTH, RATE_EPOCHS, S_PROF_DEPTH, S_PROF_EPOCH, S_PROF_RATE, TAG_SITE_MASK } from "../layout.js";
 import { checkSize } from "../pointers.js";
 import { resetShardPeak, startPeaks } from "./peaks.js";
+import type { ApiEntry, SampleRecorder } from "../hooks.js";
 import type { ShardRegion } from "../region.js";
-import { Sampler, sampleWeight } from "./sampler.js";
+import { MAX_SAMPLE_RATE, Sampler, sampleWeight } from "./sampler.js";
 import { SiteTable, epochRate, setEpochRate } from "./site-table.js";
 import { captureRawCallSites } from "./stack-capture.js";
 
-/** A public allocation method: where a profiled stack capture starts. */
-export type ApiEntry = (...args: never[]) => number;
-
-/** The highest sample rate, in bytes (rates are Int32 slots). */
-export const MAX_SAMPLE_RATE = 0x7fffffff;
-
-export class AllocationProfiler {
+export class AllocationProfiler implements SampleRecorder {
   private readonly sampler: Sampler;
   /** The site table, made on first use (it rebuilds its caches from the buffer). */
   private siteTable: SiteTable | undefined;

@@ -6,18 +6,12 @@
  * highest) when no shard is named.
  */
 import { HeapFormatError } from "../../errors.js";
-import { profileOfSites, siteWith, sitesByFrames, type AllocationSite, type FoldedSites, type HeapProfile } from "../heap-profile.js";
+import { siteWith, sitesByFrames, type AllocationSite, type FoldedSites, type PeakProfile } from "../heap-profile.js";
+import { profileOfSites } from "./live-profile.js";
 import { OTHER_SITES, PEAK_UNIT_BYTES, S_PROF_HEAP_UNITS } from "../layout.js";
 import { figuresAtPeak, readHeapPeakTimes, readPeakSlots, type PeakKind } from "./peaks.js";
 import type { ShardRegion } from "../region.js";
 import { readProfilerFill, readSites, siteCounters } from "./site-table.js";
-
-export interface PeakProfile extends HeapProfile {
-  /** The profiled live bytes at the peak: the shard's (its PK_PEAK), or the shards' sum at the heap-wide peak. */
-  peakBytes: number;
-  /** When, in ms since the epoch (0: no profiled byte since profiling began or the last reset). */
-  peakTime: number;
-}
 
 /** The sites of region `r` with their figures at the peak of `kind` (those with no allocation by then left out). */
 function sitesAtPeak(r: ShardRegion, kind: PeakKind): { sites: AllocationSite[]; folded: AllocationSite | undefined } {

@@ -57,7 +57,8 @@ import {
 import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
 import { PeakBooks, readPeakSlots } from "./peaks.js";
 import type { ShardRegion } from "../region.js";
-import { frameOf, isOwnFrame, isRuntimeFrame, positionOf, type Frame } from "./stack-capture.js";
+import type { Frame, ProfilerFill, ProfilerTable } from "../heap-profile.js";
+import { frameOf, isOwnFrame, isRuntimeFrame, positionOf } from "./stack-capture.js";
 
 /** The url of the frame record that holds a label set (SR_LABELS): no script has it. */
 export const LABELS_URL = "shardheap:labels";
@@ -504,28 +505,11 @@ function labelsOfFrame(f: Frame | undefined): Record<string, string> | undefined
   return f === undefined || f.url !== LABELS_URL ? undefined : decodeHeapLabels(f.functionName);
 }
 
-/** A profiler table that can fill up, as HeapProfile.folded names it. */
-export type ProfilerTable = "sites" | "frames" | "strings";
-
 const TABLE_BITS: ReadonlyArray<[ProfilerTable, number]> = [
   ["sites", PROF_FULL_SITES],
   ["frames", PROF_FULL_FRAMES],
   ["strings", PROF_FULL_STRINGS],
 ];
-
-/**
- * How full a region's profiler is: the stacks it keeps and may keep, the
- * tables that refused an entry (S_PROF_FULL), and what it folded into
- * "(other sites)" (site 0's raw figures: estimates when sampled).
- */
-export interface ProfilerFill {
-  /** Stacks recorded (site records but site 0). */
-  sites: number;
-  /** Stacks it keeps exactly at most. */
-  siteCapacity: number;
-  full: ProfilerTable[];
-  folded: { count: number; size: number; allocCount: number; allocSize: number };
-}
 
 /**
  * A region's ProfilerFill, from the buffer alone: a few loads, so /metrics

@@ -7,14 +7,7 @@
  * path. A capture costs a few microseconds, which is why profiling samples.
  */
 import { fileURLToPath } from "node:url";
-
-/** One stack frame, 1-based line and column: the package root's Frame (AllocationSite.frames). */
-export interface Frame {
-  functionName: string;
-  url: string;
-  line: number;
-  column: number;
-}
+import type { Frame } from "../heap-profile.js";
 
 /**
  * Where shardheap's own runtime modules live (dist/ or src/: memory, smp,

@@ -5,36 +5,12 @@
  * and labels; and one tick as a HeapProfile (its largest sites and the
  * rest as one site), which every report renders and diffProfiles compares.
  */
-import { profileOfSites, siteKey, siteWith, type AllocationSite, type HeapProfile } from "../heap-profile.js";
+import { siteKey, siteWith, type AllocationSite, type Frame, type HeapProfile, type SiteTimeline, type TimelineSample, type TimelineSite } from "../heap-profile.js";
+import { profileOfSites } from "./live-profile.js";
 import { TIMELINE_SITES } from "../layout.js";
 import type { ShardRegion } from "../region.js";
 import { readSites, type RawSite } from "./site-table.js";
-import type { Frame } from "./stack-capture.js";
 import { readTimeline, type TimelineEntry } from "./timeline.js";
-
-/** A site a timeline names. */
-export interface TimelineSite {
-  frames: Frame[];
-  labels?: Record<string, string>;
-}
-
-/** One tick: when, allocated memory, profiled live bytes, and the largest sites' live bytes and objects. */
-export interface TimelineSample {
-  /** ms since the epoch. */
-  t: number;
-  used: number;
-  live: number;
-  /** [index into SiteTimeline.sites, live bytes, live objects], largest first (estimates when sampled). */
-  sites: Array<[site: number, bytes: number, objects: number]>;
-}
-
-export interface SiteTimeline {
-  shard: number | "all";
-  /** How many sites each shard's ticks keep. */
-  sitesPerSample: number;
-  sites: TimelineSite[];
-  samples: TimelineSample[];
-}
 
 /** The name of the site that stands for every site below a tick's largest. */
 export const SMALLER_SITES_NAME = `(sites below the ${TIMELINE_SITES} largest)`;
