@@ -25,7 +25,7 @@
  * A file in src/ that is in none of these is itself a finding, so a new
  * root file has to be placed here on purpose.
  *
- * Rooms, inside a layer (DESIGN.md "Layout"): a layer listed in ROOMS has
+ * Rooms, inside a layer (docs/ARCHITECTURE.md "Layers"): a layer listed in ROOMS has
  * each of its folders as a room, and a file may import from its own room
  * and from the rooms its room lists, nothing else of its layer. A folder
  * of that layer that ROOMS does not list is itself a finding.

@@ -3,7 +3,7 @@
  * ask of the heap profiler and of heap images, as interfaces this folder
  * owns. The profiler (profiler/plug-in.ts) and the image writer
  * (heap-image/plug-in.ts) fill them in when they load, so no file of the
- * allocator imports its sub-folders (DESIGN "Layout") and the profiler
+ * allocator imports its sub-folders (docs/ARCHITECTURE.md) and the profiler
  * changes without the allocator.
  *
  * Who loads them: every module outside this folder that makes a heap: the

@@ -8,9 +8,9 @@
 import { once } from "node:events";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { SharedHeap } from "../src/index.js";
+import { SharedHeap } from "../../src/index.js";
 
-const threadUrl = new URL("./fixtures/shard-thread.mjs", import.meta.url);
+const threadUrl = new URL("../fixtures/shard-thread.mjs", import.meta.url);
 let threads: Worker[] = [];
 afterEach(async () => {
   await Promise.all(threads.map((t) => t.terminate()));

@@ -5,10 +5,10 @@
  * frees what was freed meanwhile and handed out again.
  */
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError, type ShardReplacement, type Smp } from "../dist/index.js";
-import { startSmp, waitFor } from "./helpers.js";
+import { InvalidPointerError, type ShardReplacement, type Smp } from "../../dist/index.js";
+import { startSmp, waitFor } from "../helpers.js";
 
-const TASKS = new URL("./fixtures/orphan-tasks.mjs", import.meta.url);
+const TASKS = new URL("../fixtures/orphan-tasks.mjs", import.meta.url);
 
 /** Shard 1 hoards 50 objects of 200 B (the 224-byte class) and hands 10 to shard 0, then dies; resolves with the 'replaced' event. */
 async function killShardOne(smp: Smp): Promise<{ replacement: ShardReplacement; handed: number[] }> {

@@ -24,7 +24,7 @@ import {
   PAGE_SIZE,
   SharedHeap,
   type MemoryStats,
-} from "../src/index.js";
+} from "../../src/index.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -36,7 +36,7 @@ const MAX_ALIGN_LOG = 20;
 
 // ---------------------------------------------------------------------------
 // Size classes (Seastar's 2 fraction bits per power of two, a third from
-// 4 KiB up (issue 12), 8 B ... 16 KiB, rounded up to the 8-byte granule),
+// 4 KiB up, 8 B ... 16 KiB, rounded up to the 8-byte granule),
 // derived here independently of src/ so the test checks the implementation's table.
 
 const CLASS_SIZES: number[] = (() => {

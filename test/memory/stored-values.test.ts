@@ -1,5 +1,5 @@
 /**
- * Stored values (issue 23, "data in and out in one call"): mallocString and
+ * Stored values ("data in and out in one call"): mallocString and
  * mallocBytes write a value and its length into one new object, and
  * storedString / storedBytes / storedView / storedLength read it back from
  * the pointer alone, on any thread; a pointer to anything else is refused.
@@ -7,8 +7,8 @@
 import { Worker } from "node:worker_threads";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError, SharedHeap } from "../src/index.js";
-import { newHeap } from "./helpers.js";
+import { InvalidPointerError, SharedHeap } from "../../src/index.js";
+import { newHeap } from "../helpers.js";
 
 describe("stored values", () => {
   it("a string goes in with one call and comes back whole: empty, ASCII, multi-byte, big", () => {
@@ -137,7 +137,7 @@ describe("stored values", () => {
         const heap = SharedHeap.attach(workerData.buffer);
         parentPort.postMessage(heap.storedString(workerData.p));
       });`;
-    const worker = new Worker(source, { eval: true, workerData: { buffer: heap.buffer, p, dist: new URL("../dist/index.js", import.meta.url).href } });
+    const worker = new Worker(source, { eval: true, workerData: { buffer: heap.buffer, p, dist: new URL("../../dist/index.js", import.meta.url).href } });
     try {
       const read = await new Promise<unknown>((resolve, reject) => {
         worker.once("message", resolve);

@@ -4,7 +4,7 @@
  * corruption all the same, and names a shard it could not check.
  */
 import { describe, expect, it } from "vitest";
-import { startSmp, waitFor } from "./helpers.js";
+import { startSmp, waitFor } from "../helpers.js";
 
 describe("heap.check() on a live heap", () => {
   it("thousands of checks while owners drain the frees of a round report nothing a quiet check would not", { timeout: 120_000 }, async () => {

@@ -7,11 +7,11 @@ import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { HeapOwnershipError as BuiltOwnershipError, Smp } from "../dist/index.js";
-import { HeapOwnershipError, SharedHeap } from "../src/index.js";
+import { HeapOwnershipError as BuiltOwnershipError, Smp } from "../../dist/index.js";
+import { HeapOwnershipError, SharedHeap } from "../../src/index.js";
 
-const threadUrl = new URL("./fixtures/shard-thread.mjs", import.meta.url);
-const tasks = fileURLToPath(new URL("./fixtures/shard-tasks.mjs", import.meta.url));
+const threadUrl = new URL("../fixtures/shard-thread.mjs", import.meta.url);
+const tasks = fileURLToPath(new URL("../fixtures/shard-tasks.mjs", import.meta.url));
 let threads: Worker[] = [];
 let smps: Smp[] = [];
 afterEach(async () => {

@@ -5,12 +5,12 @@
  * shards; one tick as a profile.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { decodeHeapImage, type ShardAllocator } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
-import { TIMELINE_SITES } from "../src/memory/layout.js";
-import { SMALLER_SITES_NAME } from "../src/memory/profiler/timeline-profile.js";
-import { TimelineWriter, readTimeline } from "../src/memory/profiler/timeline.js";
-import { newHeap } from "./helpers.js";
+import { decodeHeapImage, type ShardAllocator } from "../../../src/index.js";
+import { encodeHeapImage } from "../../../src/memory/heap-image/heap-image-writer.js";
+import { TIMELINE_SITES } from "../../../src/memory/layout.js";
+import { SMALLER_SITES_NAME } from "../../../src/memory/profiler/timeline-profile.js";
+import { TimelineWriter, readTimeline } from "../../../src/memory/profiler/timeline.js";
+import { newHeap } from "../../helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";

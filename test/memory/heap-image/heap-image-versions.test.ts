@@ -7,10 +7,10 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
-import { HeapFormatError, decodeHeapImage } from "../src/index.js";
-import { runCli, siteNamed, tempDir, thrown } from "./helpers.js";
+import { HeapFormatError, decodeHeapImage } from "../../../src/index.js";
+import { runCli, siteNamed, tempDir, thrown } from "../../helpers.js";
 
-const V4_IMAGE = gunzipSync(readFileSync(new URL("./fixtures/heap-v4.img.gz", import.meta.url)));
+const V4_IMAGE = gunzipSync(readFileSync(new URL("../../fixtures/heap-v4.img.gz", import.meta.url)));
 
 describe("a version 4 heap image (before peaks)", () => {
   it("reads: its statistics and its profile", () => {

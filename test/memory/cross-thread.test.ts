@@ -5,9 +5,9 @@
 import { once } from "node:events";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { SharedHeap } from "../src/index.js";
+import { SharedHeap } from "../../src/index.js";
 
-const workerUrl = new URL("./fixtures/remote-free-worker.mjs", import.meta.url);
+const workerUrl = new URL("../fixtures/remote-free-worker.mjs", import.meta.url);
 let workers: Worker[] = [];
 afterEach(async () => {
   await Promise.all(workers.map((w) => w.terminate()));

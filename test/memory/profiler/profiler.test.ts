@@ -4,8 +4,8 @@
  * cross-shard frees on real threads: smp-profiler.test.ts.)
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { formatTree, toCollapsed, toFlamegraphSvg, toHeapprofile, type ShardAllocator } from "../src/index.js";
-import { newHeap, siteNamed } from "./helpers.js";
+import { formatTree, toCollapsed, toFlamegraphSvg, toHeapprofile, type ShardAllocator } from "../../../src/index.js";
+import { newHeap, siteNamed } from "../../helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";

@@ -11,7 +11,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
-import { SharedHeap, Smp, withHeapLabels, type AllocationSite, type ShardAllocator } from "../dist/index.js";
+import { SharedHeap, Smp, withHeapLabels, type AllocationSite, type ShardAllocator } from "../../../dist/index.js";
 
 process.env.SHARDHEAP_LOG = "silent";
 
@@ -62,7 +62,7 @@ describe("the frames of a site", () => {
   });
 
   it("on a shard, one stack is one site before and after the thread's first withHeapLabels (no callbackTrampoline)", async () => {
-    const smp = await Smp.start({ shards: 1, memoryPerShard: "8MiB", heapprof: true, module: new URL("./fixtures/label-tasks.mjs", import.meta.url) });
+    const smp = await Smp.start({ shards: 1, memoryPerShard: "8MiB", heapprof: true, module: new URL("../../fixtures/label-tasks.mjs", import.meta.url) });
     try {
       const sync = { count: 4, size: 100, labels: { tenant: "b" } };
       await smp.submitTo(0, "keepLabeledSync", sync); // async hooks not enabled yet in this thread

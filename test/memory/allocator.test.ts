@@ -6,11 +6,11 @@ import {
   OutOfMemoryError,
   PAGE_SIZE,
   SharedHeap,
-} from "../src/index.js";
-import { CLASS_COUNT, classOf, classSize } from "../src/memory/size-classes.js";
-import { formatSize } from "../src/units.js";
-import { POOL_STRIDE, P_FREES_LO, P_MALLOCS_LO } from "../src/memory/layout.js";
-import { newHeap } from "./helpers.js";
+} from "../../src/index.js";
+import { CLASS_COUNT, classOf, classSize } from "../../src/memory/size-classes.js";
+import { formatSize } from "../../src/units.js";
+import { POOL_STRIDE, P_FREES_LO, P_MALLOCS_LO } from "../../src/memory/layout.js";
+import { newHeap } from "../helpers.js";
 
 const classOfSize = (size: number): number => classOf[(size + 7) >>> 3]!;
 

@@ -8,9 +8,9 @@
 import { once } from "node:events";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { SharedHeap, type MemoryStats } from "../src/index.js";
+import { SharedHeap, type MemoryStats } from "../../src/index.js";
 
-const workerUrl = new URL("./fixtures/race-worker.mjs", import.meta.url);
+const workerUrl = new URL("../fixtures/race-worker.mjs", import.meta.url);
 let running: Worker[] = [];
 afterEach(async () => {
   await Promise.all(running.map((w) => w.terminate()));

@@ -1,11 +1,11 @@
 /**
  * The checked accessors next to the raw view: objectBytes bounded by the
- * object, strings in and out of objects (issue 10: heap.bytes past the
- * object's end or on a freed pointer silently returned a view).
+ * object, strings in and out of objects (heap.bytes past the object's end
+ * or on a freed pointer once silently returned a view).
  */
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError } from "../src/index.js";
-import { newHeap } from "./helpers.js";
+import { InvalidPointerError } from "../../src/index.js";
+import { newHeap } from "../helpers.js";
 
 describe("objectBytes, writeString, readString", () => {
   it("objectBytes is the object's bytes, all of them by default, and refuses anything else", () => {

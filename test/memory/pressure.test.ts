@@ -5,11 +5,11 @@
  * line: smp-pressure.test.ts.)
  */
 import { describe, expect, it } from "vitest";
-import { decodeHeapImage } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
-import { H_PRESSURE_BELL, PAGE_SIZE } from "../src/memory/layout.js";
-import { readPressure, setPressureThresholds } from "../src/memory/pressure.js";
-import { newHeap } from "./helpers.js";
+import { decodeHeapImage } from "../../src/index.js";
+import { encodeHeapImage } from "../../src/memory/heap-image/heap-image-writer.js";
+import { H_PRESSURE_BELL, PAGE_SIZE } from "../../src/memory/layout.js";
+import { readPressure, setPressureThresholds } from "../../src/memory/pressure.js";
+import { newHeap } from "../helpers.js";
 
 describe("memory pressure thresholds", () => {
   it("counts one crossing per threshold reached going up, again only after usage fell below it", () => {

@@ -4,7 +4,7 @@
  * words, returning the old value, at any address (past 2^31 included).
  */
 import { describe, expect, it } from "vitest";
-import { allocateHeapMemory, encodeAtomicsModule, heapAtomics, isWasmMemory } from "../src/memory/atomics.js";
+import { allocateHeapMemory, encodeAtomicsModule, heapAtomics, isWasmMemory } from "../../src/memory/atomics.js";
 
 describe("heap atomics", () => {
   it("the module validates", () => {

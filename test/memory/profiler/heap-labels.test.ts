@@ -5,7 +5,7 @@
  * with its synchronous run), and the encoded form a site table stores.
  */
 import { describe, expect, it } from "vitest";
-import { Smp, groupByLabel } from "../dist/index.js";
+import { Smp, groupByLabel } from "../../../dist/index.js";
 import {
   MAX_INTERNED_BYTES,
   MAX_LABELS,
@@ -15,9 +15,9 @@ import {
   heapLabelSet,
   withHeapLabels,
   withHeapLabelsSync,
-} from "../dist/memory/profiler/heap-labels.js";
+} from "../../../dist/memory/profiler/heap-labels.js";
 
-const FLOOD = new URL("./fixtures/label-flood.mjs", import.meta.url);
+const FLOOD = new URL("../../fixtures/label-flood.mjs", import.meta.url);
 
 describe("heap labels", () => {
   it("interns a set: the same labels in any order give the same object, encoded sorted by name", () => {

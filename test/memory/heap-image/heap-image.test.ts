@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { HeapFormatError, SharedHeap, readHeapImage } from "../src/index.js";
+import { HeapFormatError, SharedHeap, readHeapImage } from "../../../src/index.js";
 
 let dir: string;
 beforeAll(() => {
@@ -39,7 +39,7 @@ describe("heap images", () => {
   it("reads an image another process wrote", async () => {
     const path = join(dir, "child.img");
     const script = `
-      import { SharedHeap } from ${JSON.stringify(new URL("../dist/index.js", import.meta.url).href)};
+      import { SharedHeap } from ${JSON.stringify(new URL("../../../dist/index.js", import.meta.url).href)};
       process.env.SHARDHEAP_LOG = "silent";
       const heap = SharedHeap.create({ shards: 1, shardBytes: 1 << 20 });
       const a = heap.shard(0);

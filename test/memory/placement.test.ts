@@ -1,16 +1,16 @@
 /**
- * Where spans go (issue 21): pool spans at the lowest address that holds
+ * Where spans go (page-spans.ts): pool spans at the lowest address that holds
  * them, found through the free-span index (free-span-index.ts), which is
  * derived state: it must agree with the page records after any sequence
  * of operations, and a stale one must never make an allocation wrong.
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { SharedHeap } from "../src/index.js";
-import { FreeSpanIndex } from "../src/memory/free-span-index.js";
-import { PAGE_FREE, PAGE_SIZE, PM_SPAN_PAGES, PM_STATE } from "../src/memory/layout.js";
-import type { ShardRegion } from "../src/memory/region.js";
-import { newHeap } from "./helpers.js";
+import { SharedHeap } from "../../src/index.js";
+import { FreeSpanIndex } from "../../src/memory/free-span-index.js";
+import { PAGE_FREE, PAGE_SIZE, PM_SPAN_PAGES, PM_STATE } from "../../src/memory/layout.js";
+import type { ShardRegion } from "../../src/memory/region.js";
+import { newHeap } from "../helpers.js";
 
 const MiB = 1024 * 1024;
 

@@ -6,8 +6,8 @@
  * shows them.
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { OutOfMemoryError, withHeapLabelsSync, type ShardAllocator } from "../src/index.js";
-import { newHeap } from "./helpers.js";
+import { OutOfMemoryError, withHeapLabelsSync, type ShardAllocator } from "../../src/index.js";
+import { newHeap } from "../helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";

@@ -1,15 +1,15 @@
 /**
  * The profiler's building blocks: stack capture and the site table in the
- * shared buffer (wired into malloc/free by the profiler issue).
+ * shared buffer (profiler.test.ts has them wired into malloc and free).
  */
 import { Worker } from "node:worker_threads";
 import { once } from "node:events";
 import { describe, expect, it } from "vitest";
-import { SharedHeap } from "../src/index.js";
-import { OTHER_SITES } from "../src/memory/layout.js";
-import { SiteTable, readSites, OTHER_SITES_NAME } from "../src/memory/profiler/site-table.js";
-import { captureStack, internStack, newHeap } from "./helpers.js";
-import type { Frame } from "../src/memory/heap-profile.js";
+import { SharedHeap } from "../../../src/index.js";
+import { OTHER_SITES } from "../../../src/memory/layout.js";
+import { SiteTable, readSites, OTHER_SITES_NAME } from "../../../src/memory/profiler/site-table.js";
+import { captureStack, internStack, newHeap } from "../../helpers.js";
+import type { Frame } from "../../../src/memory/heap-profile.js";
 
 function allocatingFunction(): Frame[] {
   return captureStack(16);
@@ -132,8 +132,8 @@ describe("site table", () => {
         eval: true,
         workerData: {
           buffer: heap.buffer,
-          site: new URL("../dist/memory/profiler/site-table.js", import.meta.url).href,
-          heap: new URL("../dist/index.js", import.meta.url).href,
+          site: new URL("../../../dist/memory/profiler/site-table.js", import.meta.url).href,
+          heap: new URL("../../../dist/index.js", import.meta.url).href,
         },
       },
     );

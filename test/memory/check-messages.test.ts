@@ -12,7 +12,7 @@
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { HeapFormatError, SharedHeap } from "../src/index.js";
+import { HeapFormatError, SharedHeap } from "../../src/index.js";
 import {
   HEAP_HEADER_BYTES,
   HEAP_VERSION,
@@ -52,18 +52,18 @@ import {
   S_SPAN_SUMMARY,
   dataPagesFor,
   maxProfilerSites,
-} from "../src/memory/layout.js";
-import { allocatePageSpan, spanListMinPages, spanListOf } from "../src/memory/page-spans.js";
-import type { ShardRegion } from "../src/memory/region.js";
-import { MIN_SHARD_BYTES } from "../src/memory/shared-heap.js";
-import { SAMPLED_POOL_BASE, classFallbackSpanPages, classOf, classSpanPages, objectsPerSpan, poolStride } from "../src/memory/size-classes.js";
-import { poolRecord, sampledTagIndex } from "../src/memory/small-pool.js";
-import { LINK_CHECK } from "../src/memory/quarantine.js";
+} from "../../src/memory/layout.js";
+import { allocatePageSpan, spanListMinPages, spanListOf } from "../../src/memory/page-spans.js";
+import type { ShardRegion } from "../../src/memory/region.js";
+import { MIN_SHARD_BYTES } from "../../src/memory/shared-heap.js";
+import { SAMPLED_POOL_BASE, classFallbackSpanPages, classOf, classSpanPages, objectsPerSpan, poolStride } from "../../src/memory/size-classes.js";
+import { poolRecord, sampledTagIndex } from "../../src/memory/small-pool.js";
+import { LINK_CHECK } from "../../src/memory/quarantine.js";
 
 // ---------------------------------------------------------------------------
 // The messages, from the source.
 
-const source = (path: string): string => readFileSync(new URL(`../${path}`, import.meta.url), "utf8");
+const source = (path: string): string => readFileSync(new URL(`../../${path}`, import.meta.url), "utf8");
 
 /** A placeholder of a message shape: what `${...}` stood for. */
 const HOLE = "…";

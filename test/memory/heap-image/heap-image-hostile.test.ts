@@ -11,10 +11,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { crc32 } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HeapFormatError, SharedHeap, decodeHeapImage } from "../src/index.js";
+import { HeapFormatError, SharedHeap, decodeHeapImage } from "../../../src/index.js";
 // Shards run the built package (worker threads load dist/).
-import { decodeHeapImage as decodeBuilt } from "../dist/index.js";
-import { encodeHeapImage as encodeBuilt } from "../dist/memory/heap-image/heap-image-writer.js";
+import { decodeHeapImage as decodeBuilt } from "../../../dist/index.js";
+import { encodeHeapImage as encodeBuilt } from "../../../dist/memory/heap-image/heap-image-writer.js";
 import {
   C_BASE,
   C_FREES,
@@ -44,13 +44,13 @@ import {
   H_VERSION,
   defaultProfilerSites,
   regionLayout,
-} from "../src/memory/layout.js";
-import { MAX_HEAP_BYTES_PER_IMAGE_BYTE, MAX_IMAGE_FILE_BYTES } from "../src/memory/heap-image/heap-image.js";
-import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
-import { startSmp } from "./helpers.js";
+} from "../../../src/memory/layout.js";
+import { MAX_HEAP_BYTES_PER_IMAGE_BYTE, MAX_IMAGE_FILE_BYTES } from "../../../src/memory/heap-image/heap-image.js";
+import { encodeHeapImage } from "../../../src/memory/heap-image/heap-image-writer.js";
+import { startSmp } from "../../helpers.js";
 
-const cli = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
-const fuzzer = fileURLToPath(new URL("./fixtures/image-fuzz.mjs", import.meta.url));
+const cli = fileURLToPath(new URL("../../../dist/cli.js", import.meta.url));
+const fuzzer = fileURLToPath(new URL("../../fixtures/image-fuzz.mjs", import.meta.url));
 const SHARD_BYTES = 1 << 20;
 
 let dir: string;

@@ -16,15 +16,15 @@ import { readFileSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { describe, expect, it } from "vitest";
-import { SharedHeap, decodeHeapImage, formatTree, readHeapImage, toPprof, type HeapProfile, type ShardAllocator } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
-import { H_PROF_SITES, H_VERSION, PRE_CAPACITY_HEAP_VERSION, defaultProfilerSites, maxProfilerSites, regionLayout } from "../src/memory/layout.js";
-import { OTHER_SITES_NAME } from "../src/memory/profiler/site-table.js";
-import { PATH_BASE_COMMENT } from "../src/report/pprof.js";
-import { memoryMetricsRegistry } from "../src/runtime/metrics.js";
+import { SharedHeap, decodeHeapImage, formatTree, readHeapImage, toPprof, type HeapProfile, type ShardAllocator } from "../../../src/index.js";
+import { encodeHeapImage } from "../../../src/memory/heap-image/heap-image-writer.js";
+import { H_PROF_SITES, H_VERSION, PRE_CAPACITY_HEAP_VERSION, defaultProfilerSites, maxProfilerSites, regionLayout } from "../../../src/memory/layout.js";
+import { OTHER_SITES_NAME } from "../../../src/memory/profiler/site-table.js";
+import { PATH_BASE_COMMENT } from "../../../src/report/pprof.js";
+import { memoryMetricsRegistry } from "../../../src/runtime/metrics.js";
 // @ts-expect-error a plain .mjs fixture, shared with the bench's shards
-import * as distinct from "../bench/fixtures/distinct-stacks.mjs";
-import { tempDir } from "./helpers.js";
+import * as distinct from "../../../bench/fixtures/distinct-stacks.mjs";
+import { tempDir } from "../../helpers.js";
 
 process.env.SHARDHEAP_LOG = "silent";
 
@@ -181,7 +181,7 @@ describe("the profiler's site capacity", () => {
     // A version 3 region of 128 KiB had 64 site records, site 0 included: 63
     // stacks in today's terms. Version 4 kept that layout, with the capacity
     // in the header: a real version 4 image of 63 sites, relabelled, is one.
-    const v4 = decodeHeapImage(gunzipSync(readFileSync(new URL("./fixtures/heap-v4.img.gz", import.meta.url))));
+    const v4 = decodeHeapImage(gunzipSync(readFileSync(new URL("../../fixtures/heap-v4.img.gz", import.meta.url))));
     expect(v4.profilerSites).toBe(defaultProfilerSites(128 * 1024) - 1);
     const before = v4.heapProfile();
     const h = new Int32Array(v4.buffer, 0, 8);

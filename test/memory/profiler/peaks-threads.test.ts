@@ -8,11 +8,11 @@
  * tolerance.
  */
 import { describe, expect, it } from "vitest";
-import { H_PEAK_LIVE, PEAK_UNIT_BYTES, S_PROF_HEAP_UNITS } from "../src/memory/layout.js";
-import { siteNamed, startSmp } from "./helpers.js";
+import { H_PEAK_LIVE, PEAK_UNIT_BYTES, S_PROF_HEAP_UNITS } from "../../../src/memory/layout.js";
+import { siteNamed, startSmp } from "../../helpers.js";
 
 process.env.SHARDHEAP_LOG = "silent";
-const RACE_TASKS = new URL("./fixtures/peak-race-tasks.mjs", import.meta.url);
+const RACE_TASKS = new URL("../../fixtures/peak-race-tasks.mjs", import.meta.url);
 
 describe("the heap-wide peak across threads", () => {
   it("shards filling at once: the heap-wide peak holds every shard's whole fill", async () => {

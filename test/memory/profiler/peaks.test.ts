@@ -7,10 +7,10 @@
  * heap.check() catching books that disagree. (Threads: peaks-threads.test.ts.)
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { HeapFormatError, SharedHeap, decodeHeapImage, type HeapProfile, type PeakProfile, type ShardAllocator } from "../src/index.js";
-import { encodeHeapImage } from "../src/memory/heap-image/heap-image-writer.js";
-import { PK_LIVE } from "../src/memory/layout.js";
-import { newHeap, siteNamed, thrown } from "./helpers.js";
+import { HeapFormatError, SharedHeap, decodeHeapImage, type HeapProfile, type PeakProfile, type ShardAllocator } from "../../../src/index.js";
+import { encodeHeapImage } from "../../../src/memory/heap-image/heap-image-writer.js";
+import { PK_LIVE } from "../../../src/memory/layout.js";
+import { newHeap, siteNamed, thrown } from "../../helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent";

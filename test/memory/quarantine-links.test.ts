@@ -9,8 +9,8 @@
  */
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
-import { SharedHeap } from "../src/index.js";
-import { S_QUARANTINE_HEAD, S_QUARANTINE_OBJECTS } from "../src/memory/layout.js";
+import { SharedHeap } from "../../src/index.js";
+import { S_QUARANTINE_HEAD, S_QUARANTINE_OBJECTS } from "../../src/memory/layout.js";
 
 const USE_AFTER_FREE = /use after free/;
 /** Any message heap.check() gives of writes after free, one object's or the count of them. */

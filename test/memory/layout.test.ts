@@ -5,10 +5,10 @@
  * makes a heap that checks, attaches and allocates every size class.
  */
 import { describe, expect, it } from "vitest";
-import { HeapFormatError, MAX_SMALL_SIZE, SharedHeap } from "../src/index.js";
-import { SHARD_HEADER_SECTIONS, checkShardHeaderLayout } from "../src/memory/layout.js";
-import { MIN_SHARD_BYTES } from "../src/memory/shared-heap.js";
-import { POOL_COUNT, classSize } from "../src/memory/size-classes.js";
+import { HeapFormatError, MAX_SMALL_SIZE, SharedHeap } from "../../src/index.js";
+import { SHARD_HEADER_SECTIONS, checkShardHeaderLayout } from "../../src/memory/layout.js";
+import { MIN_SHARD_BYTES } from "../../src/memory/shared-heap.js";
+import { POOL_COUNT, classSize } from "../../src/memory/size-classes.js";
 
 describe("the shard header", () => {
   it("has its sections in order, inside its bytes, alone where they must be", () => {

@@ -1,5 +1,5 @@
 /**
- * Debug pointers (issue 23, "safe pointers"): with the mode on, a pointer
+ * Debug pointers ("safe pointers"): with the mode on, a pointer
  * used after its free throws through every checked accessor, on any
  * thread, because freed objects are held back from reuse, poisoned; writes
  * made after a free are found; and the mode never makes an allocation fail.
@@ -8,10 +8,10 @@
  */
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError as DistInvalidPointerError, Smp } from "../dist/index.js";
-import { InvalidPointerError, InvalidValueError, SharedHeap } from "../src/index.js";
-import { POISON } from "../src/memory/quarantine.js";
-import { TASKS, waitFor } from "./helpers.js";
+import { InvalidPointerError as DistInvalidPointerError, Smp } from "../../dist/index.js";
+import { InvalidPointerError, InvalidValueError, SharedHeap } from "../../src/index.js";
+import { POISON } from "../../src/memory/quarantine.js";
+import { TASKS, waitFor } from "../helpers.js";
 
 const USE_AFTER_FREE = /use after free/;
 
@@ -115,7 +115,7 @@ describe("debug pointers", () => {
         try { heap.free(workerData.p); out.free = "no error"; } catch (e) { out.free = e.name + ": " + e.message; }
         parentPort.postMessage(out);
       });`;
-    const worker = new Worker(source, { eval: true, workerData: { buffer: heap.buffer, p, dist: new URL("../dist/index.js", import.meta.url).href } });
+    const worker = new Worker(source, { eval: true, workerData: { buffer: heap.buffer, p, dist: new URL("../../dist/index.js", import.meta.url).href } });
     try {
       const out = await new Promise<{ debugPointers: boolean; read: string; free: string }>((resolve, reject) => {
         worker.once("message", resolve);
