@@ -1,6 +1,6 @@
 /**
  * The packed package runs on the oldest Node its `engines` claims (the
- * binary from the npm registry: node-binary.ts) as on this one. A named
+ * binary from the npm registry: registry-packages.ts) as on this one. A named
  * import of something newer than that Node (zlib.crc32 came in 20.15)
  * stops every `import "shardheap"` at link time, and a top-level call of
  * something newer (import.meta.resolve, unflagged in 20.6) at evaluation:
@@ -15,7 +15,7 @@ import { readdirSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { tempDir } from "./helpers.js";
-import { nodeBinary, oldestClaimed } from "./node-binary.js";
+import { nodeBinary, oldestClaimed } from "./registry-packages.js";
 import { packedProject, pkg } from "./packed-package.js";
 
 const engines = (pkg as unknown as { engines: { node: string } }).engines.node;
