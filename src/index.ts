@@ -37,7 +37,7 @@ export { parseSize, formatSize } from "./units.js";
 export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans, type MemoryPressureEvent } from "./smp/smp.js";
 export { type JsHeapStats } from "./smp/js-heap-board.js";
 export { currentShard, shardContext } from "./smp/current-shard.js";
-export { type ShardContext, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
+export { type ShardContext, type ListenOptions, type ListeningAddress, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";

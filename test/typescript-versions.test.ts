@@ -21,7 +21,8 @@ import { tempDir } from "./helpers.js";
 import { packedProject, root } from "./packed-package.js";
 import { cachedPackage, registryVersions, type Found } from "./registry-packages.js";
 
-const TASKS = `import { SharedMap, shardContext, type ShardContext } from "shardheap";
+const TASKS = `import { createServer } from "node:http";
+import { SharedMap, shardContext, type ListeningAddress, type ShardContext } from "shardheap";
 
 // This module only ever loads in shards: shardContext() is a ShardContext, no undefined to narrow.
 const self = shardContext().tasks<typeof import("./tasks.js")>();
@@ -43,6 +44,10 @@ export function read(arg: { handle: number; key: string }, shard: ShardContext):
 export async function readOnNext(arg: { handle: number; key: string }, shard: ShardContext): Promise<string | null> {
   return self.read((shard.id + 1) % shard.shards, arg);
 }
+export async function serve(port: number, shard: ShardContext): Promise<ListeningAddress> {
+  const server = createServer((req, res) => res.end(\`shard \${shard.id}\`));
+  return shard.listen(server, { port, host: "127.0.0.1" }); // served until the runtime stops
+}
 `;
 
 const MAIN = `import { currentShard, shardContext, SharedMap, Smp, type ShardError } from "shardheap";
@@ -54,6 +59,7 @@ const handle: number = await tasks.fill(0, 5);
 const read: string | null = await tasks.readOnNext(1, { handle, key: "k3" });
 const map = SharedMap.attach(smp.heap, handle);
 const here: string | undefined = map.getString("k2");
+const ports: number[] = (await tasks.serve.onAll(0)).map((b) => b.port);
 map.close();
 let outside = "";
 try {
@@ -62,7 +68,7 @@ try {
   outside = (e as ShardError).code;
 }
 await smp.stop();
-console.log(JSON.stringify({ read, here, outside, mainThread: currentShard === undefined }));
+console.log(JSON.stringify({ read, here, outside, mainThread: currentShard === undefined, onePort: ports.length === 2 && ports[0] === ports[1] }));
 `;
 
 /** The README's settings (its TypeScript paragraph). */
@@ -118,7 +124,7 @@ describe("a user's TypeScript project against the packed package, per TypeScript
       expect(compile(["-p", "tsconfig.init.json", "--outDir", "out-init"]), "tsc --init's defaults").toBe("");
       expect(readdirSync(join(dir, "out")).sort()).toEqual(["main.js", "main.js.map", "tasks.js", "tasks.js.map"]);
       const out = execFileSync(process.execPath, [join(dir, "out", "main.js")], { cwd: dir, encoding: "utf8", timeout: 60_000, env: { ...process.env, SHARDHEAP_LOG: "silent" } });
-      expect(JSON.parse(out)).toEqual({ read: "v9", here: "v4", outside: "ERR_SHARDHEAP_NOT_IN_SHARD", mainThread: true });
+      expect(JSON.parse(out)).toEqual({ read: "v9", here: "v4", outside: "ERR_SHARDHEAP_NOT_IN_SHARD", mainThread: true, onePort: true });
       expect(existsSync(join(dir, "out-init", "main.js"))).toBe(true);
     });
   }

@@ -11,10 +11,12 @@
  * descriptor (AcceptSwitch.pause: libuv keeps the socket, this loop stops
  * watching it) and the others take the next connections; it polls again
  * once no listening shard holds fewer. libuv accepts one connection per
- * poll event (libuv >= 1.45, Node 20 has 1.46), and a shard decides in the
- * connection's own callback, before its loop can poll again, so no shard
- * takes two while another holds fewer: the counts stay within one of each
- * other while connections arrive (measured: 41 at once land 20/21).
+ * poll event (libuv >= 1.45: Node 20.3 on; before, a loop that wakes
+ * accepts every connection waiting, so a burst lands unevenly there), and
+ * a shard decides in the connection's own callback, before its loop can
+ * poll again, so no shard takes two while another holds fewer: the counts
+ * stay within one of each other while connections arrive (measured: 41 at
+ * once land 20/21).
  *
  * Shared state: one 64-byte line per shard of Int32 slots, written only by
  * that shard (WAKE and BELL: by anyone, with Atomics):
