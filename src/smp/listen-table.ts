@@ -21,6 +21,8 @@
  *     ID_*       the socket's identity (fstat device and inode, each in
  *                two words): a descriptor taken from a member is checked
  *                against it (the member may have closed it meanwhile)
+ *     BINDER     the shard binding it (while BINDING: a binder that dies
+ *                frees the entry, so the shards waiting bind themselves)
  *     ADDR_LEN, ADDR  the address, one UTF-16 unit a word
  *     FDS        per shard, its descriptor of the socket, -1 for none: a
  *                shard with one is a member; the entry is freed when the
@@ -54,8 +56,9 @@ const ID_DEV_LO = 5;
 const ID_DEV_HI = 6;
 const ID_INO_LO = 7;
 const ID_INO_HI = 8;
-const ADDR_LEN = 9;
-const ADDR = 10;
+const BINDER = 9;
+const ADDR_LEN = 10;
+const ADDR = 11;
 const FDS = ADDR + ADDR_CHARS;
 
 const round16 = (n: number): number => Math.ceil(n / 16) * 16;
@@ -118,7 +121,7 @@ export class ListenTable {
    * it; "open": join it) or as claimed for `shard` to bind ("claimed");
    * "full" when every entry is taken.
    */
-  findOrClaim(key: PortKey): { kind: "open"; open: OpenEntry } | { kind: "binding" } | { kind: "claimed"; entry: number } | { kind: "full" } {
+  findOrClaim(key: PortKey, shard: number): { kind: "open"; open: OpenEntry } | { kind: "binding" } | { kind: "claimed"; entry: number } | { kind: "full" } {
     return this.locked(() => {
       let free = -1;
       for (let e = 0; e < MAX_PORTS; e++) {
@@ -133,7 +136,7 @@ export class ListenTable {
         return { kind: "open", open: this.openEntry(e) };
       }
       if (free < 0) return { kind: "full" };
-      this.claim(free, key);
+      this.claim(free, key, shard);
       return { kind: "claimed", entry: free };
     });
   }
@@ -201,9 +204,14 @@ export class ListenTable {
     if (freed) this.bump();
   }
 
-  /** `shard`'s thread died (its handles closed with it): it leaves every entry it was a member of. */
+  /** `shard`'s thread died (its handles closed with it): it leaves every entry it was a member of, and frees one it was binding. */
   forgetShard(shard: number): void {
-    for (let e = 0; e < MAX_PORTS; e++) if (Atomics.load(this.w, this.base(e) + STATE) === OPEN && this.isMember(e, shard)) this.leave(e, shard);
+    for (let e = 0; e < MAX_PORTS; e++) {
+      const b = this.base(e);
+      const state = Atomics.load(this.w, b + STATE);
+      if (state === OPEN && this.isMember(e, shard)) this.leave(e, shard);
+      else if (state === BINDING && this.locked(() => this.w[b + STATE] === BINDING && this.w[b + BINDER] === shard && (Atomics.store(this.w, b + STATE, FREE), true))) this.bump();
+    }
   }
 
   private openEntry(e: number): OpenEntry {
@@ -222,7 +230,7 @@ export class ListenTable {
     return state === OPEN ? w[b + PORT] === key.port : w[b + REQUESTED] === key.port;
   }
 
-  private claim(e: number, key: PortKey): void {
+  private claim(e: number, key: PortKey, shard: number): void {
     if (key.address.length > ADDR_CHARS) throw new RangeError(`listen: an address of at most ${ADDR_CHARS} characters, got ${key.address.length}`);
     const b = this.base(e);
     const w = this.w;
@@ -231,6 +239,7 @@ export class ListenTable {
     w[b + FAMILY] = key.family;
     w[b + REQUESTED] = key.port;
     w[b + NTH] = key.port === 0 ? key.nth : -1;
+    w[b + BINDER] = shard;
     w[b + ADDR_LEN] = key.address.length;
     for (let i = 0; i < key.address.length; i++) w[b + ADDR + i] = key.address.charCodeAt(i);
     Atomics.store(w, b + STATE, BINDING);

@@ -100,7 +100,7 @@ export class ShardListener {
     const deadline = performance.now() + BIND_WAIT_MS;
     for (let attempt = 0; attempt < JOIN_ATTEMPTS; ) {
       const seen = this.table.generation();
-      const found = this.table.findOrClaim(key);
+      const found = this.table.findOrClaim(key, this.shard);
       if (found.kind === "full") throw new Error(`listen: the shards listen on ${MAX_PORTS} ports already, as many as one runtime's shards can`);
       if (found.kind === "binding") {
         // Another shard is binding this port: wait for it (it opens or abandons the entry, and bumps the generation).
