@@ -63,6 +63,15 @@ function closeClients(): void {
   for (const s of opened.sockets.splice(0)) s.destroy();
 }
 
+/** Until every shard's server has seen its connections close (each counts its own turns by them). */
+async function settled(smp: Smp, name = "main"): Promise<void> {
+  const t0 = performance.now();
+  while ((await smp.invokeOnAll<number>("connections", name)).some((n) => n > 0)) {
+    if (performance.now() - t0 > 5000) throw new Error("connections still open on the server 5 s after the clients closed them");
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** Whether `port` on 127.0.0.1 can be bound here now (nobody holds it). */
 function bindable(port: number): Promise<boolean> {
   const probe = createServer();
@@ -88,8 +97,7 @@ describe("ShardContext.listen: one port from every shard", () => {
       expect(counts.reduce((a, b) => a + b), `run ${run}`).toBe(21);
       expect(spread(counts), `run ${run}: ${counts.join("/")}`).toBeLessThanOrEqual(1);
       closeClients();
-      // Both shards see their connections close before the next run (each counts its own).
-      await new Promise((r) => setTimeout(r, 50));
+      await settled(smp);
     }
     expect(smp.heap.check()).toEqual([]);
   });
@@ -99,6 +107,7 @@ describe("ShardContext.listen: one port from every shard", () => {
     const [{ port }] = await smp.invokeOnAll<{ port: number }>("serve", { options: { port: 0, host: "127.0.0.1" } });
     expect(spread(await askTogether(port!, 8, 2))).toBe(0);
     closeClients();
+    await settled(smp);
     expect(await smp.submitTo(0, "close")).toBe(false);
     // Every new connection goes to shard 1, opened together or one after another.
     expect(await askTogether(port!, 10, 2)).toEqual([0, 10]);
@@ -125,8 +134,10 @@ describe("ShardContext.listen: one port from every shard", () => {
     expect(second[0]!.port).not.toBe(first[0]!.port);
     expect(await askTogether(first[0]!.port, 9, 3)).toEqual([3, 3, 3]);
     closeClients();
+    await settled(smp, "a");
     expect(await askTogether(second[0]!.port, 9, 3)).toEqual([3, 3, 3]);
     closeClients();
+    await settled(smp, "b");
     // Shard 2 closes "a" and listens on its port by number: it joins the same socket.
     await smp.submitTo(2, "close", "a");
     expect(await smp.submitTo(2, "serve", { name: "c", options: { port: first[0]!.port, host: "127.0.0.1" } })).toEqual({ port: first[0]!.port, host: "127.0.0.1" });
@@ -146,8 +157,8 @@ describe("ShardContext.listen: one port from every shard", () => {
     expect(await askTogether(port!, 4, 2)).toEqual([0, 4]);
     // The fresh thread of shard 0 listens again and takes its turns.
     closeClients();
+    await settled(smp);
     await smp.submitTo(0, "serve", { options: { port: port!, host: "127.0.0.1" } });
-    await new Promise((r) => setTimeout(r, 50));
     expect(spread(await askTogether(port!, 6, 2))).toBe(0);
   });
 
