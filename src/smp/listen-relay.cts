@@ -11,7 +11,7 @@
  *                           shard's, inherited at spawn),
  * and sends the handle back with its port; the child then exits, closing
  * its own copies. CommonJS and without dependencies: it starts with no
- * loader (the parent strips NODE_OPTIONS) in some 60 ms.
+ * loader (the parent strips NODE_OPTIONS) in about 70 ms.
  *
  * process.binding("tcp_wrap") is Node's own TCP handle, as net.Server
  * makes it: no public API binds a socket without listening on it, or

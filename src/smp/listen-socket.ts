@@ -16,8 +16,9 @@
  * the first shard to listen on a port has a child bind it and send it
  * back, and every other shard has a child inherit a member's descriptor
  * and send it back: one descriptor per shard, each closed by its own
- * shard alone. A child costs some 60 ms at a listen (measured: 2 shards
- * listening together, 140-510 ms on the 2-core VM under load), nothing
+ * shard alone. A child costs about 70 ms at a listen (measured on the
+ * 2-core VM at load average 4-5: 68-75 ms a relay; two shards on a new
+ * port 148 ms, the second waiting for the first's bind), nothing
  * afterwards.
  */
 import { spawn } from "node:child_process";
