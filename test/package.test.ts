@@ -10,6 +10,7 @@ import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "
 import { join, posix, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
+import { docPages } from "./doc-pages.js";
 import { tempDir } from "./helpers.js";
 import { npm, packedProject, pkg, root } from "./packed-package.js";
 
@@ -20,7 +21,7 @@ describe("the npm package", () => {
     files = packed!.files.map((f) => f.path);
   });
 
-  it("carries LICENSE, README, the architecture document, dist, src and examples, and nothing from the repository's workshop", () => {
+  it("carries LICENSE, README, the docs, dist, src and examples, and nothing from the repository's workshop", () => {
     for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs"]) {
       expect(files, f).toContain(f);
     }
@@ -31,7 +32,12 @@ describe("the npm package", () => {
       .filter((f) => !/\/(dist|node_modules)\//.test(f));
     expect(examples.length).toBeGreaterThan(20);
     for (const example of examples) expect(files).toContain(example);
-    expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", "README.md", "docs/ARCHITECTURE.md", "package.json"]);
+    // The docs as users read them on npm too: every page README.md links to (the guides, the references,
+    // the architecture and development notes) and the small SVG a guide shows; not the dashboard's
+    // screenshot (a 290 KB PNG), whose link only the repository resolves.
+    const pages = docPages().map((p) => p.path);
+    expect(pages).toEqual(expect.arrayContaining(["docs/ARCHITECTURE.md", "docs/guide/shards.md", "docs/reference/api.md", "docs/reference/errors.md"]));
+    expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", ...pages, "docs/peak-flamegraph.svg", "package.json"].sort());
     // src/ is shipped so that dist's source maps name files that are there (issue 23): a mapped frame
     // reads shardheap/src/x.ts and an editor opens it. Every map's sources are in the package, and
     // no map carries them inline again (tsconfig has no inlineSources).
