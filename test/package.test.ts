@@ -6,8 +6,8 @@
  * dependencies are linked from this repository's.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { join, posix } from "node:path";
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { join, posix, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { docPages } from "./doc-pages.js";
@@ -25,7 +25,13 @@ describe("the npm package", () => {
     for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs"]) {
       expect(files, f).toContain(f);
     }
-    for (const example of readdirSync(join(root, "examples"))) expect(files).toContain(`examples/${example}`);
+    // Every example, a TypeScript project's files included (not what compiling or installing one leaves there).
+    const examples = readdirSync(join(root, "examples"), { recursive: true, encoding: "utf8" })
+      .filter((f) => statSync(join(root, "examples", f)).isFile())
+      .map((f) => `examples/${f.split(sep).join("/")}`)
+      .filter((f) => !/\/(dist|node_modules)\//.test(f));
+    expect(examples.length).toBeGreaterThan(20);
+    for (const example of examples) expect(files).toContain(example);
     // The docs as users read them on npm too: every page README.md links to (the guides, the references,
     // the architecture and development notes) and the small SVG a guide shows; not the dashboard's
     // screenshot (a 290 KB PNG), whose link only the repository resolves.
