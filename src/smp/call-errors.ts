@@ -71,6 +71,18 @@ export function rebuildThrown(shard: number, task: string, thrown: ThrownRecord)
   }
 }
 
+/** Which API made a call, for messages: submitTo names the shard, invokeOnAll does not. */
+export type CallName = "submitTo" | "invokeOnAll";
+
+export function callName(via: CallName, peer: number, task: string): string {
+  return via === "submitTo" ? `submitTo(${peer}, ${JSON.stringify(task)})` : `invokeOnAll(${JSON.stringify(task)})`;
+}
+
+/** A call to a shard whose thread died and could not be replaced. */
+export function downError(peer: number, call: string): ShardError {
+  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" });
+}
+
 export function errorMessage(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }

@@ -26,7 +26,8 @@
  * sender forgets those calls and rejects them).
  */
 import { MessageChannel, type MessagePort } from "node:worker_threads";
-import type { Endpoint, SideLinks } from "./endpoint.js";
+import type { Endpoint } from "./endpoint.js";
+import type { SideLinks } from "./records.js";
 
 export interface ConnectMessage {
   readonly kind: "connect";
