@@ -25,8 +25,8 @@ export function checkCall(call: () => string, shards: number, shard: unknown, ta
 
 /**
  * `bound` calls to `shard` are pending from this thread already
- * (maxPendingCalls): the call is refused, nothing sent (issue 18 item 8:
- * without a bound, 2M calls to a busy shard grew the sender to 1.45 GB).
+ * (maxPendingCalls): the call is refused, nothing sent (without a
+ * bound, 2M calls to a busy shard grew the sender to 1.45 GB).
  */
 export function queueFull(shard: number, call: string, bound: number): ShardError {
   return new ShardError(
