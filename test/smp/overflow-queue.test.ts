@@ -8,8 +8,8 @@
  * settles).
  */
 import { describe, expect, it } from "vitest";
-import { OverflowQueue } from "../src/smp/overflow-queue.js";
-import { recordHeaderLength } from "../src/smp/spsc-ring.js";
+import { OverflowQueue } from "../../src/smp/overflow-queue.js";
+import { recordHeaderLength } from "../../src/smp/spsc-ring.js";
 import { RING_BYTES, recordBytes, recordProblem, ringPlan, testRing, wrapSizes, writeRecord } from "./ring-records.js";
 
 /** overflow-queue.ts's chunk size (not exported: the test only needs to pass several). */

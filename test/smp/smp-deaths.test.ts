@@ -1,5 +1,5 @@
 /**
- * Shards that die while calls go to them (issue 18 items 3 and 5), on real
+ * Shards that die while calls go to them, on real
  * worker threads killed two ways: process.exit() inside a task, and
  * Worker.terminate() from outside. Every wait is bounded; every Smp is
  * stopped.
@@ -14,10 +14,10 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Piscina } from "piscina";
-import { ShardError, Smp } from "../dist/index.js";
-import { waitFor } from "./helpers.js";
+import { ShardError, Smp } from "../../dist/index.js";
+import { waitFor } from "../helpers.js";
 
-const tasks = new URL("./fixtures/death-tasks.mjs", import.meta.url);
+const tasks = new URL("../fixtures/death-tasks.mjs", import.meta.url);
 let running: Smp[] = [];
 afterEach(async () => {
   await Promise.all(running.map((s) => s.stop({ timeoutMs: 2000 })));
@@ -66,7 +66,7 @@ async function kill(smp: Smp, errors: ShardError[], shard: number, how: Kill): P
 const immediate = (): Promise<void> => new Promise((r) => setImmediate(r));
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-describe("a side-path call right after a death (item 3)", () => {
+describe("a side-path call right after a death", () => {
   for (const how of ["process.exit", "terminate"] as const) {
     it(`${how}: shared memory, a 100 KB string and invokeOnAll of shared memory, from the main thread and from a shard, all settle; so does everything after; stop() finds nothing pending`, async () => {
       const { smp, errors } = await start(2, { stopTimeoutMs: 60_000 });
@@ -120,7 +120,7 @@ describe("a side-path call right after a death (item 3)", () => {
 const NOT_STARTED = "ERR_SHARDHEAP_CALL_NOT_STARTED";
 const MAY_HAVE_RUN = "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN";
 
-describe("a death mid-stream: at most once, and the code says whether a call started (item 5)", () => {
+describe("a death mid-stream: at most once, and the code says whether a call started", () => {
   for (const how of ["process.exit", "terminate"] as const) {
     it(`${how} among 10,000 calls in flight, from the main thread and from another shard`, async () => {
       const { smp, errors } = await start(2, { stopTimeoutMs: 60_000 });

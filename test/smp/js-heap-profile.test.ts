@@ -2,7 +2,7 @@
 import type { Protocol } from "devtools-protocol";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { jsHeapProfileOf, sampleCount } from "../src/smp/js-heap-profile.js";
+import { jsHeapProfileOf, sampleCount } from "../../src/smp/js-heap-profile.js";
 
 type Node = Protocol.HeapProfiler.SamplingHeapProfileNode;
 let nextId = 1;
@@ -13,7 +13,7 @@ const node = (functionName: string, url: string, line: number, children: Node[] 
   children,
 });
 /** shardheap's own messaging, as a task's stack passes through it. */
-const RUNTIME = new URL("../src/smp/endpoint.ts", import.meta.url).href;
+const RUNTIME = new URL("../../src/smp/endpoint.ts", import.meta.url).href;
 const APP = "file:///srv/app/tasks.mjs";
 /** V8 scales a sample of an object of `size` bytes to size x round(1 / (1 - exp(-size / rate))). */
 const scaled = (size: number, rate: number): number => size * Math.floor(1 / -Math.expm1(-size / rate) + 0.5);
@@ -54,7 +54,7 @@ describe("jsHeapProfileOf", () => {
   });
 
   it("a stack that is the runtime's alone keeps its frames; nodes that differ only in runtime frames are one site", () => {
-    const own = fileURLToPath(new URL("../src/smp/wire-codec.ts", import.meta.url));
+    const own = fileURLToPath(new URL("../../src/smp/wire-codec.ts", import.meta.url));
     const decode = node("decode", own, 10);
     const viaA = node("task", APP, 5, []);
     const viaB = node("task", APP, 5, []);

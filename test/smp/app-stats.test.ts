@@ -8,8 +8,8 @@
  * with the good figures kept, never a throw; the bounds on apps and names.
  */
 import { describe, expect, it } from "vitest";
-import { InvalidValueError } from "../src/errors.js";
-import { AppStatsSources, MAX_APPS, MAX_FIGURES, MAX_NAME_LENGTH, type AppStatsReader } from "../src/smp/app-stats.js";
+import { InvalidValueError } from "../../src/errors.js";
+import { AppStatsSources, MAX_APPS, MAX_FIGURES, MAX_NAME_LENGTH, type AppStatsReader } from "../../src/smp/app-stats.js";
 
 describe("app figures", () => {
   it("reads numbers as count gauges and described figures as given, apps in the order they first published", () => {

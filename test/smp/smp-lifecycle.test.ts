@@ -1,5 +1,5 @@
 /**
- * Smp's lifecycle on real worker threads (issue 9, points 4 and 9): stop()
+ * Smp's lifecycle on real worker threads: stop()
  * while tasks allocate lets them finish and leaves a consistent heap; a
  * shard that will not finish is terminated after the stop timeout and
  * named; a module that never finishes loading fails start() after the load
@@ -8,8 +8,8 @@
  */
 import { BroadcastChannel } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
-import { ShardError, Smp } from "../dist/index.js";
-import { TASKS, startSmp, waitFor } from "./helpers.js";
+import { ShardError, Smp } from "../../dist/index.js";
+import { TASKS, startSmp, waitFor } from "../helpers.js";
 
 let channels: BroadcastChannel[] = [];
 afterEach(() => {
@@ -27,12 +27,12 @@ function listen(): { name: string; seen: Array<{ loaded?: number; alive?: number
   return { name, seen };
 }
 
-const heartbeat = (channel: string, hang = false) => new URL(`./fixtures/heartbeat.mjs?channel=${channel}${hang ? "&hang=1" : ""}`, import.meta.url);
+const heartbeat = (channel: string, hang = false) => new URL(`../fixtures/heartbeat.mjs?channel=${channel}${hang ? "&hang=1" : ""}`, import.meta.url);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Counts = { mallocs: number; localFrees: number; remoteFrees: number };
 
-describe("stop() while tasks allocate (issue 9 point 4)", () => {
+describe("stop() while tasks allocate", () => {
   it("lets every running task finish, then the heap is consistent and the counters balance, profiler exact and sampled", async () => {
     const shards = 2;
     const slots = 16;
@@ -113,7 +113,7 @@ describe("stop() while tasks allocate (issue 9 point 4)", () => {
   });
 });
 
-describe("Smp.start's load timeout and calls after stop (issue 9 point 9)", () => {
+describe("Smp.start's load timeout and calls after stop", () => {
   it("a module whose top-level await never settles fails start(), naming the shard, and every thread ends", async () => {
     const { name, seen } = listen();
     // Threads start and import the module in ~0.4 s here; the timeout leaves

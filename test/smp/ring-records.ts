@@ -6,8 +6,8 @@
  * must land, kept apart from spsc-ring.ts; and the check that says what is
  * wrong with a record as read.
  */
-import { createQueueBuffer, queueGeometry, ringData, ringWord } from "../src/smp/queue-layout.js";
-import { KIND_MASK, RingReader, RingWriter, recordHeader, recordHeaderLength } from "../src/smp/spsc-ring.js";
+import { createQueueBuffer, queueGeometry, ringData, ringWord } from "../../src/smp/queue-layout.js";
+import { KIND_MASK, RingReader, RingWriter, recordHeader, recordHeaderLength } from "../../src/smp/spsc-ring.js";
 
 /** The ring the tests use: small, so thousands of records wrap hundreds of times. */
 export const RING_BYTES = 256;

@@ -1,15 +1,15 @@
 /**
- * Typed tasks at run time (issue 23): smp.tasks() and currentShard.tasks()
+ * Typed tasks at run time: smp.tasks() and currentShard.tasks()
  * are submitTo and invokeOnAll under other names, on real shards: results,
  * shard order, errors, unknown names, checks at the call, the same object
  * every time, not a thenable, after stop(). What the types refuse is
  * test/typed-tasks-compile.test.ts's.
  */
 import { describe, expect, it } from "vitest";
-import { ShardError, type ShardContext, type Tasks } from "../dist/index.js";
-import { startSmp } from "./helpers.js";
+import { ShardError, type ShardContext, type Tasks } from "../../dist/index.js";
+import { startSmp } from "../helpers.js";
 
-const MODULE = new URL("./fixtures/typed-tasks.mjs", import.meta.url);
+const MODULE = new URL("../fixtures/typed-tasks.mjs", import.meta.url);
 
 /** test/fixtures/typed-tasks.mjs, as its types would say (the fixture is JavaScript). */
 interface KvTasks {

@@ -2,10 +2,10 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { HeapProfile } from "../dist/index.js";
-import { startSmp, waitFor } from "./helpers.js";
+import type { HeapProfile } from "../../dist/index.js";
+import { startSmp, waitFor } from "../helpers.js";
 
-const JS_TASKS = new URL("./fixtures/js-heap-tasks.mjs", import.meta.url);
+const JS_TASKS = new URL("../fixtures/js-heap-tasks.mjs", import.meta.url);
 /** The 1-based line of `retainKnownObjects`'s declaration in the fixture (V8 names a function by where it starts). */
 const RETAIN_LINE = readFileSync(fileURLToPath(JS_TASKS), "utf8").split("\n").findIndex((l) => l.includes("function retainKnownObjects")) + 1;
 /** 20,000 objects of ~100 bytes (object, string, array): ~2 MB retained. */

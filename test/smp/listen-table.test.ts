@@ -7,7 +7,7 @@
  * (as a member, or as the binder others wait for) let go.
  */
 import { describe, expect, it } from "vitest";
-import { ListenTable, MAX_PORTS, createListenTable, type PortKey } from "../dist/smp/listen-table.js";
+import { ListenTable, MAX_PORTS, createListenTable, type PortKey } from "../../dist/smp/listen-table.js";
 
 const SHARDS = 3;
 const key = (port: number, nth = 0, address = "127.0.0.1"): PortKey => ({ family: 4, address, port, nth });

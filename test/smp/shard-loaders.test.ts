@@ -5,7 +5,7 @@
  * test/typescript-task-modules.test.ts runs the whole path under tsx.
  */
 import { describe, expect, it } from "vitest";
-import { hooksPerThread, preloadSpecifiers, splitNodeOptions } from "../src/smp/shard-loaders.js";
+import { hooksPerThread, preloadSpecifiers, splitNodeOptions } from "../../src/smp/shard-loaders.js";
 
 describe("shard loaders", () => {
   it("splits NODE_OPTIONS on spaces, a double-quoted part one argument with backslash escapes", () => {

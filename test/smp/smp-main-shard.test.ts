@@ -1,5 +1,5 @@
 /**
- * The main thread's own shard (Smp.start({ mainShard: true }), issue 23),
+ * The main thread's own shard (Smp.start({ mainShard: true })),
  * on real worker threads: the main thread allocates in its region, shards
  * read and free its objects (cross-shard frees its doorbell drains), the
  * counters balance, stop() leaves exactly what was left live, ownership
@@ -10,9 +10,9 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { HeapOwnershipError, InvalidValueError, ShardError, Smp, readHeapImage } from "../dist/index.js";
-import { fillSmpOptions } from "../src/smp/options.js";
-import { TASKS, siteNamed, startSmp, tempDir, waitFor } from "./helpers.js";
+import { HeapOwnershipError, InvalidValueError, ShardError, Smp, readHeapImage } from "../../dist/index.js";
+import { fillSmpOptions } from "../../src/smp/options.js";
+import { TASKS, siteNamed, startSmp, tempDir, waitFor } from "../helpers.js";
 
 const run = promisify(execFile);
 
@@ -168,7 +168,7 @@ describe("the main thread's shard", () => {
 
   it("a program that uses its main shard exits promptly, whether it stops its Smp or forgets to", async () => {
     const dir = tempDir("shardheap-main-shard-");
-    const index = new URL("../dist/index.js", import.meta.url).href;
+    const index = new URL("../../dist/index.js", import.meta.url).href;
     for (const stop of [true, false]) {
       const file = join(dir, `main-${stop ? "stops" : "forgets"}.mjs`);
       writeFileSync(

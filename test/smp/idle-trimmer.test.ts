@@ -5,7 +5,7 @@
  * fake clock, so nothing here depends on the machine's speed.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { idleTrimmer } from "../src/smp/idle-trimmer.js";
+import { idleTrimmer } from "../../src/smp/idle-trimmer.js";
 
 describe("idle trim", () => {
   beforeEach(() => {
@@ -67,7 +67,7 @@ describe("idle trim", () => {
     expect(trims()).toBe(1);
   });
 
-  it("wake-ups set no timer each (issue 19): one timer for a thousand busy/idle spells", () => {
+  it("wake-ups set no timer each: one timer for a thousand busy/idle spells", () => {
     const { trims, t } = make(100);
     const setTimeoutCalls = vi.spyOn(globalThis, "setTimeout");
     for (let i = 0; i < 1000; i++) {

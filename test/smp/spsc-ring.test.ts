@@ -12,8 +12,8 @@
  */
 import { Worker } from "node:worker_threads";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { HEAD, TAIL } from "../src/smp/queue-layout.js";
-import { recordHeaderLength } from "../src/smp/spsc-ring.js";
+import { HEAD, TAIL } from "../../src/smp/queue-layout.js";
+import { recordHeaderLength } from "../../src/smp/spsc-ring.js";
 import { RING_BYTES, firstHalf, recordProblem, ringPlan, testRing, wrapSizes, writeRecord, type RingPlan } from "./ring-records.js";
 
 const SIZES = wrapSizes(RING_BYTES, 3, 4000);
@@ -118,7 +118,7 @@ describe("spsc ring, writer on a worker thread, reader here", () => {
   it("every record arrives whole and in order while the writer writes each in two halves", async () => {
     const { buffer, i32, u8, word, base, reader } = testRing();
     const ctl = new Int32Array(new SharedArrayBuffer(16));
-    const worker = new Worker(new URL("./fixtures/ring-writer.mjs", import.meta.url), {
+    const worker = new Worker(new URL("../fixtures/ring-writer.mjs", import.meta.url), {
       workerData: { buffer, word, base, capacity: RING_BYTES, sizes: THREADED, ctl: ctl.buffer },
     });
     onTestFinished(async () => {

@@ -1,5 +1,5 @@
 /**
- * Shards that talk to each other (issue 11), on real worker threads:
+ * Shards that talk to each other, on real worker threads:
  * currentShard.submitTo / invokeOnAll between shards and to themselves,
  * the main thread on the same transport; order per sender; backpressure
  * through a tiny queue; values (Map, Date, typed arrays, shared memory,
@@ -8,9 +8,9 @@
  * stopped.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { InvalidPointerError, ShardError, Smp } from "../dist/index.js";
+import { InvalidPointerError, ShardError, Smp } from "../../dist/index.js";
 
-const tasks = new URL("./fixtures/messaging-tasks.mjs", import.meta.url);
+const tasks = new URL("../fixtures/messaging-tasks.mjs", import.meta.url);
 let running: Smp[] = [];
 afterEach(async () => {
   await Promise.all(running.map((s) => s.stop({ timeoutMs: 2000 })));
@@ -150,7 +150,7 @@ describe("backpressure", () => {
   }, 120_000);
 });
 
-describe("the flood bound: maxPendingCalls (issue 18 item 8)", () => {
+describe("the flood bound: maxPendingCalls", () => {
   const FULL = "ERR_SHARDHEAP_QUEUE_FULL";
   it("a flood past the bound against a busy shard: the first calls are taken, the rest reject at once, unsent; nothing taken is lost; the shard recovers", async () => {
     const bound = 1000;

@@ -1,5 +1,5 @@
 /**
- * A value is read once, as structuredClone reads it (issue 18 item 4):
+ * A value is read once, as structuredClone reads it:
  * each getter in a call's argument or a task's result runs exactly as many
  * times as structuredClone runs it, whatever path the value takes through
  * the encoder (wire-codec.ts: the plain encoding, the fallback to V8's
@@ -9,16 +9,16 @@
  * its call once. On real threads (Smp). Every Smp is stopped.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { Smp } from "../dist/index.js";
+import { Smp } from "../../dist/index.js";
 // @ts-expect-error a plain .mjs fixture, shared with the shards
-import { cloneReads, KINDS, makeValue } from "./fixtures/getter-values.mjs";
+import { cloneReads, KINDS, makeValue } from "../fixtures/getter-values.mjs";
 
 type Counter = { n: number };
 const make = makeValue as (kind: string, counter: Counter, onGet?: () => void) => unknown;
 const reads = cloneReads as (kind: string) => number;
 const kinds = KINDS as string[];
 
-const tasks = new URL("./fixtures/getter-tasks.mjs", import.meta.url);
+const tasks = new URL("../fixtures/getter-tasks.mjs", import.meta.url);
 let running: Smp[] = [];
 afterEach(async () => {
   await Promise.all(running.map((s) => s.stop({ timeoutMs: 2000 })));
@@ -40,7 +40,7 @@ function expectDelivered(kind: string, back: unknown): void {
   if (kind.startsWith("shared")) expect((b.view as Uint8Array).buffer, kind).toBeInstanceOf(SharedArrayBuffer);
 }
 
-describe("getters run once per call (item 4)", () => {
+describe("getters run once per call", () => {
   it("an argument, on every path: as many getter runs as structuredClone makes", async () => {
     const smp = await start();
     for (const kind of kinds) {

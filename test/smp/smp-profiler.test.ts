@@ -1,7 +1,7 @@
 /** The heap profiler across real shard threads: per-shard toggling, cross-shard frees, reading from outside. */
 import { beforeAll, describe, expect, it } from "vitest";
-import type { AllocationSite, HeapProfile } from "../dist/index.js";
-import { siteNamed, startSmp, waitFor } from "./helpers.js";
+import type { AllocationSite, HeapProfile } from "../../dist/index.js";
+import { siteNamed, startSmp, waitFor } from "../helpers.js";
 
 beforeAll(() => {
   process.env.SHARDHEAP_LOG = "silent"; // inherited by the shard threads

@@ -1,5 +1,5 @@
 /**
- * What crosses between the main thread and a shard (issue 9 point 5), on
+ * What crosses between the main thread and a shard, on
  * real worker threads: a result or thrown value that cannot be cloned
  * rejects that call, naming the task, and the shard lives on with its
  * module state; an error keeps every own field, its cause chain and its
@@ -7,11 +7,11 @@
  * without threads too (src/smp/value-codec.ts, error-codec.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HeapError, HeapOwnershipError, InvalidPointerError, ShardError, Smp } from "../dist/index.js";
-import { decodeError, encodeThrown, MAX_DEPTH, MAX_ERRORS, type ErrorRecord } from "../dist/smp/error-codec.js";
-import { SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "../dist/smp/wire-codec.js";
+import { HeapError, HeapOwnershipError, InvalidPointerError, ShardError, Smp } from "../../dist/index.js";
+import { decodeError, encodeThrown, MAX_DEPTH, MAX_ERRORS, type ErrorRecord } from "../../dist/smp/error-codec.js";
+import { SHARED_MEMORY, ShapeCache, ShapeTable, WireBytes, WireReader, WireWriter } from "../../dist/smp/wire-codec.js";
 
-const tasks = new URL("./fixtures/shard-tasks.mjs", import.meta.url);
+const tasks = new URL("../fixtures/shard-tasks.mjs", import.meta.url);
 let smp: Smp;
 const shardErrors: ShardError[] = [];
 beforeAll(async () => {

@@ -9,9 +9,9 @@
  */
 import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { Smp } from "../dist/index.js";
+import { Smp } from "../../dist/index.js";
 
-const MODULE = new URL("./fixtures/listen-tasks.mjs", import.meta.url);
+const MODULE = new URL("../fixtures/listen-tasks.mjs", import.meta.url);
 const opened = { smps: [] as Smp[], sockets: [] as Socket[] };
 afterEach(async () => {
   for (const s of opened.sockets.splice(0)) s.destroy();

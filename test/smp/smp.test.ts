@@ -3,10 +3,10 @@
  * the contended case, failure paths. Sizes and times are bounded for CI.
  */
 import { describe, expect, it } from "vitest";
-import { InvalidPointerError, InvalidValueError, OutOfMemoryError, ShardError, SharedHeap, Smp, serveAdmin } from "../dist/index.js";
+import { InvalidPointerError, InvalidValueError, OutOfMemoryError, ShardError, SharedHeap, Smp, serveAdmin } from "../../dist/index.js";
 import { relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { TASKS, startSmp, waitFor } from "./helpers.js";
+import { TASKS, startSmp, waitFor } from "../helpers.js";
 
 type Obj = { ptr: number; size: number };
 
@@ -119,14 +119,14 @@ describe("Smp errors", () => {
     await expect(smp.submitTo(0, "noSuchTask")).rejects.toThrow(/exports no function named "noSuchTask"/);
   });
 
-  it("a task on an Smp started without a module says that no module was given (issue 18 item 14)", async () => {
+  it("a task on an Smp started without a module says that no module was given", async () => {
     const smp = await startSmp({ shards: 1, module: undefined });
     const e = await smp.submitTo(0, "anything").catch((x: unknown) => x);
     expect(e).toBeInstanceOf(TypeError);
     expect((e as Error).message).toBe('shard 0: no task "anything": no module was given to Smp.start (its { module } option names the file whose exported functions are the tasks)');
   });
 
-  it("an option key Smp.start or stop() does not know is refused, naming it and the key it most likely meant (issue 18 item 14)", async () => {
+  it("an option key Smp.start or stop() does not know is refused, naming it and the key it most likely meant", async () => {
     const refusal = async (p: Promise<unknown>): Promise<InvalidValueError> => {
       const e = await p.then(() => undefined, (x: unknown) => x);
       expect(e).toBeInstanceOf(InvalidValueError);
@@ -182,7 +182,7 @@ describe("Smp errors", () => {
   });
 
   it("a syntax error in the module fails start() naming the file, line and column", async () => {
-    const module = new URL("./fixtures/syntax-error.mjs", import.meta.url);
+    const module = new URL("../fixtures/syntax-error.mjs", import.meta.url);
     const error = await Smp.start({ shards: 1, memoryPerShard: "1MiB", module }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ShardError);
     const file = fileURLToPath(module).replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
@@ -191,7 +191,7 @@ describe("Smp errors", () => {
   });
 
   it("start() rejects, naming the shard, when the module fails to load", async () => {
-    const error = await Smp.start({ shards: 2, memoryPerShard: "1MiB", module: new URL("./fixtures/throws-at-load.mjs", import.meta.url) }).catch((e: unknown) => e);
+    const error = await Smp.start({ shards: 2, memoryPerShard: "1MiB", module: new URL("../fixtures/throws-at-load.mjs", import.meta.url) }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ShardError);
     expect((error as ShardError).message).toMatch(/shard \d failed to start: .*refuses to load/);
   });
