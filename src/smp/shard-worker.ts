@@ -21,7 +21,8 @@ import "../memory/heap-image/plug-in.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";
-import { Endpoint, type TaskFunction } from "./endpoint.js";
+import { Endpoint } from "./endpoint.js";
+import type { TaskFunction } from "./incoming.js";
 import { encodeThrown } from "./error-codec.js";
 import { idleTrimmer } from "./idle-trimmer.js";
 import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
@@ -33,6 +34,8 @@ import type { Tasks } from "./task-types.js";
 import { importUserModule } from "./user-module.js";
 import { JsHeapBoard, postJsHeapFigures } from "./js-heap-board.js";
 import { JsHeapProfiler } from "./js-heap-profiler.js";
+import { ShardListener, type ListenOptions } from "./shard-listen.js";
+import type { Server } from "node:net";
 import type { HeapProfile } from "../memory/heap-profile.js";
 
 const boot = workerData as ShardBootData;
@@ -62,6 +65,8 @@ const jsHeap = new JsHeapProfiler(boot.shard);
 let endpoint: Endpoint | undefined;
 /** currentShard.tasks(): one object for every type argument (they exist only at compile time). */
 let tasks: Tasks<object> | undefined;
+/** currentShard.listen: this shard's side of the ports the shards share. */
+const listener = new ShardListener(boot.listens, boot.shard, boot.shards);
 const context: ShardContext = Object.freeze({
   id: boot.shard,
   shards: boot.shards,
@@ -76,6 +81,9 @@ const context: ShardContext = Object.freeze({
   tasks<M extends object>(): Tasks<M> {
     tasks ??= typedTasks(context);
     return tasks as Tasks<M>;
+  },
+  listen(server: Server, o: ListenOptions) {
+    return listener.listen(server, o);
   },
 });
 setCurrentShard(context);

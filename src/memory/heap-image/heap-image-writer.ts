@@ -6,9 +6,9 @@
  * SharedHeap (heap-image.ts).
  */
 import { rename, writeFile } from "node:fs/promises";
-import { crc32 } from "node:zlib";
 import type { ImageSource } from "../hooks.js";
 import { HEAP_HEADER_BYTES, regionLayout } from "../layout.js";
+import { crc32 } from "./crc32.js";
 
 export const IMAGE_MAGIC = "SHARDIMG";
 export const IMAGE_VERSION = 1;

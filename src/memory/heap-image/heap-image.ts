@@ -20,9 +20,9 @@
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
-import { crc32 } from "node:zlib";
 import { HeapFormatError } from "../../errors.js";
 import { plural } from "../../units.js";
+import { crc32 } from "./crc32.js";
 import { IMAGE_HEADER_BYTES as HEADER_BYTES, IMAGE_MAGIC as MAGIC, IMAGE_VERSION as VERSION, chunksOfGeometry } from "./heap-image-writer.js";
 import { HEAP_HEADER_BYTES, H_PROF_SITES, MAX_HEAP_BYTES } from "../layout.js";
 import { regionProblem } from "./region-validation.js";
