@@ -25,7 +25,19 @@ import { allocatePageSpan, freePageRange, largestFreeSpanPages } from "./page-sp
 import { Outbox, chainNext, claimLive, pushInbox, takeInbox } from "./cross-shard.js";
 import { formatDiagnostics } from "./diagnostics.js";
 import { profilerHooks, type ApiEntry, type ProfilerHooks, type SampleRecorder } from "./hooks.js";
-import {
+import * as layout from "./layout.js";
+import { clearMark } from "./orphans.js";
+import { ownershipMessage } from "./ownership.js";
+import { checkSize, liveObjectRegion, objectSizeIn, type HeapGeometry } from "./pointers.js";
+import { holdInQuarantine, quarantineBudget, quarantinedBytes, takeOldest } from "./quarantine.js";
+import { HeapViews, ShardRegion } from "./region.js";
+import * as sizeClasses from "./size-classes.js";
+import { refillPool, releaseClean, sampledTagIndex, trimPool } from "./small-pool.js";
+import { readStats } from "./stats.js";
+
+// Module-local copies, as in shard-allocator.ts (which has the measurement):
+// these paths run on every refill, trim, sample and page-span allocation.
+const {
   C_BYTES_ALLOCATED,
   C_CROSS_SHARD_FREES,
   C_CROSS_SHARD_RECEIVED,
@@ -49,15 +61,13 @@ import {
   P_MALLOCS_HI,
   P_MALLOCS_LO,
   P_MAX_FREE,
-} from "./layout.js";
-import { clearMark } from "./orphans.js";
-import { ownershipMessage } from "./ownership.js";
-import { checkSize, liveObjectRegion, objectSizeIn, type HeapGeometry } from "./pointers.js";
-import { holdInQuarantine, quarantineBudget, quarantinedBytes, takeOldest } from "./quarantine.js";
-import { HeapViews, ShardRegion } from "./region.js";
-import { POOL_COUNT, SAMPLED_POOL_BASE, classTrimTarget, classSize } from "./size-classes.js";
-import { refillPool, releaseClean, sampledTagIndex, trimPool } from "./small-pool.js";
-import { readStats } from "./stats.js";
+} = layout;
+const {
+  POOL_COUNT,
+  SAMPLED_POOL_BASE,
+  classTrimTarget,
+  classSize,
+} = sizeClasses;
 
 export abstract class AllocatorSlowPaths extends ShardRegion {
   protected readonly geometry: HeapGeometry;
