@@ -128,7 +128,7 @@ export interface PeakBody extends ProfileBody {
   peakTime: number;
 }
 
-/** A site whose live bytes grow steadily (GET /v1/heapprof/growing). */
+/** A site whose live bytes or objects grow steadily (GET /v1/heapprof/growing). */
 export interface GrowingSite {
   frames: Frame[];
   labels?: Labels;
@@ -137,10 +137,18 @@ export interface GrowingSite {
   r2: number;
   liveBytes: number;
   growth: number;
+  /** Objects per second, and that fit's r squared. */
+  countSlope: number;
+  countR2: number;
+  liveCount: number;
+  countGrowth: number;
 }
 
+/** GET /v1/heapprof/growing?by=bytes|count */
 export interface GrowingBody {
   windowSeconds: number;
+  /** What the sites are ranked and chosen by. */
+  by: "bytes" | "count";
   sites: GrowingSite[];
 }
 

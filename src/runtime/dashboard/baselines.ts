@@ -1,7 +1,8 @@
 /**
  * Named baselines (POST, DELETE /v1/heapprof/baseline?name=), one chosen
- * to compare with, and the growth since as a differential flamegraph with
- * a table of the sites that grew most.
+ * to compare with (the newest until the user chooses), and the growth
+ * since as a differential flamegraph with a table of the sites that grew
+ * most, by bytes or by objects.
  */
 import type { BaselineInfo, BaselineSetBody, ProfileBody } from "./api.js";
 import { loadSvg } from "./flamegraphs.js";
@@ -23,10 +24,22 @@ function baselineFor(shard: string): BaselineInfo[] | null {
 export function baselineQuery(): string {
   return "&baseline=" + encodeURIComponent(state.baselineName);
 }
-/** The chooser lists the server's names; a chosen name that went away gives way to the first one left. */
+/** The name of the baseline taken last (of any shard). */
+function newestBaselineName(): string {
+  let newest: BaselineInfo | null = null;
+  for (const b of state.baselines) if (newest === null || b.takenAt >= newest.takenAt) newest = b;
+  return newest === null ? state.baselineName : newest.name;
+}
+/**
+ * The chooser lists the server's names. The growth is shown since the
+ * newest baseline until the user chooses (the oldest would compare a
+ * baseline taken just now with one from long before); a chosen name that
+ * went away gives way to the newest left.
+ */
 export function drawBaselineChoice(): void {
   const names = baselineNames();
-  if (names.length && names.indexOf(state.baselineName) < 0) state.baselineName = names[0]!;
+  if (names.length && names.indexOf(state.baselineName) < 0) state.baselineChosen = false;
+  if (names.length && !state.baselineChosen) state.baselineName = newestBaselineName();
   const chooser = select("baseline-select");
   const wanted = names.length ? names : [state.baselineName];
   if (Array.from(chooser.options).map((o) => o.value).join("\n") !== wanted.join("\n")) {
@@ -74,6 +87,7 @@ export function setBaseline(): Promise<void> {
       ).baselines;
       state.baselines = state.baselines.filter((o) => !set.some((b) => b.name === o.name && b.shard === o.shard)).concat(set);
       state.baselineName = name;
+      state.baselineChosen = true;
       input("baseline-name").value = "";
       drawBaselineChoice();
       status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : shardName(state.shard)));
@@ -115,7 +129,11 @@ async function refreshGrowthNow(): Promise<void> {
     const diff = await apiJson<ProfileBody>(withShard("/v1/heapprof?format=json&diff=baseline" + baselineQuery()));
     const body = $("grown-rows");
     body.textContent = "";
-    const grown = diff.sites.filter((s) => s.size > 0).slice(0, 10);
+    // By bytes (the diff's own order) or by objects: many small objects gain few bytes.
+    const byCount = select("grown-by").value === "count";
+    const grown = diff.sites.filter((s) => (byCount ? s.count > 0 : s.size > 0));
+    if (byCount) grown.sort((a, b) => b.count - a.count || b.size - a.size);
+    grown.splice(10);
     const depths = distinguishingDepths(grown);
     grown.forEach((s, i) => {
       const row = el("tr", { class: "grown" });

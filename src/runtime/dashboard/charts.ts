@@ -7,7 +7,7 @@
  */
 import type UPlot from "uplot";
 import type { ShardSample } from "./api.js";
-import { $, PALETTE, chartWidth, clock, count, exact, latestSample, legendValue, shardName, size, state } from "./lib.js";
+import { $, PALETTE, chartWidth, clock, count, exact, latestSample, legendValue, shardName, size, state, timeAxis, timeScale } from "./lib.js";
 
 interface Metric {
   id: string;
@@ -39,8 +39,8 @@ export function makeCharts(): void {
         width: chartWidth(m.id),
         height: 180,
         series: series,
-        scales: { x: { time: true } },
-        axes: [{}, { values: axisValues, size: 60 }],
+        scales: { x: timeScale() },
+        axes: [timeAxis(), { values: axisValues, size: 60 }],
         legend: { live: true },
       },
       emptyData(),

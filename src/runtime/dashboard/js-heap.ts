@@ -17,7 +17,7 @@ import type UPlot from "uplot";
 import type { RateBody } from "./api.js";
 import { download } from "./downloads.js";
 import { loadSvg } from "./flamegraphs.js";
-import { $, apiJson, chartWidth, chosenShards, el, frame, input, latestSample, messageOf, PALETTE, REFRESH_MS, shardName, size, state, status, withShard, type Panel } from "./lib.js";
+import { $, apiJson, chartWidth, chosenShards, el, frame, input, latestSample, messageOf, PALETTE, REFRESH_MS, shardName, size, state, status, timeAxis, timeScale, withShard, type Panel } from "./lib.js";
 
 const panel: { made: boolean; chart: UPlot | null; setAt: Record<number, number> } = { made: false, chart: null, setAt: {} };
 
@@ -105,8 +105,8 @@ function makeChart(): UPlot {
       width: chartWidth("chart-js-used"),
       height: 180,
       series: series,
-      scales: { x: { time: true } },
-      axes: [{}, { values: (_u: UPlot, vals: number[]) => vals.map(size), size: 60 }],
+      scales: { x: timeScale() },
+      axes: [timeAxis(), { values: (_u: UPlot, vals: number[]) => vals.map(size), size: 60 }],
     },
     chartData(),
     $("chart-js-used"),

@@ -51,6 +51,8 @@ export interface DashboardState {
   lastT: number;
   baselines: BaselineInfo[];
   baselineName: string;
+  /** Whether the page's user chose the baseline (set one, or picked one): until then the newest is shown. */
+  baselineChosen: boolean;
   apps: AppStats[];
   /** Each app's counters at the previous poll ("app\nfigure"), for their rates. */
   appsBefore: Record<string, { value: number; t: number }>;
@@ -80,6 +82,7 @@ export const state: DashboardState = {
   lastT: 0,
   baselines: [],
   baselineName: "default",
+  baselineChosen: false,
   apps: [],
   appsBefore: {},
   shard: "all",
@@ -246,6 +249,24 @@ export function legendValue(format: (v: number) => string): (u: UPlot, v: number
     }
     return v == null ? "-" : format(v);
   };
+}
+/*
+ * Every chart's time axis (the panels' too): one row per label, the time of
+ * day (14:52:10), ticks whole seconds apart and 70 px apart at least (a
+ * label is ~52 px at the axis font). uPlot's own choice crowded the first
+ * seconds of a page: sub-second ticks (":04.000", ":04.500", ...) 56 px
+ * apart on a 600 px chart, the labels touching, and a date row under the first.
+ */
+function timeOfDay(t: number): string {
+  const d = new Date(t * 1000);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+}
+export function timeAxis(): UPlot.Axis {
+  return { space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400], values: (_u, splits) => splits.map(timeOfDay) };
+}
+/** The time scale: one sample alone spans 2 s (uPlot's own range for it was years). */
+export function timeScale(): UPlot.Scale {
+  return { time: true, range: (_u, min, max) => (min != null && min === max ? [min - 1, max + 1] : [min, max]) };
 }
 export function chartWidth(id: string): number {
   return Math.max(280, $(id).clientWidth - 8);

@@ -149,8 +149,11 @@ function wire(): void {
     if (e.key === "Enter") void setBaseline();
   });
   $("delete-baseline").addEventListener("click", () => void deleteBaseline());
+  $("growing-by").addEventListener("change", () => void refreshGrowing());
+  $("grown-by").addEventListener("change", () => void refreshGrowth());
   $("baseline-select").addEventListener("change", () => {
     state.baselineName = select("baseline-select").value;
+    state.baselineChosen = true;
     void refreshGrowth();
   });
   // Hovering a flamegraph (to zoom or read) holds its refresh, so the view does not move under the mouse.

@@ -17,7 +17,7 @@
 import type UPlot from "uplot";
 import type { PeakBody, TimelineBody } from "./api.js";
 import { loadSvg } from "./flamegraphs.js";
-import { $, api, apiJson, chartWidth, clock, frame, input, legendValue, PALETTE, report, shardName, signedSize, size, state, status, withShard, type Panel } from "./lib.js";
+import { $, api, apiJson, chartWidth, clock, frame, input, legendValue, PALETTE, report, shardName, signedSize, size, state, status, timeAxis, timeScale, withShard, type Panel } from "./lib.js";
 import { shown } from "./text.js";
 
 const SITES_SHOWN = 8;
@@ -203,8 +203,8 @@ function makeTimelineChart(names: string[], key: string): void {
       width: chartWidth("chart-sites"),
       height: 220,
       series: series,
-      scales: { x: { time: true } },
-      axes: [{}, { values: (_u: UPlot, vals: number[]) => vals.map(size), size: 60 }],
+      scales: { x: timeScale() },
+      axes: [timeAxis(), { values: (_u: UPlot, vals: number[]) => vals.map(size), size: 60 }],
       legend: { live: true },
       cursor: { drag: { x: true, y: false, setScale: false } },
       hooks: { setSelect: [chooseWindow], draw: [drawMarker] },
