@@ -29,7 +29,7 @@ describe("the npm package", () => {
     }
     for (const example of readdirSync(join(root, "examples"))) expect(files).toContain(`examples/${example}`);
     expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", "README.md", "docs/ARCHITECTURE.md", "package.json"]);
-    // src/ is shipped so that dist's source maps name files that are there (issue 23): a mapped frame
+    // src/ is shipped so that dist's source maps name files that are there: a mapped frame
     // reads shardheap/src/x.ts and an editor opens it. Every map's sources are in the package, and
     // no map carries them inline again (tsconfig has no inlineSources).
     const maps = files.filter((f) => f.startsWith("dist/") && f.endsWith(".map"));
