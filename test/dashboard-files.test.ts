@@ -9,7 +9,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { DASHBOARD_MODULES, DASHBOARD_PATHS } from "../src/runtime/dashboard.js";
+import { DASHBOARD_MODULES, DASHBOARD_PATHS, dashboardAsset } from "../src/runtime/dashboard.js";
 import { readImportGraph } from "./import-layers.js";
 
 const SRC = fileURLToPath(new URL("../src", import.meta.url));
@@ -30,6 +30,13 @@ describe("the dashboard's browser files", () => {
     expect([...DASHBOARD_MODULES].sort()).toEqual(modules.filter((f) => f !== "api.ts").map((f) => f.replace(/\.ts$/, "")).sort());
     for (const m of DASHBOARD_MODULES) expect(DASHBOARD_PATHS).toContain(`/dashboard/${m}.js`);
     expect(readFileSync(`${SRC}/${FOLDER}api.ts`, "utf8")).not.toMatch(/^\s*export\s+(const|let|var|function|class|enum)\b/m);
+  });
+
+  it("are served to a server run from the sources too: the build's output, the page marked", () => {
+    const main = dashboardAsset("/dashboard/main.js", false)!;
+    expect(main.headers["content-type"]).toMatch(/^text\/javascript/);
+    expect(String(main.body)).toMatch(/^import .* from "\.\/lib\.js";$/m);
+    expect(String(dashboardAsset("/", true)!.body)).toContain('<body data-token="required">');
   });
 
   it("reach the server's code only as api.ts's types", () => {

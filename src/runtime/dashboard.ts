@@ -16,7 +16,7 @@
  * (FLAMEGRAPH_SCRIPT, and `init(evt)` for its onload attribute).
  */
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { FLAMEGRAPH_ONLOAD, FLAMEGRAPH_SCRIPT } from "../report/flamegraph.js";
 
@@ -49,8 +49,12 @@ export const DASHBOARD_CSP = [
 export const DASHBOARD_MODULES = ["main", "lib", "text", "charts", "profiler", "flamegraphs", "sites", "labels", "baselines", "growing", "apps", "downloads", "peaks", "js-heap"] as const;
 
 const require = createRequire(import.meta.url);
-/** The compiled page beside this module: dist/runtime/dashboard/. */
-const PAGE_FOLDER = new URL("./dashboard/", import.meta.url);
+/**
+ * The compiled page: beside this module, dist/runtime/dashboard/. Run from
+ * the sources (src/runtime/, under tsx or vitest), this module's folder
+ * holds the TypeScript only, so the build's output is read.
+ */
+const PAGE_FOLDER = [new URL("./dashboard/", import.meta.url), new URL("../../dist/runtime/dashboard/", import.meta.url)].find((u) => existsSync(new URL("main.js", u))) ?? new URL("./dashboard/", import.meta.url);
 const read = new Map<string, Buffer>();
 /** A file, read once. */
 function kept(path: string | URL): Buffer {
