@@ -179,6 +179,9 @@ export interface RunOptions extends MemcachedArgs {
 
 /** Run the server until `interrupted`, then stop it and print what it held. */
 export async function runMemcached(o: RunOptions): Promise<void> {
+  // memcached's rule and words: root serves only as a user it was told to become (-u root included), so
+  // a service line that forgot -u does not serve the network as root.
+  if (process.getuid?.() === 0 && o.user === undefined) throw new UsageError("can't run as root without the -u switch");
   const out = o.out ?? process.stdout;
   const say = (line: string): void => void out.write(`${line}\n`);
   const server = await startMemcached(o);
