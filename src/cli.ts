@@ -27,8 +27,8 @@ import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcac
 /**
  * Each command's help: its synopsis (how to write it) and what its flags
  * do. A mistake on a command's line prints one line saying what is wrong,
- * then that command's help alone (issue 23: every mistake printed all
- * four commands, 87 lines, the one that mattered somewhere among them);
+ * then that command's help alone (all four commands' help is 87 lines,
+ * the one that mattered lost somewhere among them);
  * `shardheap --help` prints them all, `shardheap COMMAND --help` one.
  */
 interface CommandHelp {

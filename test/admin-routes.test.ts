@@ -1,9 +1,9 @@
 /**
  * Every route the admin server knows, walked from its own route table
  * (ADMIN_ROUTES, the table it routes by), so a route added later is
- * covered here the day it exists (issue 18 points 14 and 15: the token
- * tests used to list paths by hand, and taking the check off the
- * baseline routes or /debug/pprof/allocs passed the whole suite):
+ * covered here the day it exists (token tests that listed paths by hand
+ * still passed with the check taken off the baseline routes or
+ * /debug/pprof/allocs):
  * - the token: 401 without it and with a wrong one, success with it, for
  *   every route and every method it takes (HEAD too); only the dashboard's
  *   files go without it;

@@ -38,7 +38,7 @@ describe("the npm package", () => {
     const pages = docPages().map((p) => p.path);
     expect(pages).toEqual(expect.arrayContaining(["docs/ARCHITECTURE.md", "docs/guide/shards.md", "docs/reference/api.md", "docs/reference/errors.md"]));
     expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", ...pages, "docs/peak-flamegraph.svg", "package.json"].sort());
-    // src/ is shipped so that dist's source maps name files that are there (issue 23): a mapped frame
+    // src/ is shipped so that dist's source maps name files that are there: a mapped frame
     // reads shardheap/src/x.ts and an editor opens it. Every map's sources are in the package, and
     // no map carries them inline again (tsconfig has no inlineSources).
     const maps = files.filter((f) => f.startsWith("dist/") && f.endsWith(".map"));
