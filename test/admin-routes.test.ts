@@ -37,7 +37,10 @@ const target = (r: AdminRoute): string => r.path + (SUCCESS_QUERY[key(r)] ?? "")
 /** Each route with each method it is served by: HEAD wherever GET. */
 const calls = (): Array<[string, AdminRoute]> => ADMIN_ROUTES.flatMap((r): Array<[string, AdminRoute]> => (r.method === "GET" ? [["GET", r], ["HEAD", r]] : [[r.method, r]]));
 /** The dashboard's page and files: the only routes that need no token. */
-const DASHBOARD_FILES = ["/", "/index.html", "/dashboard.js", "/dashboard-peaks.js", "/dashboard-js-heap.js", "/dashboard.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css"];
+const DASHBOARD_FILES = [
+  "/", "/index.html", "/dashboard.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css",
+  ...["main", "lib", "text", "charts", "profiler", "flamegraphs", "sites", "labels", "baselines", "growing", "apps", "downloads", "peaks", "js-heap"].map((m) => `/dashboard/${m}.js`),
+];
 
 describe("the route table", () => {
   it("holds every endpoint of the contract, and only the dashboard's files go without the token", () => {
