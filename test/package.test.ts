@@ -10,6 +10,7 @@ import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "
 import { join, posix, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
+import { DASHBOARD_MODULES } from "../src/runtime/dashboard.js";
 import { docPages } from "./doc-pages.js";
 import { tempDir } from "./helpers.js";
 import { npm, packedProject, pkg, root } from "./packed-package.js";
@@ -22,7 +23,9 @@ describe("the npm package", () => {
   });
 
   it("carries LICENSE, README, the docs, dist, src and examples, and nothing from the repository's workshop", () => {
-    for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs"]) {
+    // Every file the admin server serves the dashboard from (built into dist/, not in src/).
+    const dashboard = ["index.html", "dashboard.css", ...DASHBOARD_MODULES.map((m) => `${m}.js`)].map((f) => `dist/runtime/dashboard/${f}`);
+    for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs", ...dashboard]) {
       expect(files, f).toContain(f);
     }
     // Every example, a TypeScript project's files included (not what compiling or installing one leaves there).
@@ -38,7 +41,7 @@ describe("the npm package", () => {
     const pages = docPages().map((p) => p.path);
     expect(pages).toEqual(expect.arrayContaining(["docs/ARCHITECTURE.md", "docs/guide/shards.md", "docs/reference/api.md", "docs/reference/errors.md"]));
     expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", ...pages, "docs/peak-flamegraph.svg", "package.json"].sort());
-    // src/ is shipped so that dist's source maps name files that are there (issue 23): a mapped frame
+    // src/ is shipped so that dist's source maps name files that are there: a mapped frame
     // reads shardheap/src/x.ts and an editor opens it. Every map's sources are in the package, and
     // no map carries them inline again (tsconfig has no inlineSources).
     const maps = files.filter((f) => f.startsWith("dist/") && f.endsWith(".map"));
