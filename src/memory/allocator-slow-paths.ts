@@ -14,7 +14,9 @@
  * A chain of classes rather than functions over an allocator: the methods
  * keep `this` and their fields, and every allocator is a ShardAllocator of
  * one shape, so the fast paths' loads and calls stay monomorphic, as in one
- * class.
+ * class. Measured against the one class it was, both builds in one
+ * process, rounds alternating (load 4-8, 2 cores): a 64-byte malloc/free
+ * pair 1.00x (21-23 ns), churn with 1k/10k/100k live objects 0.83-1.03x.
  *
  * The profiler is reached through the hooks this folder owns (hooks.ts):
  * the recorder on a sampled allocation, free or resize, nothing else.
