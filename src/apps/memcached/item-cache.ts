@@ -61,7 +61,7 @@
  * would hand this shard the items of its memory it replaced (lru-order.ts).
  */
 import { OutOfMemoryError } from "../../errors.js";
-import { enterHeapLabels, leaveHeapLabels } from "../../memory/heap-labels.js";
+import { enterHeapLabels, leaveHeapLabels } from "../../memory/profiler/heap-labels.js";
 import { PAGE_SIZE } from "../../memory/layout.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
