@@ -4,7 +4,7 @@
  * errorRow reads codes, Node's system errors and everything else as the
  * CLI and the admin server need; the docs' table of codes (the one page of
  * README.md and docs/ that has it: docs/reference/errors.md) lists every
- * row as it is. Their use of it is in cli.test.ts and admin.test.ts;
+ * row as it is. Their use of it is in cli.test.ts and runtime/admin.test.ts;
  * SharedHeap.create's and attach's refusals, each coded, are here.
  */
 import { spawnSync } from "node:child_process";

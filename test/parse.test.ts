@@ -2,7 +2,7 @@
  * The one reading of sizes, rates, whole numbers and switches (units.ts,
  * parse.ts), and that every edge uses it: SharedHeap.create, Smp.start,
  * setHeapProfiling. The CLI's and the admin API's use is in cli.test.ts,
- * stress-cli.test.ts and admin.test.ts.
+ * apps/stress/stress-cli.test.ts and runtime/admin.test.ts.
  */
 import { describe, expect, it } from "vitest";
 import { InvalidValueError } from "../src/errors.js";
