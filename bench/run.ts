@@ -14,6 +14,7 @@ import { churn } from "./churn.js";
 import { crossShard } from "./cross-shard.js";
 import { dashboard } from "./dashboard.js";
 import { fragmentation } from "./fragmentation.js";
+import { httpListen } from "./http-listen.js";
 import { jsHeap } from "./js-heap.js";
 import { labels } from "./labels.js";
 import { memcached } from "./memcached.js";
@@ -26,7 +27,7 @@ import { formatRatio, formatTable, type BenchContext, type BenchModule, type Ben
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
 
 /** Every benchmark, in the order they run. */
-export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, labels, profilerSites, dashboard, messaging, messagingHops, sharedMap, fragmentation, memcached, jsHeap];
+export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, labels, profilerSites, dashboard, messaging, messagingHops, sharedMap, fragmentation, memcached, httpListen, jsHeap];
 
 const USAGE = `usage: npm run bench -- [options]
   --json              one JSON object per line on stdout, nothing else there

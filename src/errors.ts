@@ -36,11 +36,12 @@ export interface ErrorRow {
  * - OutOfMemoryError and ShardError are 503: the memory or the shard is
  *   not available now (frees, or piscina's replacement thread, may bring
  *   it back), which is what 503 says; the request itself was fine.
- * - smp.memory without Smp.start({ mainShard: true }) is a ShardError of
- *   its own code, not an InvalidValueError: no value was given wrong (an
- *   InvalidValueError is a RangeError whose row says "your input": exit 2,
- *   400), the runtime was started without the shard the program reads; a
- *   program's mistake, so exit 1 and 500, as ERR_SHARDHEAP_OWNERSHIP.
+ * - smp.memory without Smp.start({ mainShard: true }), and shardContext()
+ *   outside a shard, are ShardErrors of their own codes, not
+ *   InvalidValueErrors: no value was given wrong (an InvalidValueError is
+ *   a RangeError whose row says "your input": exit 2, 400), the program
+ *   reads a shard the runtime or its thread does not have; a program's
+ *   mistake, so exit 1 and 500, as ERR_SHARDHEAP_OWNERSHIP.
  * - ERR_SHARDHEAP_MAP_KEY exits 2 and answers 400, unlike the other map
  *   codes: the key is the caller's input, wrong as given (the map is fine),
  *   as an InvalidValueError's value is.
@@ -64,6 +65,7 @@ export const ERROR_TABLE = {
   ERR_SHARDHEAP_QUEUE_FULL: { error: "ShardError", message: "too many calls pending from one thread to one shard (maxPendingCalls): the call was not sent", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_CALL_MAY_HAVE_RUN: { error: "ShardError", message: "the call was cut off after its shard took it: its task may have run, wholly or in part; not safe to retry blindly", exitCode: 1, httpStatus: 503 },
   ERR_SHARDHEAP_NO_MAIN_SHARD: { error: "ShardError", message: "the main thread has no shard of its own: Smp.start({ mainShard: true }) gives it one (smp.memory)", exitCode: 1, httpStatus: 500 },
+  ERR_SHARDHEAP_NOT_IN_SHARD: { error: "ShardError", message: "shard-only code ran on a thread that is no shard's (shardContext() on the main thread)", exitCode: 1, httpStatus: 500 },
   ERR_SHARDHEAP_INVALID_VALUE: { error: "InvalidValueError", message: "a value that does not read as what its field takes", exitCode: 2, httpStatus: 400 },
   ERR_SHARDHEAP_USAGE: { error: "UsageError", message: "a command or request that is not well formed", exitCode: 2, httpStatus: 400 },
   ERR_SHARDHEAP_UNAUTHORIZED: { error: "HttpError", message: "missing or wrong bearer token", exitCode: 1, httpStatus: 401 },
@@ -216,7 +218,8 @@ export class UsageError extends Error {
  * did not run; ERR_SHARDHEAP_CALL_MAY_HAVE_RUN when it had: delivery is at
  * most once, nothing runs twice, but only the first is safe to retry),
  * smp.memory read from a runtime started without mainShard
- * (ERR_SHARDHEAP_NO_MAIN_SHARD; `shard` is the id that region would have), or
+ * (ERR_SHARDHEAP_NO_MAIN_SHARD; `shard` is the id that region would have),
+ * shardContext() outside a shard (ERR_SHARDHEAP_NOT_IN_SHARD, shard -1), or
  * a task's own error carried back with its name, message, code and stack
  * (Smp rebuilds it; its code is the task's, as the README promises), plus the
  * shard id.

@@ -1,7 +1,17 @@
+/// <reference types="node" preserve="true" />
 /**
  * shardheap: a shard-per-thread SharedArrayBuffer heap with a Seastar-style
  * allocator. The package root re-exports the public API (README.md: its
  * API and error tables; docs/ARCHITECTURE.md: the layers behind it).
+ *
+ * The reference above puts Node's types (@types/node) in every program
+ * that imports this package: its declarations name Buffer, NodeJS.Timeout,
+ * EventEmitter and net.Server, and from TypeScript 6 on a project's `types`
+ * defaults to [] (no @types package loaded unless named), which left them
+ * unresolved inside these files (`Cannot find name 'Buffer'`) or, under
+ * skipLibCheck, made Smp a class without `on`. `preserve` keeps the line
+ * in index.d.ts (from TypeScript 5.5 a written reference is dropped from
+ * declaration output otherwise).
  */
 export { PAGE_SIZE } from "./memory/layout.js";
 export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
@@ -26,8 +36,8 @@ export {
 export { parseSize, formatSize } from "./units.js";
 export { Smp, type SmpEvents, type ShardReplacement, type FreedOrphans, type MemoryPressureEvent } from "./smp/smp.js";
 export { type JsHeapStats } from "./smp/js-heap-board.js";
-export { currentShard } from "./smp/current-shard.js";
-export { type ShardContext, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
+export { currentShard, shardContext } from "./smp/current-shard.js";
+export { type ShardContext, type ListenOptions, type ListeningAddress, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
 export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";

@@ -48,6 +48,7 @@ const INSTANCES: Array<Error & { code: string }> = [
   new ShardError(0, "m", { code: "ERR_SHARDHEAP_CALL_MAY_HAVE_RUN" }),
   new ShardError(0, "m", { code: "ERR_SHARDHEAP_QUEUE_FULL" }),
   new ShardError(0, "m", { code: "ERR_SHARDHEAP_NO_MAIN_SHARD" }),
+  new ShardError(-1, "m", { code: "ERR_SHARDHEAP_NOT_IN_SHARD" }),
   new InvalidValueError("--memory", "m"),
   new UsageError("m"),
   new HttpError("ERR_SHARDHEAP_UNAUTHORIZED"),

@@ -33,6 +33,18 @@ describe("rankGrowingSites", () => {
     expect(ranked.every((g) => g.r2 >= MIN_FIT)).toBe(true);
   });
 
+  it("by objects: a leak of many small objects leads, the large objects' steady growth second; each site carries both fits", () => {
+    const series = [
+      { frames: frames("cacheBlocks"), y: t.map((x) => 65536 * 10 * x), counts: t.map((x) => 10 * x) },
+      { frames: frames("smallLeak"), y: t.map((x) => 64 * 400 * x), counts: t.map((x) => 400 * x) },
+      { frames: frames("fewerBytesNoObjects"), y: t.map((x) => 1000 * x), counts: t.map(() => 7) },
+    ];
+    expect(rankGrowingSites(t, series).map((g) => g.frames[0]!.functionName)).toEqual(["cacheBlocks", "smallLeak", "fewerBytesNoObjects"]);
+    const byCount = rankGrowingSites(t, series, 20, "count");
+    expect(byCount.map((g) => g.frames[0]!.functionName)).toEqual(["smallLeak", "cacheBlocks"]);
+    expect(byCount[0]).toMatchObject({ slope: 64 * 400, r2: 1, countSlope: 400, countR2: 1, liveCount: 400 * 29, countGrowth: 400 * 29, liveBytes: 64 * 400 * 29 });
+  });
+
   it("says nothing before it has MIN_POINTS samples, and keeps to the limit", () => {
     const few = t.slice(0, MIN_POINTS - 1);
     expect(rankGrowingSites(few, [{ frames: frames("a"), y: few.map((x) => x * 100) }])).toEqual([]);

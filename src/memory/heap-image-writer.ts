@@ -4,7 +4,7 @@
  * SharedHeap class, so SharedHeap.saveImage can use it without a circle.
  */
 import { rename, writeFile } from "node:fs/promises";
-import { crc32 } from "node:zlib";
+import { crc32 } from "./crc32.js";
 import { HEAP_HEADER_BYTES, regionLayout } from "./layout.js";
 
 export const IMAGE_MAGIC = "SHARDIMG";

@@ -20,7 +20,7 @@
  */
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
-import { crc32 } from "node:zlib";
+import { crc32 } from "./crc32.js";
 import { HeapFormatError } from "../errors.js";
 import { plural } from "../units.js";
 import { IMAGE_HEADER_BYTES as HEADER_BYTES, IMAGE_MAGIC as MAGIC, IMAGE_VERSION as VERSION, chunksOfGeometry } from "./heap-image-writer.js";

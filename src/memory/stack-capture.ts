@@ -6,7 +6,9 @@
  * sources through source maps happens at report time, off the allocation
  * path. A capture costs a few microseconds, which is why profiling samples.
  */
-import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
+import { dirname } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 /** One stack frame, 1-based line and column: the package root's Frame (AllocationSite.frames). */
 export interface Frame {
@@ -23,8 +25,9 @@ export interface Frame {
  */
 const OWN_URLS = [
   ...["../memory/", "../smp/", "../runtime/"].map((dir) => new URL(dir, import.meta.url).href),
-  // piscina runs every shard task: its frames would root every stack of a shard.
-  new URL("./", import.meta.resolve("piscina")).href,
+  // piscina runs every shard task: its frames would root every stack of a shard. Its folder (dist/,
+  // where both its entries are) found through require: import.meta.resolve needs Node 20.6.
+  pathToFileURL(dirname(createRequire(import.meta.url).resolve("piscina")) + "/").href,
 ];
 const OWN_PATHS = OWN_URLS.map((url) => fileURLToPath(url));
 

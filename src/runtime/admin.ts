@@ -323,11 +323,13 @@ const ROUTES: readonly Route[] = [
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
     json(res, { names: labelNames(p), totalSize: p.totalSize, totalCount: p.totalCount, ...(by === null ? {} : { by, groups: groupByLabel(p, by) }) });
   }),
-  data("GET", "/v1/heapprof/growing", ["shard", "limit", "fullpaths"], async ({ smp, parts, q, res }) => {
+  data("GET", "/v1/heapprof/growing", ["shard", "limit", "fullpaths", "by"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
     const limit = q.has("limit") ? parseInteger(q.get("limit")!, "limit", 1, 1000) : 20;
-    const sites = await mapGrowingSites(parts.history.growing(shard, limit), sourceMaps, { fullPaths: fullPathsParam(q) });
-    json(res, { windowSeconds: parts.history.options.growthWindowSeconds, sites });
+    const by = q.get("by") ?? "bytes";
+    if (by !== "bytes" && by !== "count") throw new InvalidValueError("by", `by must be "bytes" or "count", got ${JSON.stringify(by)}`);
+    const sites = await mapGrowingSites(parts.history.growing(shard, limit, by), sourceMaps, { fullPaths: fullPathsParam(q) });
+    json(res, { windowSeconds: parts.history.options.growthWindowSeconds, by, sites });
   }),
   data("GET", "/v1/memory/history", ["since"], ({ smp, o, parts, q, res }) => {
     const since = q.has("since") ? parseInteger(q.get("since")!, "since", 0, Number.MAX_SAFE_INTEGER) : 0;

@@ -142,8 +142,8 @@ export const JS_HEAP_SCRIPT = String.raw`"use strict";
       width: chartWidth(),
       height: 180,
       series: series,
-      scales: { x: { time: true } },
-      axes: [{}, { values: function (u, vals) { return vals.map(lib().size); }, size: 60 }],
+      scales: { x: lib().timeScale() },
+      axes: [lib().timeAxis(), { values: function (u, vals) { return vals.map(lib().size); }, size: 60 }],
     }, chartData(), $("chart-js-used"));
   }
   function chartData() {

@@ -74,7 +74,8 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
 </section>
 <!--JS_HEAP_SECTION-->
 <section id="growing-section">
-  <h2>Growing sites <span class="hint">(live bytes rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span></h2>
+  <h2>Growing sites <span class="hint">(live <span id="growing-what">bytes</span> rising steadily over the last <span id="growing-window"></span>: least-squares slope, fit r&sup2; &ge; 0.8)</span>
+    <label class="search">Rank by <select id="growing-by" aria-label="rank growing sites by"><option value="bytes">bytes</option><option value="count">objects</option></select></label></h2>
   <ol id="growing-list"></ol>
 </section>
 <section id="labels-section">
@@ -102,7 +103,8 @@ const DASHBOARD_HTML = String.raw`<!DOCTYPE html>
   <p id="no-baseline" class="hint">No baseline of this name for this selection yet: set one (give a name to keep several), let the program run, and the growth since shows here (red grew, blue shrank).</p>
   <div id="growth" hidden>
     <iframe id="growth-flame" title="growth since the baseline"></iframe>
-    <h3>Grew most <span id="growth-total" class="hint"></span></h3>
+    <h3>Grew most <span id="growth-total" class="hint"></span>
+      <label class="search">Rank by <select id="grown-by" aria-label="rank the sites that grew by"><option value="bytes">bytes</option><option value="count">objects</option></select></label></h3>
     <table class="grown"><thead><tr><th>Allocation site <span class="hint">(leaf first, callers as far as needed to tell sites apart; open for the whole stack)</span></th><th>Bytes</th><th>Objects</th></tr></thead><tbody id="grown-rows"></tbody></table>
   </div>
 </section>

@@ -17,10 +17,12 @@
  *   in an iframe from a blob: URL, refreshed every 5 s except while the
  *   mouse is on it, searched through the SVG's own search();
  * - named baselines (POST, DELETE /v1/heapprof/baseline?name=), one chosen
- *   to compare with, and the growth since as a differential flamegraph
- *   with a table of the sites that grew most;
- * - growing sites (GET /v1/heapprof/growing), each opening to its frames
- *   and a button that searches the flamegraphs for it;
+ *   to compare with (the newest until the user chooses), and the growth
+ *   since as a differential flamegraph with a table of the sites that grew
+ *   most, by bytes or by objects;
+ * - growing sites (GET /v1/heapprof/growing, by=bytes or count), each
+ *   opening to its frames and a button that searches the flamegraphs for
+ *   it;
  * - a site is shown by its leaf and as many callers as it takes to tell
  *   it from the other sites listed beside it (two stacks through one
  *   `allocate` read differently), its labels when it has them, and opens
@@ -61,6 +63,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     lastT: 0,
     baselines: [],
     baselineName: "default",
+    /** Whether the page's user chose the baseline (set one, or picked one): until then the newest is shown. */
+    baselineChosen: false,
     apps: [],
     appsBefore: {},
     shard: "all",
@@ -82,7 +86,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
    */
   state.lib = {
     api: api, loadSvg: loadSvg, download: download, shardName: shardName, size: size, status: status,
-    signedSize: signedSize, clock: clock, el: el, withShard: withShard, legendValue: legendValue, chartWidth: chartWidth, palette: PALETTE, refreshMs: REFRESH_MS,
+    signedSize: signedSize, clock: clock, timeAxis: timeAxis, timeScale: timeScale, el: el, withShard: withShard, legendValue: legendValue, chartWidth: chartWidth, palette: PALETTE, refreshMs: REFRESH_MS,
   };
   state.panels = [];
   async function extensions(event) {
@@ -206,6 +210,25 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   /** How a shard is named: the main thread's own region says so. */
   function shardName(s) { return Number(s) === state.mainShard ? "main thread (shard " + s + ")" : "shard " + s; }
   function clock(t) { return new Date(t * 1000).toLocaleTimeString(); }
+  /*
+   * Every chart's time axis (the panels' too: state.lib): one row per
+   * label, the time of day (14:52:10), ticks whole seconds apart and 70 px
+   * apart at least (a label is ~52 px at the axis font). uPlot's own choice
+   * crowded the first seconds of a page: sub-second ticks (":04.000",
+   * ":04.500", ...) 56 px apart on a 600 px chart, the labels touching,
+   * and a date row under the first.
+   */
+  function timeOfDay(t) {
+    var d = new Date(t * 1000);
+    return [d.getHours(), d.getMinutes(), d.getSeconds()].map(function (n) { return (n < 10 ? "0" : "") + n; }).join(":");
+  }
+  function timeAxis() {
+    return { space: 70, incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400], values: function (u, splits) { return splits.map(timeOfDay); } };
+  }
+  /** The time scale: one sample alone spans 2 s (uPlot's own range for it was years). */
+  function timeScale() {
+    return { time: true, range: function (u, min, max) { return min != null && min === max ? [min - 1, max + 1] : [min, max]; } };
+  }
 
   function chartWidth(id) { return Math.max(280, $(id).clientWidth - 8); }
 
@@ -220,8 +243,8 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
         width: chartWidth(m.id),
         height: 180,
         series: series,
-        scales: { x: { time: true } },
-        axes: [{}, { values: axisValues, size: 60 }],
+        scales: { x: timeScale() },
+        axes: [timeAxis(), { values: axisValues, size: 60 }],
         legend: { live: true },
       }, emptyData(), $(m.id));
     });
@@ -493,10 +516,22 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     return found.every(Boolean) ? found : null;
   }
   function baselineQuery() { return "&baseline=" + encodeURIComponent(state.baselineName); }
-  /** The chooser lists the server's names; a chosen name that went away gives way to the first one left. */
+  /** The name of the baseline taken last (of any shard). */
+  function newestBaselineName() {
+    var newest = null;
+    state.baselines.forEach(function (b) { if (newest === null || b.takenAt >= newest.takenAt) newest = b; });
+    return newest === null ? state.baselineName : newest.name;
+  }
+  /**
+   * The chooser lists the server's names. The growth is shown since the
+   * newest baseline until the user chooses (it was the first, the oldest,
+   * so a baseline taken just now compared with one from long before); a
+   * chosen name that went away gives way to the newest left.
+   */
   function drawBaselineChoice() {
     var names = baselineNames();
-    if (names.length && names.indexOf(state.baselineName) < 0) state.baselineName = names[0];
+    if (names.length && names.indexOf(state.baselineName) < 0) state.baselineChosen = false;
+    if (names.length && !state.baselineChosen) state.baselineName = newestBaselineName();
     var select = $("baseline-select");
     var wanted = names.length ? names : [state.baselineName];
     if (Array.from(select.options).map(function (o) { return o.value; }).join("\n") !== wanted.join("\n")) {
@@ -535,6 +570,7 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
         var set = (await r.json()).baselines;
         state.baselines = state.baselines.filter(function (o) { return !set.some(function (b) { return b.name === o.name && b.shard === o.shard; }); }).concat(set);
         state.baselineName = name;
+        state.baselineChosen = true;
         $("baseline-name").value = "";
         drawBaselineChoice();
         status("baseline " + name + " set for " + (state.shard === "all" ? "all shards" : shardName(state.shard)));
@@ -576,7 +612,11 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       var diff = await (await api(withShard("/v1/heapprof?format=json&diff=baseline" + baselineQuery()))).json();
       var body = $("grown-rows");
       body.textContent = "";
-      var grown = diff.sites.filter(function (s) { return s.size > 0; }).slice(0, 10);
+      // By bytes (the diff's own order) or by objects: many small objects gain few bytes.
+      var byCount = $("grown-by").value === "count";
+      var grown = diff.sites.filter(function (s) { return byCount ? s.count > 0 : s.size > 0; });
+      if (byCount) grown.sort(function (a, b) { return b.count - a.count || b.size - a.size; });
+      grown = grown.slice(0, 10);
       var depths = distinguishingDepths(grown);
       grown.forEach(function (s, i) {
         var row = el("tr", { class: "grown" });
@@ -601,8 +641,10 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
   }
   async function refreshGrowing() {
     try {
-      var body = await (await api(withShard("/v1/heapprof/growing"))).json();
+      var byCount = $("growing-by").value === "count";
+      var body = await (await api(withShard("/v1/heapprof/growing?by=" + (byCount ? "count" : "bytes")))).json();
       $("growing-window").textContent = body.windowSeconds + " s";
+      $("growing-what").textContent = byCount ? "objects" : "bytes";
       var list = $("growing-list");
       list.textContent = "";
       if (body.sites.length === 0) list.appendChild(el("li", { class: "none" }, "nothing grows steadily"));
@@ -610,7 +652,10 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
       body.sites.forEach(function (g, i) {
         var item = el("li", { class: "growing-site" });
         var details = siteStack(g, depths[i]);
-        details.querySelector("summary").appendChild(el("span", { class: "num" }, " " + signedSize(g.slope) + "/s, fit " + g.r2.toFixed(2) + ", " + size(g.liveBytes) + " live, " + signedSize(g.growth) + " in the window"));
+        var figures = byCount
+          ? " +" + count(g.countSlope) + " objects/s, fit " + g.countR2.toFixed(2) + ", " + count(g.liveCount) + " live (" + size(g.liveBytes) + "), +" + count(g.countGrowth) + " in the window"
+          : " " + signedSize(g.slope) + "/s, fit " + g.r2.toFixed(2) + ", " + size(g.liveBytes) + " live, " + signedSize(g.growth) + " in the window";
+        details.querySelector("summary").appendChild(el("span", { class: "num" }, figures));
         var find = el("button", null, "Find in flamegraphs");
         find.addEventListener("click", function () { findInFlamegraphs(frameName(g.frames[0] || { functionName: "", url: "" })); });
         details.appendChild(find);
@@ -799,8 +844,11 @@ export const DASHBOARD_SCRIPT = String.raw`"use strict";
     $("set-baseline").addEventListener("click", setBaseline);
     $("baseline-name").addEventListener("keydown", function (e) { if (e.key === "Enter") setBaseline(); });
     $("delete-baseline").addEventListener("click", deleteBaseline);
+    $("growing-by").addEventListener("change", refreshGrowing);
+    $("grown-by").addEventListener("change", refreshGrowth);
     $("baseline-select").addEventListener("change", function () {
       state.baselineName = $("baseline-select").value;
+      state.baselineChosen = true;
       refreshGrowth();
     });
     // Hovering a flamegraph (to zoom or read) holds its refresh, so the view does not move under the mouse.

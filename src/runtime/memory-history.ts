@@ -10,8 +10,8 @@
  * historySeconds (15 minutes), the sites' bytes of the last
  * growthWindowSeconds (5 minutes, what growing-sites.ts fits lines to), at
  * most MAX_TRACKED_SITES distinct sites (further ones are not followed),
- * Float32 per site and shard: 300 samples x 1024 sites x 4 bytes = 1.2 MiB
- * per shard at worst. The shards are the heap's regions: with
+ * a Float32 of bytes and one of objects per site and shard: 300 samples x
+ * 1024 sites x 8 bytes = 2.4 MiB per shard at worst. The shards are the heap's regions: with
  * Smp.start({ mainShard: true }) the main thread's is the last.
  */
 import { InvalidValueError } from "../errors.js";
@@ -19,7 +19,7 @@ import type { Frame } from "../memory/stack-capture.js";
 import { siteKey } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
 import type { JsHeapStats } from "../smp/js-heap-board.js";
-import { rankGrowingSites, type GrowingSite, type SiteSeries } from "./growing-sites.js";
+import { rankGrowingSites, type GrowingSite, type GrowthMeasure, type SiteSeries } from "./growing-sites.js";
 
 export interface HistoryOptions {
   /** How often to sample, in ms (default 1000; 50 to 60000). */
@@ -98,6 +98,8 @@ interface SiteSample {
   t: number;
   /** Per shard: live bytes by tracked site index (shorter when sites were added later: 0 before). */
   sizes: Float32Array[];
+  /** Per shard: live objects, likewise. */
+  counts: Float32Array[];
 }
 
 export class MemoryHistory {
@@ -139,6 +141,7 @@ export class MemoryHistory {
     const t = Date.now();
     const shards: ShardSample[] = [];
     const sizes: Float32Array[] = [];
+    const counts: Float32Array[] = [];
     try {
       for (let s = 0; s < this.smp.heap.shards; s++) {
         const st = this.smp.stats(s);
@@ -156,20 +159,25 @@ export class MemoryHistory {
           siteCapacity: fill.siteCapacity,
           js: this.smp.jsHeapStats(s) ?? null,
         });
-        const row: Array<[number, number]> = [];
+        const row: Array<[number, number, number]> = [];
         for (const site of profile.sites) {
           const i = this.indexOf(site.frames, site.labels);
-          if (i !== undefined) row.push([i, site.size]);
+          if (i !== undefined) row.push([i, site.size, site.count]);
         }
         const bytes = new Float32Array(this.siteFrames.length);
-        for (const [i, size] of row) bytes[i] = size;
+        const objects = new Float32Array(this.siteFrames.length);
+        for (const [i, size, count] of row) {
+          bytes[i] = size;
+          objects[i] = count;
+        }
         sizes.push(bytes);
+        counts.push(objects);
       }
     } catch {
       return; // a heap being torn down: skip this sample, the next one tells
     }
     this.stats.push({ t, shards });
-    this.sites.push({ t, sizes });
+    this.sites.push({ t, sizes, counts });
     this.lastSampleMs = performance.now() - started;
   }
 
@@ -178,8 +186,8 @@ export class MemoryHistory {
     return this.stats.toArray().filter((s) => s.t > since);
   }
 
-  /** The sites whose live bytes grew steadily over the growth window, of one shard or all, fastest first. */
-  growing(shard?: number, limit = 20): GrowingSite[] {
+  /** The sites whose live bytes (or objects: `by`) grew steadily over the growth window, of one shard or all, fastest first. */
+  growing(shard?: number, limit = 20, by: GrowthMeasure = "bytes"): GrowingSite[] {
     const samples = this.sites.toArray();
     const t0 = samples[0]?.t ?? 0;
     const t = samples.map((s) => (s.t - t0) / 1000);
@@ -188,10 +196,11 @@ export class MemoryHistory {
       frames: this.siteFrames[i]!,
       ...(this.siteLabels[i] === undefined ? {} : { labels: this.siteLabels[i] }),
       y: samples.map((s) => shards.reduce((n, sh) => n + (s.sizes[sh]?.[i] ?? 0), 0)),
+      counts: samples.map((s) => shards.reduce((n, sh) => n + (s.counts[sh]?.[i] ?? 0), 0)),
     });
     return rankGrowingSites(t, (function* (count: number) {
       for (let i = 0; i < count; i++) yield series(i);
-    })(this.siteFrames.length), limit);
+    })(this.siteFrames.length), limit, by);
   }
 
   /** A site's index in the series, by frames and labels (a site is both). */

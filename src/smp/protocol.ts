@@ -34,6 +34,8 @@ export interface ShardBootData {
   readonly orphans: "keep" | "free";
   /** The JS heap board (js-heap-board.ts): where the shard posts its V8 heap figures and reads its JS heap profiler rate. */
   readonly jsHeapBoard: SharedArrayBuffer;
+  /** The ports the shards listen on together (listen-table.ts). */
+  readonly listens: SharedArrayBuffer;
 }
 
 export type ShardRequest =

@@ -31,6 +31,8 @@ import type { Tasks } from "./task-types.js";
 import { importUserModule } from "./user-module.js";
 import { JsHeapBoard, postJsHeapFigures } from "./js-heap-board.js";
 import { JsHeapProfiler } from "./js-heap-profiler.js";
+import { ShardListener, type ListenOptions } from "./shard-listen.js";
+import type { Server } from "node:net";
 import type { HeapProfile } from "../memory/heap-profile.js";
 
 const boot = workerData as ShardBootData;
@@ -60,6 +62,8 @@ const jsHeap = new JsHeapProfiler(boot.shard);
 let endpoint: Endpoint | undefined;
 /** currentShard.tasks(): one object for every type argument (they exist only at compile time). */
 let tasks: Tasks<object> | undefined;
+/** currentShard.listen: this shard's side of the ports the shards share. */
+const listener = new ShardListener(boot.listens, boot.shard, boot.shards);
 const context: ShardContext = Object.freeze({
   id: boot.shard,
   shards: boot.shards,
@@ -74,6 +78,9 @@ const context: ShardContext = Object.freeze({
   tasks<M extends object>(): Tasks<M> {
     tasks ??= typedTasks(context);
     return tasks as Tasks<M>;
+  },
+  listen(server: Server, o: ListenOptions) {
+    return listener.listen(server, o);
   },
 });
 setCurrentShard(context);

@@ -56,6 +56,7 @@ import {
   type QueueGeometry,
 } from "./queue-layout.js";
 import { MainSideLinks } from "./side-links.js";
+import { createListenTable, ListenTable } from "./listen-table.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";
 import type { NoTaskModuleNamed, Tasks } from "./task-types.js";
 import { typedTasks } from "./typed-tasks.js";
@@ -115,9 +116,12 @@ export class Smp extends EventEmitter<SmpEvents> {
   private readonly watch: HeapWatch;
   /** Every shard's JS heap: its profiler switch and profile, its V8 figures (js-heap.ts). */
   private readonly jsHeaps: JsHeaps;
+  /** The ports the shards listen on together: a dead shard leaves them (listen-table.ts). */
+  private readonly listens: ListenTable;
 
-  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer, jsHeapBoard: JsHeapBoard, watch: HeapWatch) {
+  private constructor(options: FilledSmpOptions, heap: SharedHeap, main: MainShard | undefined, pools: Piscina[], geometry: QueueGeometry, queues: SharedArrayBuffer, jsHeapBoard: JsHeapBoard, watch: HeapWatch, listens: SharedArrayBuffer) {
     super();
+    this.listens = new ListenTable(listens, options.shards);
     this.watch = watch;
     this.options = Object.freeze(options);
     this.heap = heap;
@@ -170,6 +174,7 @@ export class Smp extends EventEmitter<SmpEvents> {
     const geometry = queueGeometry(options.shards + 1, options.queueBytes);
     const queues = createQueueBuffer(geometry);
     const jsHeapBoard = JsHeaps.board(regions, options.jsHeapprofRate);
+    const listens = createListenTable(options.shards);
     const pools: Piscina[] = [];
     for (let shard = 0; shard < options.shards; shard++) {
       const workerData: ShardBootData = {
@@ -185,6 +190,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         maxPendingCalls: options.maxPendingCalls,
         orphans: options.orphans,
         jsHeapBoard: jsHeapBoard.buffer,
+        listens,
       };
       try {
         pools.push(
@@ -206,7 +212,7 @@ export class Smp extends EventEmitter<SmpEvents> {
         throw refusedExecArgv(e) ?? e;
       }
     }
-    const smp = new Smp(options, heap, main, pools, geometry, queues, jsHeapBoard, watch);
+    const smp = new Smp(options, heap, main, pools, geometry, queues, jsHeapBoard, watch, listens);
     // A shard fails to start by rejecting its init request (its module
     // threw), by its worker dying before it answers (piscina then emits
     // 'error' and leaves the request pending), or by never answering (a
@@ -605,6 +611,7 @@ export class Smp extends EventEmitter<SmpEvents> {
   private markDown(shard: number): void {
     if (this.down.has(shard)) return;
     this.down.add(shard);
+    this.listens.forgetShard(shard); // its thread closed its listening handles: the others stop waiting for its turns
     const w = endpointWord(this.geometry, shard);
     Atomics.store(this.queues, w + STATE, STATE_DOWN);
     Atomics.add(this.queues, w + EPOCH, 1);

@@ -20,8 +20,12 @@
  * or path at run time, which the compiler cannot follow; `typeof import()`
  * is the one place the caller names the same file to the compiler.
  */
+import type { Server } from "node:net";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import type { SharedHeap } from "../memory/shared-heap.js";
+import type { ListeningAddress, ListenOptions } from "./shard-listen.js";
+
+export type { ListeningAddress, ListenOptions } from "./shard-listen.js";
 
 export interface ShardContext {
   /** This shard's id, 0 .. shards - 1. */
@@ -48,6 +52,20 @@ export interface ShardContext {
    * The same object every time; usable from the module's top level on.
    */
   tasks<M extends object = NoTaskModuleNamed>(): Tasks<M>;
+  /**
+   * Serve one port from every shard: each shard that calls this with its
+   * own `server` (an http.Server is a net.Server) listens on the same
+   * socket, and connections are spread evenly over the shards listening
+   * (they take turns at accepting, by their counts of live connections).
+   * The first shard to ask binds the port; `port: 0` picks one free port
+   * for all (the nth port-0 listen of every shard shares one). Closing a
+   * shard's server leaves the port to the others; it is free again once
+   * the last has closed. Resolves with the port and address bound; rejects
+   * as net.Server.listen does for a port in use (`listen EADDRINUSE:
+   * address already in use ...`). Node 20 and up on Linux and other POSIX
+   * systems (Windows has no descriptor passing).
+   */
+  listen(server: Server, o: ListenOptions): Promise<ListeningAddress>;
 }
 
 /**

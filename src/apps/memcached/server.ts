@@ -8,8 +8,7 @@ import { InvalidValueError } from "../../errors.js";
 import { Smp } from "../../smp/smp.js";
 import { fillSmpOptions } from "../../smp/options.js";
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_PREFIX_DELIMITER, DEFAULT_REQUESTS_PER_EVENT, DEFAULT_TCP_BACKLOG, type ServerConfig } from "./config.js";
-import { createAcceptBuffer } from "./accept-balance.js";
-import { bindSharedSocket, listenMode, type ListenMode, type ListenSpec, type SharedSocket } from "./listener.js";
+import { listenMode, type ListenMode, type ListenSpec } from "./listener.js";
 import { formatSize, parseSize } from "../../units.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { shardBytesForItems } from "./cache-memory.js";
@@ -171,7 +170,6 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     heapprofSites: options.heapprofSites,
     module: SHARD_MODULE,
   });
-  let socket: SharedSocket | undefined;
   let indexes: number[] = [];
   try {
     const config: ServerConfig = {
@@ -200,35 +198,22 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     await smp.invokeOnAll("attachMaps", handles);
     indexes = handles;
     const all = [...Array(options.shards).keys()];
-    if (mode === "sharedFd") socket = await bindSharedSocket(host, port);
-    if (socket !== undefined) {
-      // Every shard listens on the descriptor, taking turns (listener.ts, accept-balance.ts).
-      const spec: ListenSpec = { host, port: socket.port, mode, fd: socket.fd, balance: createAcceptBuffer(options.shards) };
-      config.port = socket.port;
-      await Promise.all(all.map((s) => smp.submitTo(s, "listen", spec)));
-      return new Server(smp, host, socket.port, mode, config, socket, indexes);
+    const spec: ListenSpec = { host, port, mode };
+    let bound: number;
+    if (mode === "sharedFd") {
+      // Every shard at once through ShardContext.listen: one socket, the same port (port 0 too), turns at accepting.
+      bound = (await Promise.all(all.map((s) => smp.submitTo<number>(s, "listen", spec))))[0]!;
+    } else {
+      bound = await smp.submitTo<number>(0, "listen", spec);
+      if (mode === "reusePort") await Promise.all(all.slice(1).map((s) => smp.submitTo(s, "listen", { ...spec, port: bound } satisfies ListenSpec)));
     }
-    const first = await smp.submitTo<{ port: number; fd: number }>(0, "listen", { host, port, mode } satisfies ListenSpec);
-    config.port = first.port;
-    let shared: ListenMode = mode;
-    if (mode === "sharedFd" && first.fd < 0) shared = "single"; // no descriptor to share on this system
-    if (shared !== "single") {
-      const spec: ListenSpec = shared === "sharedFd" ? { host, port: first.port, mode: shared, fd: first.fd } : { host, port: first.port, mode: shared };
-      await Promise.all(all.slice(1).map((s) => smp.submitTo(s, "listen", spec)));
-    }
-    return new Server(smp, host, first.port, shared, config, undefined, indexes);
+    config.port = bound;
+    return new Server(smp, host, bound, mode, config, indexes);
   } catch (e) {
-    // Shards that listened close their handles with their threads, before the main thread's.
-    await stopBalancing(smp);
+    // Shards that listened close their handles (their own descriptors) with their threads.
     await smp.stop();
-    socket?.close();
     throw e;
   }
-}
-
-/** Every shard's stopBalancing, each settled (done, or failed: a shard that is down or never configured). */
-async function stopBalancing(smp: Smp): Promise<void> {
-  await Promise.allSettled([...Array(smp.shards).keys()].map((s) => smp.submitTo(s, "stopBalancing")));
 }
 
 class Server implements MemcachedServer {
@@ -238,8 +223,6 @@ class Server implements MemcachedServer {
   readonly shards: number;
   readonly listenMode: ListenMode;
   readonly config: Readonly<ServerConfig>;
-  /** sharedFd: the main thread's handle on the listening socket (listener.ts). */
-  private readonly socket: SharedSocket | undefined;
   private accepting: Promise<void> | undefined;
   private closing: Promise<void> | undefined;
   /**
@@ -251,10 +234,9 @@ class Server implements MemcachedServer {
 
   readonly indexes: readonly number[];
 
-  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, socket: SharedSocket | undefined, indexes: number[]) {
+  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, indexes: number[]) {
     this.indexes = indexes;
     this.smp = smp;
-    this.socket = socket;
     this.host = host;
     this.port = port;
     this.shards = smp.shards;
@@ -266,14 +248,7 @@ class Server implements MemcachedServer {
 
   stopAccepting(): Promise<void> {
     this.accepting ??= (async () => {
-      try {
-        // Two steps: no shard switches its handle on the shared descriptor once one has closed it (listener.ts
-        // acceptSwitch). Every shard's first step ends before any takes the second (a failure is stopListening's to report).
-        await stopBalancing(this.smp);
-        await this.smp.invokeOnAll("stopListening");
-      } finally {
-        this.socket?.close(); // right after the shards' (listener.ts)
-      }
+      await this.smp.invokeOnAll("stopListening");
       await this.smp.invokeOnAll("closeConnections");
     })();
     return this.accepting;

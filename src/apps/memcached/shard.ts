@@ -12,12 +12,11 @@ import { createServer, type Server } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import { SharedMap, type SharedMapStats } from "../../memory/shared-map/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
-import { AcceptBalance } from "./accept-balance.js";
 import type { Holding } from "./backpressure.js";
 import { cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { Connection, type ConnectionContext } from "./connection.js";
 import { ItemViews } from "./item.js";
-import { acceptSwitch, listenOn, type ListenSpec } from "./listener.js";
+import { listenOn, type ListenSpec } from "./listener.js";
 import { absoluteExptime } from "./protocol.js";
 import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
 import { StagingArea } from "./staging.js";
@@ -33,8 +32,6 @@ interface ShardState {
   ctx: ConnectionContext;
   server: Server | undefined;
   connections: Set<Connection>;
-  /** sharedFd: the turns with the other shards at accepting (accept-balance.ts). */
-  balance: AcceptBalance | undefined;
   /** -o idle_timeout: the timer that closes idle connections. */
   idleScan?: NodeJS.Timeout;
 }
@@ -93,7 +90,7 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
       await Promise.all(others.map((s) => shard.submitTo(s, "resetStats")));
     },
   };
-  state = { shard, ctx, server: undefined, connections: new Set(), balance: undefined };
+  state = { shard, ctx, server: undefined, connections: new Set() };
   // The map's first objects left a pool span half used and another cached: give the cached one back
   // now, as the shard's idle trim would later, so the memory a fresh server holds is where it comes
   // back to once it is empty again.
@@ -110,10 +107,9 @@ export function attachMaps(handles: number[]): number {
   return maps.length;
 }
 
-/** Start accepting connections; the port bound and the descriptor to share (listener.ts). */
-export async function listen(spec: ListenSpec): Promise<{ port: number; fd: number }> {
+/** Start accepting connections (listener.ts: "sharedFd" through ShardContext.listen); the port bound. */
+export async function listen(spec: ListenSpec): Promise<number> {
   const s = configured();
-  const balance = spec.balance === undefined ? undefined : new AcceptBalance(spec.balance, s.shard.id, s.shard.shards);
   const server = createServer({ allowHalfOpen: true, noDelay: true }, (socket) => {
     if (totals(s.ctx.config).curr_connections >= s.ctx.config.maxConnections) {
       // -c: as memcached (its maxconns_fast default), a line and the door.
@@ -124,18 +120,13 @@ export async function listen(spec: ListenSpec): Promise<{ port: number; fd: numb
     }
     const connection = new Connection(socket, s.ctx);
     s.connections.add(connection);
-    // Counted before anything else runs on this loop: it may not accept again first (accept-balance.ts).
-    balance?.opened();
-    socket.once("close", () => {
-      s.connections.delete(connection);
-      balance?.closed();
-    });
+    socket.once("close", () => s.connections.delete(connection));
   });
-  const bound = await listenOn(server, spec, s.ctx.config.tcpBacklog);
+  const backlog = s.ctx.config.tcpBacklog;
+  const port = spec.mode === "sharedFd" ? (await s.shard.listen(server, { host: spec.host, port: spec.port, backlog })).port : await listenOn(server, spec, backlog);
   // After listening, errors are failed accepts (EMFILE under a flood of connections): the server keeps listening.
   server.on("error", () => {});
   s.server = server;
-  s.balance = balance;
   const idle = s.ctx.config.idleTimeout;
   if (idle > 0 && s.idleScan === undefined) {
     s.idleScan = setInterval(() => {
@@ -144,10 +135,9 @@ export async function listen(spec: ListenSpec): Promise<{ port: number; fd: numb
     }, IDLE_SCAN_MS);
     s.idleScan.unref();
   }
-  s.ctx.config.port = bound.port;
+  s.ctx.config.port = port;
   s.ctx.counters[STAT.accepting_conns] = 1;
-  balance?.start(acceptSwitch(server));
-  return bound;
+  return port;
 }
 
 /** The owner's side of remote.ts. */
@@ -224,32 +214,15 @@ export function setMemoryLimit(bytes: number): void {
 }
 
 /**
- * Stop pausing and resuming the listening handle, the first of two steps
- * of stopping: every shard takes it before any closes the shared
- * descriptor (listener.ts acceptSwitch). A resume just before it reaches
- * the loop's epoll set at the start of a later poll phase (libuv applies
- * watcher changes there, and aborts the process if the descriptor is gone
- * by then), so this answers only after the loop has passed one: the
- * second of two immediates runs in the check phase of the turn after the
- * one it was queued in. (Answering at once: an abort in 3 of 4 runs of 15
- * servers stopped while their clients hung up.)
- */
-export async function stopBalancing(): Promise<void> {
-  configured().balance?.stop();
-  await new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
-}
-
-/**
- * Stop accepting (every shard at once: see listener.ts for the shared
- * descriptor). The listening handle closes now; close()'s callback would
- * wait for the connections, which closeConnections ends.
+ * Stop accepting. The listening handle closes now (with "sharedFd", this
+ * shard's own descriptor of the socket: ShardContext.listen); close()'s
+ * callback would wait for the connections, which closeConnections ends.
  */
 export function stopListening(): boolean {
   const s = configured();
   const server = s.server;
   s.server = undefined;
   s.ctx.counters[STAT.accepting_conns] = 0;
-  s.balance?.stop();
   clearInterval(s.idleScan);
   s.idleScan = undefined;
   server?.close();

@@ -1,20 +1,22 @@
 /**
- * Connections spread evenly over shards that share one listening
- * descriptor (listener.ts, "sharedFd": Node < 22.12, no reusePort). Every
- * shard's event loop polls the descriptor and whichever accepts first
- * serves the connection; left alone, the shard that wakes first takes a
- * burst: 41 connections opened together landed 1/40, 40/1, 11/30 and
- * 2/39 on two shards (issue 19). A connection cannot move to another
+ * Connections spread evenly over shards that listen on one socket
+ * (ShardContext.listen: shard-listen.ts; Node 20 has no reusePort). Every
+ * shard's event loop polls the socket and whichever accepts first serves
+ * the connection; left alone, the shard that wakes first takes a burst:
+ * 41 connections opened together landed 1/40, 40/1, 11/30 and 2/39 on
+ * two shards. A connection cannot move to another
  * thread afterwards (Node passes sockets only between processes), so the
  * spread is decided before the accept: a shard holding more live
  * connections than some other listening shard stops polling the
  * descriptor (AcceptSwitch.pause: libuv keeps the socket, this loop stops
  * watching it) and the others take the next connections; it polls again
  * once no listening shard holds fewer. libuv accepts one connection per
- * poll event (libuv >= 1.45, Node 20 has 1.46), and a shard decides in the
- * connection's own callback, before its loop can poll again, so no shard
- * takes two while another holds fewer: the counts stay within one of each
- * other while connections arrive (measured: 41 at once land 20/21).
+ * poll event (libuv >= 1.45: Node 20.3 on; before, a loop that wakes
+ * accepts every connection waiting, so a burst lands unevenly there), and
+ * a shard decides in the connection's own callback, before its loop can
+ * poll again, so no shard takes two while another holds fewer: the counts
+ * stay within one of each other while connections arrive (measured: 41 at
+ * once land 20/21).
  *
  * Shared state: one 64-byte line per shard of Int32 slots, written only by
  * that shard (WAKE and BELL: by anyone, with Atomics):
@@ -55,9 +57,9 @@
  * it); none while connections stay open.
  */
 
-import { watchDoorbell, type DoorbellWatch } from "../../smp/doorbell.js";
+import { watchDoorbell, type DoorbellWatch } from "./doorbell.js";
 
-/** Switches a shard's listening handle between polling and not (listener.ts acceptSwitch). */
+/** Switches a shard's listening handle between polling and not (listen-socket.ts acceptSwitch). */
 export interface AcceptSwitch {
   pause(): void;
   resume(): void;
@@ -72,19 +74,44 @@ const PAUSED = 3;
 const WAKE = 4;
 const BELL = 5;
 
+/** Int32 words of one block of `shards` lines. */
+export const acceptWords = (shards: number): number => shards * STRIDE;
+
 /** The shared block for `shards` shards (all zero: nobody listening yet). */
 export function createAcceptBuffer(shards: number): SharedArrayBuffer {
-  return new SharedArrayBuffer(shards * STRIDE * 4);
+  return new SharedArrayBuffer(acceptWords(shards) * 4);
 }
 
-/** What `shard`'s line says now (for tests and diagnostics). */
+/** What `shard`'s line says now (for tests and diagnostics); `byteOffset`: where the block starts in `buffer`. */
 export function acceptState(
   buffer: SharedArrayBuffer,
   shard: number,
+  byteOffset = 0,
 ): { live: number; listening: boolean; pausable: boolean; paused: boolean; ringing: boolean; rings: number } {
-  const w = new Int32Array(buffer, shard * STRIDE * 4, STRIDE);
+  const w = new Int32Array(buffer, byteOffset + shard * STRIDE * 4, STRIDE);
   const flag = (slot: number): boolean => Atomics.load(w, slot) === 1;
   return { live: Atomics.load(w, LIVE), listening: flag(LISTENING), pausable: flag(PAUSABLE), paused: flag(PAUSED), ringing: flag(WAKE), rings: Atomics.load(w, BELL) };
+}
+
+/**
+ * `shard`'s line as of a shard that takes no part (left, or died): its
+ * count and flags zeroed (the bell, a counter others wait on, is kept).
+ * For the block in `words` from word `base`.
+ */
+export function clearAcceptLine(words: Int32Array, base: number, shard: number): void {
+  const line = base + shard * STRIDE;
+  for (const slot of [LIVE, LISTENING, PAUSABLE, PAUSED, WAKE]) Atomics.store(words, line + slot, 0);
+}
+
+/** Ring every paused shard of the block (it rebalances on its own thread): after a shard left without a word. */
+export function ringPaused(words: Int32Array, base: number, shards: number): void {
+  for (let s = 0; s < shards; s++) {
+    const line = base + s * STRIDE;
+    if (Atomics.load(words, line + PAUSED) !== 1) continue;
+    Atomics.store(words, line + WAKE, 1);
+    Atomics.add(words, line + BELL, 1);
+    Atomics.notify(words, line + BELL);
+  }
 }
 
 /** One shard's side. */
@@ -92,17 +119,21 @@ export class AcceptBalance {
   private readonly words: Int32Array;
   private readonly shard: number;
   private readonly shards: number;
+  /** The block's first word; this shard's line's. */
+  private readonly block: number;
   private readonly base: number;
   private gate: AcceptSwitch | undefined;
   private paused = false;
   private bell: DoorbellWatch | undefined;
 
-  constructor(buffer: SharedArrayBuffer, shard: number, shards: number) {
-    if (buffer.byteLength < shards * STRIDE * 4) throw new RangeError(`AcceptBalance: the buffer holds fewer than ${shards} shards' lines`);
+  /** The block at `byteOffset` (a multiple of 64: a line per cache line) in `buffer`. */
+  constructor(buffer: SharedArrayBuffer, shard: number, shards: number, byteOffset = 0) {
+    if (byteOffset % 64 !== 0 || buffer.byteLength < byteOffset + shards * STRIDE * 4) throw new RangeError(`AcceptBalance: the buffer holds fewer than ${shards} shards' lines`);
     this.words = new Int32Array(buffer);
     this.shard = shard;
     this.shards = shards;
-    this.base = shard * STRIDE;
+    this.block = byteOffset / 4;
+    this.base = this.block + shard * STRIDE;
   }
 
   /** This shard listens now, through `gate` (undefined: it cannot pause, and counts as always open). */
@@ -156,7 +187,7 @@ export class AcceptBalance {
     }
     for (let s = 0; s < this.shards; s++) {
       if (s === this.shard) continue;
-      const line = s * STRIDE;
+      const line = this.block + s * STRIDE;
       if (Atomics.load(w, line + PAUSED) !== 1 || this.aboveAnother(s)) continue;
       if (Atomics.compareExchange(w, line + WAKE, 0, 1) !== 0) continue; // rung already, not yet answered
       Atomics.add(w, line + BELL, 1);
@@ -167,10 +198,10 @@ export class AcceptBalance {
   /** True when some other listening shard holds fewer live connections than `shard`. */
   private aboveAnother(shard: number): boolean {
     const w = this.words;
-    const mine = Atomics.load(w, shard * STRIDE + LIVE);
+    const mine = Atomics.load(w, this.block + shard * STRIDE + LIVE);
     for (let s = 0; s < this.shards; s++) {
       if (s === shard) continue;
-      const line = s * STRIDE;
+      const line = this.block + s * STRIDE;
       if (Atomics.load(w, line + LISTENING) === 1 && Atomics.load(w, line + LIVE) < mine) return true;
     }
     return false;
