@@ -516,11 +516,14 @@ export class SharedMap extends MapWriter {
     this.checkLive("stats");
     const s = countStates(this.i32, this.hdr);
     s.structureBytesByShard = new Array<number>(this.heap.shards).fill(0);
+    s.structureObjectsByShard = new Array<number>(this.heap.shards).fill(0);
     for (const p of this.ownObjects()) {
       const bytes = objectSizeIn(liveObjectRegion(this.heap, p, "SharedMap.stats"), p);
+      const shard = ownerShardOf(this.heap, p);
       s.structureObjects++;
       s.structureBytes += bytes;
-      s.structureBytesByShard[ownerShardOf(this.heap, p)]! += bytes;
+      s.structureBytesByShard[shard]! += bytes;
+      s.structureObjectsByShard[shard]!++;
     }
     return s;
   }
