@@ -81,6 +81,7 @@ import { ITEM_CLASSES, itemClass } from "./item-classes.js";
 import { CacheCounts } from "./cache-counts.js";
 import { FlushedItems } from "./flushed-items.js";
 import { HandOver } from "./hand-over.js";
+import { CacheTimers } from "./cache-timers.js";
 import { LruOrder } from "./lru-order.js";
 import { bytesByPrefix, classAges, dump, type Walked } from "./cache-walks.js";
 import { PrefixLabels } from "./prefix-labels.js";
@@ -91,16 +92,6 @@ import { STAT } from "./stats.js";
 const BUDGET = 0.9;
 /** A free span this long holds a new span of any small pool (size-classes.ts: at most 16 pages). */
 const ANY_POOL_SPAN = 16 * PAGE_SIZE;
-/** How long an owner with entries waiting to be freed waits for more before it reclaims them itself (ms). */
-const RECLAIM_AFTER_MS = 10;
-/**
- * The inbox's timer: first look this long after the last drain (ms), then
- * twice as long each time it finds the inbox empty, up to INBOX_MAX_MS. A
- * busy shard drains on its own requests; the timer is for one that went
- * quiet while others replaced its items.
- */
-const INBOX_MIN_MS = 10;
-const INBOX_MAX_MS = 1000;
 /** Items evicted at a time when the index's table cannot grow for want of memory. */
 const TABLE_EVICTION_BATCH = 64;
 /** Items at the tail looked at for an expired one before a new item takes memory (memcached looks at 5). */
@@ -168,36 +159,8 @@ export class ItemCache {
   /** What the last flush_all left for the counters (get_flushed, reclaimed). */
   private readonly flushed: FlushedItems;
   private flushTimer: NodeJS.Timeout | undefined;
-  private reclaimTimer: NodeJS.Timeout | undefined;
-  private readonly reclaimLater = (): void => {
-    this.reclaimTimer = undefined;
-    if (this.map.reclaim() > 0) this.freedSinceTrim = true;
-    if (this.map.reclaimPending) this.scheduleReclaim();
-  };
-  private inboxTimer: NodeJS.Timeout | undefined;
-  private inboxWait = INBOX_MIN_MS;
-  /** A reservation since the inbox's last look (the shard is serving writes). */
-  private reservedSinceLook = false;
-  /** Items freed on a timer since the last trim of the shard's cached spans. */
-  private freedSinceTrim = false;
-  private readonly lookAtInbox = (): void => {
-    if (this.handOver.waiting) {
-      this.drain();
-      this.inboxWait = INBOX_MIN_MS;
-    } else {
-      this.inboxWait = Math.min(INBOX_MAX_MS, this.inboxWait * 2);
-      // Quiet since the last look, and items freed on a timer since: give the pools' cached spans back, as
-      // the shard's idle trim does after a message (frees made on a timer come after that trim: a shard
-      // whose items another shard deleted otherwise kept 40 KiB of spans).
-      if (this.freedSinceTrim && !this.reservedSinceLook && !this.map.reclaimPending) {
-        this.freedSinceTrim = false;
-        this.memory.trim();
-      }
-    }
-    this.reservedSinceLook = false;
-    this.inboxTimer = setTimeout(this.lookAtInbox, this.inboxWait);
-    this.inboxTimer.unref();
-  };
+  /** Frees, drains and trims of a quiet shard (cache-timers.ts). */
+  private readonly timers: CacheTimers;
 
   constructor(o: CacheOptions) {
     this.heap = o.heap;
@@ -220,6 +183,7 @@ export class ItemCache {
     this.handOver = new HandOver(o.inboxes, o.shard, o.views);
     this.flushed = new FlushedItems(o.counters);
     this.counts = new CacheCounts(o.views, o.counters, o.classes);
+    this.timers = new CacheTimers(this.map, o.memory, () => this.handOver.waiting, () => this.drain());
   }
 
   /** Items on this shard's order (the map's items of this shard's memory, and those handed over not yet drained). */
@@ -229,14 +193,11 @@ export class ItemCache {
 
   /** Look at the inbox on a timer from now on (until stop): a shard that goes quiet still takes back what others handed over. */
   start(): void {
-    if (this.inboxTimer !== undefined) return;
-    this.inboxTimer = setTimeout(this.lookAtInbox, this.inboxWait);
-    this.inboxTimer.unref();
+    this.timers.start();
   }
 
   stop(): void {
-    clearTimeout(this.inboxTimer);
-    this.inboxTimer = undefined;
+    this.timers.stop();
   }
 
   /**
@@ -258,7 +219,7 @@ export class ItemCache {
    * shard to make room. 0 when even an empty shard cannot hold it.
    */
   reserve(key: string, size: number): number {
-    this.reservedSinceLook = true;
+    this.timers.reserved();
     if (this.handOver.waiting) this.drain();
     this.reclaimExpiredTail();
     if (this.used() + size > this.budget && this.budget < this.startBudget && this.roomNow(size)) {
@@ -508,7 +469,7 @@ export class ItemCache {
     }
     this.leave(ptr);
     this.map.release(ref);
-    this.scheduleReclaim();
+    this.timers.freed();
   }
 
   /**
@@ -521,7 +482,7 @@ export class ItemCache {
     if (old === 0) return false;
     this.leave(ptr);
     this.map.release(old);
-    this.scheduleReclaim();
+    this.timers.freed();
     return true;
   }
 
@@ -543,25 +504,13 @@ export class ItemCache {
       map.release(ref);
       ref = next;
     }
-    this.freedSinceTrim = true;
-    this.scheduleReclaim();
+    this.timers.freed();
   }
 
   /** The item at `ptr` leaves the order and the counts. */
   private leave(ptr: number): void {
     this.order.remove(ptr);
     this.counts.account(ptr, -1);
-  }
-
-  /**
-   * The map frees what readers let go of by itself once 32 entries wait;
-   * an owner that goes quiet with fewer waiting frees them RECLAIM_AFTER_MS
-   * later (a timer, only while some wait).
-   */
-  private scheduleReclaim(): void {
-    if (this.reclaimTimer !== undefined) return;
-    this.reclaimTimer = setTimeout(this.reclaimLater, RECLAIM_AFTER_MS);
-    this.reclaimTimer.unref();
   }
 
   /**
