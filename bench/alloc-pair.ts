@@ -13,7 +13,7 @@
  *   - debug pointers: the same pair in a heap made with debugPointers
  *     (quarantine.ts: every free poisons its object and holds it back),
  *     what the mode costs against shardheap; informational, no target.
- * Target (issue 9): shardheap within 1.5x of the baseline in the same run.
+ * Target: shardheap within 1.5x of the baseline in the same run.
  * The ratio to the floor says what the allocator adds to what exactness
  * costs by itself.
  */

@@ -21,7 +21,7 @@
  * ownCost): what the allocator adds over the memory traffic any allocator
  * would cause.
  *
- * Targets (issue): shardheap's own cost at L = 100k within 1.5x its own
+ * Targets: shardheap's own cost at L = 100k within 1.5x its own
  * cost at L = 1k; at L = 10k shardheap >= 1000x faster than thi.ng; at
  * L = 100k shardheap >= 20x faster than new Uint8Array.
  */

@@ -23,7 +23,7 @@
  *                   owner only walks what it takes (frees them untimed)
  *    Each candidate also gets a "consumer" row: the consumer's own loop
  *    time per object (the sending side alone).
- *    Target (issue): shardheap >= 30x the postMessage throughput, i.e.
+ *    Target: shardheap >= 30x the postMessage throughput, i.e.
  *    ratio of ns/object <= 1/30.
  * 2. Latency of a single remote free until the owner's drain returned it
  *    (doorbell wake-up included): the consumer frees one object, writes its

@@ -14,8 +14,8 @@
  * the ratio against "alone", the rounds' spread as the noise it is to be
  * read against, and the server's own cost per sample. The sampling reads
  * the SharedArrayBuffer on the server's thread, never a shard's, so the
- * expectation is a ratio within the spread. No target: the issue asks to
- * show it, and the machine is shared.
+ * expectation is a ratio within the spread. No target: the figure is
+ * shown for what it is, and the machine is shared.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";

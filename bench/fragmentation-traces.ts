@@ -20,7 +20,7 @@
  *                victims, plus a steady trickle of 1 KiB records that never
  *                die (4% of the mallocs) until they outweigh the live set:
  *                the objects that outlive their neighbours and pin the
- *                spans they sit in (issue 21)
+ *                spans they sit in
  * The synthetic two give each object a lifetime when it is made
  * (lifetimeDriven); stress frees random live objects, as its workload does.
  */
@@ -290,7 +290,7 @@ export function largeObjectTrace(): Trace {
 const TRICKLE_RECORD_BYTES = 1024;
 /** One malloc in this many is an immortal record. */
 const TRICKLE_EVERY = 25;
-/** Immortal records in all: 19.5 MiB; with the live set, 75% of a 64 MiB shard's 60.6 MiB of pages (issue 21's bound). */
+/** Immortal records in all: 19.5 MiB; with the live set, 75% of a 64 MiB shard's 60.6 MiB of pages (the trickle trace's bound). */
 const TRICKLE_RECORDS = 20_000;
 
 /**

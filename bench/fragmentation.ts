@@ -1,6 +1,6 @@
 /**
  * "fragmentation": how much memory a shard needs for what a program keeps
- * live (issue 12). Each trace (fragmentation-traces.ts) is replayed into
+ * live. Each trace (fragmentation-traces.ts) is replayed into
  * one-shard heaps of decreasing size; the smallest shard that completes it
  * without an OutOfMemoryError, divided by the trace's peak live bytes, is
  * Johnstone and Wilson's measure ("The Memory Fragmentation Problem:
@@ -21,7 +21,7 @@
  * Sizes are whole pages. Every completed shardheap replay ends with
  * heap.check() == [] and no live objects.
  *
- * Targets (issue 12): smallest shard / peak live <= 1.25 on every trace,
+ * Targets: smallest shard / peak live <= 1.25 on every trace,
  * and within 1.15x of the reference's figure. Since stress counts objects
  * in flight to other shards against its live set (--live), its trace keeps
  * a live set between half and all of the bound with random victims, and
@@ -35,13 +35,13 @@
  * sampling every 64 KiB (stress's default; seeded), so sampled objects'
  * memory counts too.
  *
- * "trickle" (issue 21): objects that never die among the ones that do; its
+ * "trickle": objects that never die among the ones that do; its
  * bound against the reference is 1.25x. It also reports what a long run
  * leaves of the free memory in one piece: replayed in stress's 64 MiB
  * shard (the records and the live set reach 75% of its pages), the
  * largest free span over the free memory (free page spans), sampled every
  * 10,000 events: the lowest sample, and the one where the most was live
- * (issue 21's stress target: >= 25% at the end); and the allocations that
+ * (the target for stress --leak: >= 25% at the end); and the allocations that
  * failed there (the object is then left out, as stress does).
  */
 import { OutOfMemoryError, PAGE_SIZE, SharedHeap } from "../src/index.js";
@@ -52,7 +52,7 @@ import { collectGarbage } from "./timing.js";
 
 const MAX_RATIO = 1.25;
 const MAX_VS_REFERENCE = 1.15;
-/** The trickle trace's bound against the reference (issue 21). */
+/** The trickle trace's bound against the reference. */
 const TRICKLE_VS_REFERENCE = 1.25;
 /** Events between two samples of the largest free span. */
 const SPAN_SAMPLE_EVERY = 10_000;
@@ -191,7 +191,7 @@ interface Row {
   trace: Trace;
   label: string;
   heapprofRate: number;
-  /** Whether the issue's targets apply (the shifting trace is reported for what it shows, see below). */
+  /** Whether the targets apply (the shifting trace is reported for what it shows, see below). */
   targets: boolean;
 }
 
@@ -235,7 +235,7 @@ export const fragmentation: BenchModule = {
       // A ratio with its bound as target, or without one.
       const bound = (ratio: number, max: number): { ratio: number; target?: string; pass?: boolean } =>
         targets ? { ratio, target: `ratio <= ${max}`, pass: ratio <= max } : { ratio };
-      // The trickle trace has its bound against the reference only (issue 21); the reference itself needs 1.19x its peak.
+      // The trickle trace has its bound against the reference only; the reference itself needs 1.19x its peak.
       const peakBound = trace.name === "trickle" ? { ratio: ours } : bound(ours, MAX_RATIO);
       ctx.record({
         bench: "fragmentation",

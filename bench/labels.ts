@@ -1,5 +1,5 @@
 /**
- * "labels": what allocation labels cost (issue 22). A malloc(64) + free
+ * "labels": what allocation labels cost. A malloc(64) + free
  * pair on one shard, timed in one run:
  *
  *   off              profiler off, no labels: the fast path (the floor here)

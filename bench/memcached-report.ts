@@ -1,7 +1,7 @@
 /**
  * The records of bench/memcached.ts: per load, every server's requests/s
  * and server CPU per request at steady state (the median of the rounds run
- * on a full cache; the fill phase's rounds in the note), then the issue's
+ * on a full cache; the fill phase's rounds in the note), then the
  * comparisons as ratios of this run's medians, each with its bound where
  * one is set on that load (Bounds); then every server's items held in its
  * memory, with the bytes per item its `stats` and `stats slabs` give.

@@ -93,7 +93,7 @@ export function roster(cacheMiB: number): Roster {
       ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
     ]);
   const shardheap = (name: string, shards: number, extra: string[] = []): Server =>
-    server(name, undefined, true, process.execPath, (port) => [CLI, "memcached", "--smp", String(shards), "-m", String(cacheMiB), "--port", String(port), ...extra]);
+    server(name, undefined, true, process.execPath, (port) => [CLI, "memcached", "--smp", String(shards), "-m", String(cacheMiB), "--port", String(port), ...(process.getuid?.() === 0 ? ["-u", "root"] : []), ...extra]);
   const node = (name: string, file: string, flag: string, count: number, extra: string[] = []): Server =>
     server(name, undefined, false, process.execPath, (port) => [fixture(file), "--port", String(port), flag, String(count), "--memory", String(cacheMiB), ...extra]);
   return {

@@ -1,5 +1,5 @@
 /**
- * "messaging-hops" (issue 19): what one hop to another shard and back
+ * "messaging-hops": what one hop to another shard and back
  * costs a service like `memcached --smp 2`, in CPU and in latency, beside
  * the floor of the same round trip between two bare threads, all in this
  * process and run (interleaved rounds: async-rounds.ts).
@@ -18,7 +18,7 @@
  *                     each hops to the other shard and back from the socket
  *                     callback, as memcached's applyOps does; 2k, 10k and
  *                     40k a second: a quiet server, a busy one, and about
- *                     the hops memcaslap's load made at --smp 2 (issue 19)
+ *                     the hops memcaslap's load made at --smp 2
  *   hop (bursts)      BURST requests in one socket read every BURST_EVERY_US
  *                     at each shard (a pipelined client)
  *   local (...)       the same arrivals answered where they land: their

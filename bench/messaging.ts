@@ -1,5 +1,5 @@
 /**
- * "messaging": calls between threads (issue 11). shardheap's calls travel
+ * "messaging": calls between threads. shardheap's calls travel
  * through SPSC rings in shared memory (src/smp/endpoint.ts); the baselines
  * are what a Node program uses without it. Every candidate runs in this
  * process and run, in interleaved rounds (forward, then reverse order);
@@ -24,9 +24,11 @@
  *                     nothing, the difference per call
  *                     target: <= 5% of a main->shard call (number)
  *   piscina.run       piscina's own run() to a one-thread pool set up as Smp
- *                     set up its pools before issue 11 (atomics disabled,
- *                     64 tasks per worker); the old submitTo cost this plus
- *                     its encoding, so this baseline is the kinder one
+ *                     set up its pools when its calls went through piscina
+ *                     (atomics disabled, 64 tasks per worker); submitTo
+ *                     then cost this plus its encoding, so this baseline
+ *                     is the kinder one (docs/decisions.md, "How calls
+ *                     travel between threads")
  *                     target: main->shard >= 10x faster (ratio <= 1/10)
  *   sequential        N_SEQ calls one after the other between two idle
  *                     shards, vs the same over the MessageChannel

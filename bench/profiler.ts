@@ -14,7 +14,7 @@
  *   sampled 512KiB                   one per 512 KiB (Go's and jemalloc's)
  *   exact        setHeapProfilingEnabled(true): every allocation recorded
  *
- * Targets (issue):
+ * Targets:
  *   1. off / never          <= 1.05
  *   2. sampled 2MiB / never <= 1.05 (512 KiB: reported, no target)
  *      (each mode's figure: the best median of INSTANCES heaps; see runOverhead)

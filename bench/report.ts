@@ -4,7 +4,7 @@
  *
  * Every record is one measured candidate; when it is compared with a
  * baseline measured in the same run, `ratio` is candidate time / baseline
- * time (below 1: the candidate is faster), and a target, when the issue
+ * time (below 1: the candidate is faster), and a target, when the benchmark
  * sets one, is a bound on that ratio with `pass` saying whether it held.
  */
 import os from "node:os";
@@ -32,7 +32,7 @@ export interface BenchRecord {
   baselineNsPerOp?: number;
   /** nsPerOp / baselineNsPerOp. */
   ratio?: number;
-  /** The bound the issue sets on `ratio`, e.g. "ratio <= 0.8". */
+  /** The bound the benchmark sets on `ratio`, e.g. "ratio <= 0.8". */
   target?: string;
   pass?: boolean;
   /** Latency benchmarks: median, 99th percentile and maximum, in microseconds. */

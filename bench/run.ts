@@ -25,6 +25,7 @@ import { profilerSites } from "./profiler-sites.js";
 import { sharedMap } from "./shared-map.js";
 import { formatRatio, formatTable, type BenchContext, type BenchModule, type BenchRecord } from "./report.js";
 import { DEFAULT_TIMING, hasGc, type TimingOptions } from "./timing.js";
+import { readArgs, type FlagTable } from "../src/runtime/command-line.js";
 
 /** Every benchmark, in the order they run. */
 export const REGISTRY: readonly BenchModule[] = [allocPair, churn, crossShard, profiler, labels, profilerSites, dashboard, messaging, messagingHops, sharedMap, fragmentation, memcached, httpListen, jsHeap];
@@ -52,30 +53,27 @@ interface Options {
 
 class UsageError extends Error {}
 
+/** The driver's flags, as readArgs reads them (src/runtime/command-line.ts: Node's util.parseArgs). */
+const FLAGS: FlagTable = {
+  "--json": "switch", "--strict": "switch", "--list": "switch", "--help": "switch", "-h": "switch",
+  "--filter": "value", "--rounds": "value", "--round-ms": "value", "--warmup-ms": "value",
+};
+
 function parseArgs(argv: readonly string[]): Options {
   const o: Options = { json: false, filters: [], strict: false, list: false, timing: {} };
-  const value = (i: number, flag: string): string => {
-    const v = argv[i + 1];
-    if (v === undefined || v.startsWith("--")) throw new UsageError(`${flag} needs a value`);
-    return v;
-  };
   const positive = (s: string, flag: string): number => {
     const n = Number(s);
     if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${flag}: expected a positive number, got ${s}`);
     return n;
   };
-  for (let i = 0; i < argv.length; i++) {
-    const raw = argv[i]!;
-    const eq = raw.indexOf("=");
-    const flag = raw.startsWith("--") && eq > 0 ? raw.slice(0, eq) : raw;
-    let arg: string | undefined = raw.startsWith("--") && eq > 0 ? raw.slice(eq + 1) : undefined;
+  for (const a of readArgs(argv, FLAGS)) {
+    // A value never begins with "--" (`--rounds --json`: --rounds has none).
     const take = (): string => {
-      if (arg !== undefined) return arg;
-      arg = value(i, flag);
-      i++;
-      return arg;
+      if (a.value === undefined || (a.inline === undefined && a.value.startsWith("--"))) throw new UsageError(`${a.flag} needs a value`);
+      return a.value;
     };
-    switch (flag) {
+    // A switch's "=value" is not read (`--json=no` is --json).
+    switch (a.operand ? undefined : a.flag) {
       case "--json":
         o.json = true;
         break;
@@ -92,16 +90,16 @@ function parseArgs(argv: readonly string[]): Options {
         o.filters.push(...take().split(",").map((s) => s.trim()).filter((s) => s.length > 0));
         break;
       case "--rounds":
-        o.timing.rounds = Math.round(positive(take(), flag));
+        o.timing.rounds = Math.round(positive(take(), a.flag));
         break;
       case "--round-ms":
-        o.timing.roundMs = positive(take(), flag);
+        o.timing.roundMs = positive(take(), a.flag);
         break;
       case "--warmup-ms":
-        o.timing.warmupMs = positive(take(), flag);
+        o.timing.warmupMs = positive(take(), a.flag);
         break;
       default:
-        throw new UsageError(`unknown argument: ${raw}`);
+        throw new UsageError(`unknown argument: ${a.arg}`);
     }
   }
   return o;

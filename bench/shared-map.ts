@@ -20,7 +20,7 @@
  *                    Int32Array: no atomics, no reference count
  *      key read      the key read and hash alone (the part of the floor no
  *                    index can skip: V8 keeps a string's own hash to itself)
- *    Target (issue 19): shared-map <= 2x Map.get. Above 2x for the floor,
+ *    Target: shared-map <= 2x Map.get. Above 2x for the floor,
  *    the target is below what any index that reads its key can do here: a
  *    calibration error, reported with the floor, the figure and the ratio.
  * 2. Scaling: reader threads doing lookups for ROUND_MS, one alone then two

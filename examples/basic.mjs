@@ -1,7 +1,10 @@
 // The allocator on one thread: two shards of one SharedArrayBuffer heap,
 // objects allocated on shard 0, one freed by shard 1 (a cross-shard free
 // that waits in shard 0's inbox until shard 0 drains it).
-// Run: npm ci && node examples/basic.mjs
+// Run: node examples/basic.mjs
+// Output: shard 0 drained 1 object(s); live now 2
+// Output: InvalidPointerError: free(...): interior pointer, 8 bytes into a 32-byte object
+// Output: heap.check(): []
 import { SharedHeap, InvalidPointerError, formatSize } from "shardheap";
 
 const heap = SharedHeap.create({ shards: 2, shardBytes: 16 * 1024 * 1024 });

@@ -3,7 +3,9 @@
 // it to the shard that owns the key (currentShard.tasks()), and the
 // answer comes back the same way. Values stay in the shared heap; the main
 // thread reads them through the pointer it gets back.
-// Run: npm ci && node examples/messaging.mjs
+// Run: node examples/messaging.mjs
+// Output: get("cherry") on shard 1: "cherry (6 letters)" at pointer ..., owned by shard 2
+// Output: keys in the store: 7
 import { Smp } from "shardheap";
 
 const smp = await Smp.start({ shards: 3, memoryPerShard: "8MiB", module: new URL("./kv-tasks.mjs", import.meta.url) });

@@ -1,6 +1,8 @@
 // The heap profiler on one thread: record every allocation, then print
 // where the live heap goes as the seed's text tree and as collapsed stacks.
-// Run: npm ci && node examples/profile.mjs
+// Run: node examples/profile.mjs
+// Output: All (1742208, #350)
+// Output: |-- makeCache (profile.mjs:...) (1323008, #50)
 import { SharedHeap, formatTree, toCollapsed, mapProfileToSources } from "shardheap";
 
 process.env.SHARDHEAP_LOG ??= "silent";

@@ -19,7 +19,8 @@ import { readProfilesToDiff } from "./report/profile-file.js";
 import { peakTitle } from "./runtime/peak-views.js";
 import { mapProfileToSources } from "./report/source-map.js";
 import { parseSize, plural } from "./units.js";
-import { checkProfilerSitesFlag, parseCommandFlags, splitFlag, type RuntimeFlags } from "./runtime/flags.js";
+import { checkProfilerSitesFlag, parseCommandFlags, type RuntimeFlags } from "./runtime/flags.js";
+import { readArgs, type Arg, type FlagTable } from "./runtime/command-line.js";
 import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "./smp/options.js";
 import { runStress } from "./apps/stress/run.js";
 import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcached/run.js";
@@ -27,8 +28,8 @@ import { MEMCACHED_HELP, MEMCACHED_USAGE, memcachedCommand } from "./apps/memcac
 /**
  * Each command's help: its synopsis (how to write it) and what its flags
  * do. A mistake on a command's line prints one line saying what is wrong,
- * then that command's help alone (issue 23: every mistake printed all
- * four commands, 87 lines, the one that mattered somewhere among them);
+ * then that command's help alone (all four commands' help is 87 lines,
+ * the one that mattered lost somewhere among them);
  * `shardheap --help` prints them all, `shardheap COMMAND --help` one.
  */
 interface CommandHelp {
@@ -154,24 +155,30 @@ interface ReportArgs {
   out: string | undefined;
 }
 
+/** report's and diff's flags (diff refuses --peak, naming report). */
+const REPORT_FLAGS: FlagTable = {
+  "--format": "value", "--inverted": "switch", "--min": "value", "--by": "value", "--label": "value", "--shard": "value",
+  "--full-paths": "switch", "--peak": "switch", "-o": "value", "--output": "value",
+};
+
+/** A switch: on, or its value after "=" read as parseBoolean reads it (`--inverted=no`). */
+const switchOn = (a: Arg): boolean => a.inline === undefined || parseBoolean(a.inline, a.flag);
+
 /** `report FILE` (operands: ["FILE"]) or `diff BASE NEXT` (["BASE", "NEXT"]). */
 function parseReportArgs(argv: readonly string[], command: "report" | "diff", operands: readonly string[], formats: readonly ReportFormat[]): ReportArgs {
   const a: ReportArgs = { files: [], format: "tree", inverted: false, min: 0, by: undefined, label: undefined, shard: undefined, fullPaths: false, peak: false, out: undefined };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    const [flag, inline] = splitFlag(arg);
+  for (const arg of readArgs(argv, REPORT_FLAGS)) {
+    // A value is the next argument whatever it is (`-o -` writes a file named "-").
     const value = (): string => {
-      if (inline !== undefined) return inline;
-      const v = argv[++i];
-      if (v === undefined) throw new UsageError(`${flag} needs a value`);
-      return v;
+      if (arg.value === undefined) throw new UsageError(`${arg.flag} needs a value`);
+      return arg.value;
     };
-    switch (flag) {
+    switch (arg.operand ? undefined : arg.flag) {
       case "--format":
         a.format = parseReportFormat(value(), "--format", formats);
         break;
       case "--inverted":
-        a.inverted = inline === undefined || parseBoolean(inline, "--inverted");
+        a.inverted = switchOn(arg);
         break;
       case "--min":
         a.min = parseSize(value(), "--min");
@@ -190,20 +197,20 @@ function parseReportArgs(argv: readonly string[], command: "report" | "diff", op
         a.shard = parseInteger(value(), "--shard", 0, MAX_SHARDS - 1);
         break;
       case "--full-paths":
-        a.fullPaths = inline === undefined || parseBoolean(inline, "--full-paths");
+        a.fullPaths = switchOn(arg);
         break;
       case "--peak":
         if (command !== "report") throw new UsageError("unknown flag --peak (report takes it: diff compares two images as they are)");
-        a.peak = inline === undefined || parseBoolean(inline, "--peak");
+        a.peak = switchOn(arg);
         break;
       case "-o":
       case "--output":
         a.out = value();
         break;
       default:
-        if (flag.startsWith("-")) throw new UsageError(`unknown flag ${flag}`);
-        if (a.files.length === operands.length) throw new UsageError(`${command} takes ${operands.join(" ")} (got ${[...a.files, flag].join(", ")})`);
-        a.files.push(flag);
+        if (arg.flag.startsWith("-")) throw new UsageError(`unknown flag ${arg.flag}`);
+        if (a.files.length === operands.length) throw new UsageError(`${command} takes ${operands.join(" ")} (got ${[...a.files, arg.flag].join(", ")})`);
+        a.files.push(arg.flag);
     }
   }
   if (a.files.length < operands.length) throw new UsageError(`${command} needs ${operands.join(" and ")}${command === "report" ? ", a heap image" : ""}`);
@@ -248,6 +255,11 @@ function renderFlagsOf(a: ReportArgs): { by?: string; label?: [string, string]; 
 
 const DEFAULT_STRESS_HEAPPROF = 64 * 1024;
 
+/** stress's own flags (the runtime's are runtime/flags.ts's). */
+const STRESS_FLAGS: FlagTable = {
+  "--duration": "value", "--cross-shard": "value", "--live": "value", "--leak": "value", "--out": "value", "--admin-port": "value", "--admin-heap-image": "switch",
+};
+
 async function stress(argv: readonly string[]): Promise<void> {
   const flags: RuntimeFlags = {};
   let duration = 10;
@@ -283,7 +295,7 @@ async function stress(argv: readonly string[]): Promise<void> {
       default:
         throw new UsageError(`unknown flag for stress: ${arg}`);
     }
-  });
+  }, { flags: STRESS_FLAGS });
   // Alone it would do nothing, silently: the image is served by the admin API.
   if (adminHeapImage && adminPort === undefined) throw new UsageError("--admin-heap-image needs --admin-port P (it lets the admin API serve the heap image)");
   checkProfilerSitesFlag(flags, flags.memory ?? DEFAULT_MEMORY_PER_SHARD, "--memory");

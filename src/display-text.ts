@@ -17,7 +17,7 @@
  * differ only there would read alike.
  */
 
-/** Every character escapeControls escapes, as a RegExp source (the dashboard's script builds the same one). */
+/** Every character escapeControls escapes, as a RegExp source (the dashboard's runtime/dashboard/text.ts has the same one, held to this by a test). */
 const UNSAFE_SOURCE = "[\\u0000-\\u001f\\u007f-\\u009f\\u2028\\u2029\\ufffe\\uffff]|[\\ud800-\\udbff](?![\\udc00-\\udfff])|(?<![\\ud800-\\udbff])[\\udc00-\\udfff]";
 const UNSAFE = new RegExp(UNSAFE_SOURCE);
 const UNSAFE_ALL = new RegExp(UNSAFE_SOURCE, "g");
@@ -32,17 +32,3 @@ function escapeOne(c: string): string {
 export function escapeControls(text: string): string {
   return UNSAFE.test(text) ? text.replace(UNSAFE_ALL, escapeOne) : text;
 }
-
-/**
- * escapeControls as browser script (ES5), `shown(text)`: the dashboard
- * shows label values and frame names through it, so the page reads as the
- * SVG and the tree do (and finds a frame in the SVG by the same name).
- */
-export const ESCAPE_CONTROLS_SCRIPT =
-  `var UNSAFE_TEXT = new RegExp(${JSON.stringify(UNSAFE_SOURCE)}, "g");\n` +
-  "  function shown(text) {\n" +
-  "    return String(text).replace(UNSAFE_TEXT, function (c) {\n" +
-  "      var code = c.charCodeAt(0);\n" +
-  '      return code < 0x100 ? "\\\\x" + ("0" + code.toString(16)).slice(-2) : "\\\\u" + ("000" + code.toString(16)).slice(-4);\n' +
-  "    });\n" +
-  "  }";

@@ -1,5 +1,5 @@
 /**
- * How a frame's file is shown in every report (issue 23): short enough
+ * How a frame's file is shown in every report: short enough
  * that the file and the line stay visible in a flamegraph's box, a tree's
  * line, go tool pprof's listing, and still unambiguous.
  *
@@ -23,8 +23,8 @@
  * diagnostics report (memory/diagnostics.ts, OutOfMemoryError.report)
  * names sites too. POSIX paths only: a Windows path is left as it is.
  *
- * Rejected: cutting the middle out of long paths (`file:///.../src/x.ts`,
- * as the README's example did by hand): it names no file anyone can open.
+ * Why not absolute paths, or long ones with the middle cut out:
+ * docs/decisions.md, "How reports show a frame's file".
  */
 import { fileURLToPath } from "node:url";
 

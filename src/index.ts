@@ -1,8 +1,9 @@
 /// <reference types="node" preserve="true" />
 /**
  * shardheap: a shard-per-thread SharedArrayBuffer heap with a Seastar-style
- * allocator. The package root re-exports the public API (README.md: its
- * API and error tables; docs/ARCHITECTURE.md: the layers behind it).
+ * allocator. The package root re-exports the public API
+ * (docs/reference/api.md and docs/reference/errors.md: its API and error
+ * tables; docs/ARCHITECTURE.md: the layers behind it).
  *
  * The reference above puts Node's types (@types/node) in every program
  * that imports this package: its declarations name Buffer, NodeJS.Timeout,

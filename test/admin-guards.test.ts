@@ -1,5 +1,5 @@
 /**
- * What the admin server refuses before any route (issue 18 point 7), over
+ * What the admin server refuses before any route (admin-guards.ts), over
  * real HTTP with the headers forged as an attacker's browser sends them
  * (Chromium 156 sends exactly these for a form POST from http://localhost:P
  * to http://127.0.0.1:Q, checked at the end in Chromium itself):

@@ -1,8 +1,8 @@
 /**
- * GET /v1/heap/image with clients that never read (issue 9 point 9): the
- * server's memory stays bounded (it used to keep one image per client:
- * 1.2 GB for 30), other requests still answer, and once the clients go the
- * image is served again, whole and valid.
+ * GET /v1/heap/image with clients that never read: the server's memory
+ * stays bounded (one image per client would be 1.2 GB for 30), other
+ * requests still answer, and once the clients go the image is served
+ * again, whole and valid.
  */
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -338,7 +338,7 @@ describe("memory history and the dashboard's files", () => {
     expect(page.text).toContain('<body data-token="required">');
     expect(page.headers.get("content-security-policy")).toMatch(/default-src 'none'; script-src 'self' 'unsafe-hashes' 'sha256-[^']+' 'sha256-[^']+'; .*connect-src 'self'; frame-src blob:/);
     expect((await call("/")).text).toContain('<body data-token="none">');
-    for (const asset of ["/dashboard.js", "/dashboard.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css"]) {
+    for (const asset of ["/dashboard/main.js", "/dashboard/lib.js", "/dashboard.css", "/vendor/uPlot.iife.min.js", "/vendor/uPlot.min.css"]) {
       const r = await call(asset, {}, locked.url);
       expect(r.status, asset).toBe(200);
       expect(r.bytes.length, asset).toBeGreaterThan(100);

@@ -1,6 +1,6 @@
 /**
- * Every report shows frames' files short (issue 23: report/display-paths.ts
- * over src/frame-path.ts), and as recorded with fullPaths: the tree,
+ * Every report shows frames' files short (report/display-paths.ts over
+ * src/frame-path.ts), and as recorded with fullPaths: the tree,
  * collapsed stacks, the SVG (plain and differential), pprof (functions'
  * filenames, read back by fromPprof and by go tool pprof), the
  * .heapprofile's urls, json, the diagnostics' top sites. The profile itself

@@ -2,20 +2,20 @@
  * escapeControls, what every text output and the SVG show a label value or
  * a frame name through, checked against an independent list of what must
  * not be shown raw, over every UTF-16 code unit; and the dashboard's
- * script form of it agrees on every one.
+ * browser form of it (shown, runtime/dashboard/text.ts) agrees on every one.
  */
 import { describe, expect, it } from "vitest";
-import { ESCAPE_CONTROLS_SCRIPT, escapeControls } from "../src/display-text.js";
+import { escapeControls } from "../src/display-text.js";
+import { NO_LABEL } from "../src/report/labels.js";
+import { NO_LABEL as PAGE_NO_LABEL, shown } from "../src/runtime/dashboard/text.js";
 
 /** The rule, written apart from the code: C0, DEL, C1, U+2028/2029, U+FFFE/FFFF and surrogates (alone: these are single code units). */
 const mustEscape = (code: number): boolean =>
   code <= 0x1f || (code >= 0x7f && code <= 0x9f) || code === 0x2028 || code === 0x2029 || code === 0xfffe || code === 0xffff || (code >= 0xd800 && code <= 0xdfff);
 const expected = (code: number): string => (code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`);
 
-const shown = new Function(`${ESCAPE_CONTROLS_SCRIPT}\nreturn shown;`)() as (text: string) => string;
-
 describe("escapeControls", () => {
-  it("escapes exactly the characters no text output may carry raw, every code unit, as its script form does", () => {
+  it("escapes exactly the characters no text output may carry raw, every code unit, as the dashboard's form does", () => {
     let escaped = 0;
     for (let code = 0; code <= 0xffff; code++) {
       const c = String.fromCharCode(code);
@@ -32,5 +32,9 @@ describe("escapeControls", () => {
     expect(escapeControls(plain)).toBe(plain);
     expect(escapeControls("t\x01\x1b[2J\n\u2028\ud800x\udc00😀")).toBe("t\\x01\\x1b[2J\\x0a\\u2028\\ud800x\\udc00😀");
     expect(shown("t\x01\x1b[2J\n\u2028\ud800x\udc00😀")).toBe("t\\x01\\x1b[2J\\x0a\\u2028\\ud800x\\udc00😀");
+  });
+
+  it("the dashboard names the sites without a label as the reports do", () => {
+    expect(PAGE_NO_LABEL).toBe(NO_LABEL);
   });
 });

@@ -2,7 +2,8 @@
  * The one error table (src/errors.ts): every error class has `name` = its
  * class name and a stable `code` with a row, every row has a class, and
  * errorRow reads codes, Node's system errors and everything else as the
- * CLI and the admin server need; the README's table of codes lists every
+ * CLI and the admin server need; the docs' table of codes (the one page of
+ * README.md and docs/ that has it: docs/reference/errors.md) lists every
  * row as it is. Their use of it is in cli.test.ts and admin.test.ts;
  * SharedHeap.create's and attach's refusals, each coded, are here.
  */
@@ -12,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import * as errors from "../src/errors.js";
+import { docPages } from "./doc-pages.js";
 import {
   ERROR_TABLE,
   HeapError,
@@ -87,7 +89,7 @@ describe("the error table", () => {
     }
   });
 
-  it("maps what the README fixes: bad input exits 2 and answers 400, a missing token 401, an unknown shard 404", () => {
+  it("maps what the docs fix: bad input exits 2 and answers 400, a missing token 401, an unknown shard 404", () => {
     expect(errorRow(new InvalidValueError("rate", "m"))).toMatchObject({ exitCode: 2, httpStatus: 400 });
     expect(errorRow(new UsageError("m"))).toMatchObject({ exitCode: 2, httpStatus: 400 });
     expect(errorRow(new HeapFormatError("m")).exitCode).toBe(2);
@@ -96,7 +98,7 @@ describe("the error table", () => {
     expect(errorRow(new HeapOwnershipError("m", 0))).toMatchObject({ exitCode: 1, httpStatus: 500 });
   });
 
-  it("a bad value is still the RangeError the README promises, and names its field", () => {
+  it("a bad value is still the RangeError the docs promise, and names its field", () => {
     const e = new InvalidValueError("options.memoryPerShard", "options.memoryPerShard must be ...");
     expect(e).toBeInstanceOf(RangeError);
     expect(e.field).toBe("options.memoryPerShard");
@@ -133,11 +135,14 @@ describe("the error table", () => {
   });
 });
 
-describe("the README's table of codes", () => {
+describe("the docs' table of codes", () => {
   /** Its rows: each code (`_X` short for `ERR_SHARDHEAP_X`) with the exit code and HTTP status beside it. */
   function readmeRows(): Map<string, { exitCode: number; httpStatus: number }> {
-    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
-    const start = readme.indexOf("| code | exit | HTTP |");
+    const HEADER = "| code | exit | HTTP |";
+    const pages = docPages().filter((p) => p.text.includes(HEADER));
+    expect(pages.map((p) => p.path)).toEqual(["docs/reference/errors.md"]); // one table, where the map of the docs sends readers
+    const readme = pages[0]!.text;
+    const start = readme.indexOf(HEADER);
     expect(start).toBeGreaterThan(0);
     const lines = readme.slice(start).split("\n");
     const rows = new Map<string, { exitCode: number; httpStatus: number }>();
@@ -157,7 +162,7 @@ describe("the README's table of codes", () => {
   it("lists every code of src/errors.ts with its exit code and HTTP status, and no code that is not there", () => {
     const rows = readmeRows();
     for (const [code, row] of Object.entries(ERROR_TABLE)) {
-      expect(rows.get(code), `${code} in the README's table of codes`).toEqual({ exitCode: row.exitCode, httpStatus: row.httpStatus });
+      expect(rows.get(code), `${code} in the docs' table of codes`).toEqual({ exitCode: row.exitCode, httpStatus: row.httpStatus });
     }
     expect([...rows.keys()].filter((code) => !Object.hasOwn(ERROR_TABLE, code))).toEqual([]);
   });

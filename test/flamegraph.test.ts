@@ -1,6 +1,6 @@
 /**
  * The SVG flamegraph's structure (the interactive parts are checked in a
- * real browser by the report issue's browser test).
+ * real browser by flamegraph-browser.test.ts).
  */
 import { describe, expect, it } from "vitest";
 import { toFlamegraphSvg } from "../src/report/flamegraph.js";

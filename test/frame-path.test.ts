@@ -1,5 +1,5 @@
 /**
- * The display step of frames' files (src/frame-path.ts, issue 23): a file
+ * The display step of frames' files (src/frame-path.ts): a file
  * in node_modules/PKG shows as PKG/path (scoped, nested and pnpm copies
  * too), a file under the working directory relative to it, anything else
  * as recorded; file: URLs decoded; the rule idempotent; nothing a frame

@@ -134,9 +134,20 @@ function callSiteOf(f: Frame): NodeJS.CallSite {
   return site as unknown as NodeJS.CallSite;
 }
 
-/** `shardheap ARGS` run to its end (at most `timeoutMs`), logging silenced. */
-export function runCli(args: readonly string[], o: { cwd?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [CLI, ...args], {
+/**
+ * `shardheap memcached ...` run as root gets `-u root` unless it names a
+ * user, as memcached's own test harness adds it: memcached, and shardheap
+ * memcached after it, refuse to serve as root without -u
+ * (memcached-service.test.ts tests the refusal itself, with asRootAsIs).
+ */
+export function withRootUser(args: readonly string[]): readonly string[] {
+  if (args[0] !== "memcached" || process.getuid?.() !== 0 || args.includes("-u") || args.includes("--user") || args.some((a) => a.startsWith("--user="))) return args;
+  return [...args, "-u", "root"];
+}
+
+/** `shardheap ARGS` run to its end (at most `timeoutMs`), logging silenced; `asIs` leaves a root memcached without -u (withRootUser). */
+export function runCli(args: readonly string[], o: { cwd?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv; asIs?: boolean } = {}): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, ...(o.asIs === true ? args : withRootUser(args))], {
     encoding: "utf8",
     cwd: o.cwd,
     env: { ...process.env, SHARDHEAP_LOG: "silent", ...o.env },
@@ -157,7 +168,7 @@ export interface CliChild {
 }
 
 export function spawnCli(args: readonly string[]): CliChild {
-  const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, SHARDHEAP_LOG: "silent" } });
+  const child = spawn(process.execPath, [CLI, ...withRootUser(args)], { env: { ...process.env, SHARDHEAP_LOG: "silent" } });
   let stdout = "";
   let stderr = "";
   let exitCode: number | null | undefined;

@@ -187,7 +187,7 @@ describe("shardheap memcached (the command) with real memcached clients", () => 
       expect(r.stdout).not.toMatch(/listening on/);
       // In this process: runMemcached rejects with the system error's code, its shards and its port closed.
       const port = await freePort();
-      const run = runMemcached({ shards: 2, memoryPerShard: "4MiB", port, adminPort: busy, interrupted: new Promise(() => {}), out: new PassThrough() });
+      const run = runMemcached({ shards: 2, memoryPerShard: "4MiB", port, adminPort: busy, ...(process.getuid?.() === 0 ? { user: "root" } : {}), interrupted: new Promise(() => {}), out: new PassThrough() });
       await expect(run).rejects.toMatchObject({ code: "EADDRINUSE", syscall: "listen" });
       await expect(RawClient.open(port, "127.0.0.1", 2000)).rejects.toMatchObject({ code: "ECONNREFUSED" });
     } finally {

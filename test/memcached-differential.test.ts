@@ -7,7 +7,7 @@
  * apiece, the answers compared byte for byte once what cannot be the same
  * is normalized: cas values (each server numbers its own: compared by
  * their order of first appearance), TTLs and ages to ten seconds (the two
- * clocks tick apart), and me's cls and size (the README's differences).
+ * clocks tick apart), and me's cls and size (docs/guide/memcached.md's differences).
  * A C token names a cas each server gave (its own), so compares match on
  * both. What the suite's memcached does otherwise than 1.6.18 (E, md x,
  * ms s, an append's N, an ms key past 250 bytes, an ms whose opaque is
@@ -209,7 +209,7 @@ class Side {
 
 /**
  * Where the suite's memcached, which shardheap follows, answers otherwise
- * than 1.6.18 (the README's rule): md words its flag errors as mg does
+ * than 1.6.18 (docs/guide/memcached.md's rule): md words its flag errors as mg does
  * (1.6.18: all of them "invalid or duplicate flag"); an ma q that creates
  * the item (N) is quiet (1.6.18: HD).
  */
@@ -267,7 +267,7 @@ describe.runIf(haveMemcached)("shardheap memcached against memcached 1.6, comman
           if (process.env.SHARDHEAP_FUZZ_TRACE) writeFileSync(process.env.SHARDHEAP_FUZZ_TRACE, trace.join(""));
         }
         // An ma with T that found its item: memcached applies T to the item an outgrowing result replaces,
-        // which is lost (README, differences): the key is dropped on both, so the next commands agree.
+        // which is lost (docs/guide/memcached.md, differences): the key is dropped on both, so the next commands agree.
         const arith = /^ma (\S+)(.*)/.exec(script);
         if (arith && / T/.test(arith[2]!) && !/^(CLIENT_ERROR|SERVER_ERROR|NF|EX|NS)\b/.test(b)) await Promise.all([ours.run(`md ${arith[1]}${/ b(\s|$)/.test(arith[2]!) ? " b" : ""}\r\n`), theirs.run(`md ${arith[1]}${/ b(\s|$)/.test(arith[2]!) ? " b" : ""}\r\n`)]);
       }

@@ -197,6 +197,13 @@ describe.runIf(root && memcacheIds !== undefined)("Debian's service line, as roo
     expect(existsSync(pidFile)).toBe(false);
   });
 
+  it("root without -u is refused in memcached's words, exit 2, before anything is bound", () => {
+    const r = runCli(["memcached", "-p", "0", "-t", "1"], { asIs: true });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^shardheap: can't run as root without the -u switch$/m);
+    expect(r.stdout).not.toMatch(/listening/);
+  });
+
   it("-u with a user the system does not know is refused in memcached's words, exit 2", () => {
     const r = runCli(["memcached", "-p", "0", "-t", "1", "-u", "no-such-user-here"]);
     expect(r.status).toBe(2);

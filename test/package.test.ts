@@ -6,10 +6,12 @@
  * dependencies are linked from this repository's.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { join, posix } from "node:path";
+import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { join, posix, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
+import { DASHBOARD_MODULES } from "../src/runtime/dashboard.js";
+import { docPages } from "./doc-pages.js";
 import { tempDir } from "./helpers.js";
 import { npm, packedProject, pkg, root } from "./packed-package.js";
 
@@ -20,13 +22,26 @@ describe("the npm package", () => {
     files = packed!.files.map((f) => f.path);
   });
 
-  it("carries LICENSE, README, the architecture document, dist, src and examples, and nothing from the repository's workshop", () => {
-    for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs"]) {
+  it("carries LICENSE, README, the docs, dist, src and examples, and nothing from the repository's workshop", () => {
+    // Every file the admin server serves the dashboard from (built into dist/, not in src/).
+    const dashboard = ["index.html", "dashboard.css", ...DASHBOARD_MODULES.map((m) => `${m}.js`)].map((f) => `dist/runtime/dashboard/${f}`);
+    for (const f of ["LICENSE", "README.md", "package.json", "docs/ARCHITECTURE.md", "dist/index.js", "dist/index.d.ts", "dist/cli.js", "dist/smp/shard-worker.js", "dist/smp/shard-entry.cjs", ...dashboard]) {
       expect(files, f).toContain(f);
     }
-    for (const example of readdirSync(join(root, "examples"))) expect(files).toContain(`examples/${example}`);
-    expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", "README.md", "docs/ARCHITECTURE.md", "package.json"]);
-    // src/ is shipped so that dist's source maps name files that are there (issue 23): a mapped frame
+    // Every example, a TypeScript project's files included (not what compiling or installing one leaves there).
+    const examples = readdirSync(join(root, "examples"), { recursive: true, encoding: "utf8" })
+      .filter((f) => statSync(join(root, "examples", f)).isFile())
+      .map((f) => `examples/${f.split(sep).join("/")}`)
+      .filter((f) => !/\/(dist|node_modules)\//.test(f));
+    expect(examples.length).toBeGreaterThan(20);
+    for (const example of examples) expect(files).toContain(example);
+    // The docs as users read them on npm too: every page README.md links to (the guides, the references,
+    // the architecture and development notes) and the small SVG a guide shows; not the dashboard's
+    // screenshot (a 290 KB PNG), whose link only the repository resolves.
+    const pages = docPages().map((p) => p.path);
+    expect(pages).toEqual(expect.arrayContaining(["docs/ARCHITECTURE.md", "docs/guide/shards.md", "docs/reference/api.md", "docs/reference/errors.md"]));
+    expect(files.filter((f) => !/^(dist|src|examples)\//.test(f)).sort()).toEqual(["LICENSE", ...pages, "docs/peak-flamegraph.svg", "package.json"].sort());
+    // src/ is shipped so that dist's source maps name files that are there: a mapped frame
     // reads shardheap/src/x.ts and an editor opens it. Every map's sources are in the package, and
     // no map carries them inline again (tsconfig has no inlineSources).
     const maps = files.filter((f) => f.startsWith("dist/") && f.endsWith(".map"));
@@ -68,7 +83,7 @@ console.log(JSON.stringify({ p: p > 0, live: stats.liveObjects, options: options
     expect(JSON.parse(out)).toEqual({ p: true, live: 1, options: 1, tree: "All (112, #1)" });
     // The command as installed: executable, and it knows its version.
     expect(execFileSync(join(modules, "shardheap", "dist", "cli.js"), ["--version"], { encoding: "utf8", timeout: 30_000 })).toBe(`${pkg.version}\n`);
-  });
+  }, 180_000); // tsc alone may take its 120 s bound on a loaded 2-core machine (57 s measured at load 20)
 
   it("a profile of the installed package's own code names its TypeScript files as shardheap/src/...ts:LINE, files that are there", () => {
     const dir = tempDir("shardheap-frames-");

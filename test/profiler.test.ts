@@ -1,7 +1,7 @@
 /**
  * The heap profiler on one thread: exact and sampled recording, every path
  * that keeps the books, run-time rate changes. (Per-shard toggling and
- * cross-shard frees on real threads: smp-profiler.test.ts.)
+ * cross-shard frees on real threads: smp/smp-profiler.test.ts.)
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import { formatTree, toCollapsed, toFlamegraphSvg, toHeapprofile, type ShardAllocator } from "../src/index.js";

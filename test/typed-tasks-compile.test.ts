@@ -1,5 +1,5 @@
 /**
- * Typed tasks under a strict user's compiler (issue 23): a project that
+ * Typed tasks under a strict user's compiler: a project that
  * installs the packed package, with strict, exactOptionalPropertyTypes,
  * noUncheckedIndexedAccess and noPropertyAccessFromIndexSignature, and a
  * TypeScript task module. A correct program compiles and runs on real

@@ -1,5 +1,5 @@
 /**
- * TypeScript task modules (issue 23): a shard runs under the loaders its
+ * TypeScript task modules: a shard runs under the loaders its
  * parent runs under. A program and its task module in TypeScript, run as
  * a user runs them: `npx tsx main.ts`, `node --import tsx main.ts`,
  * `NODE_OPTIONS=--import tsx`, a JavaScript program giving the shards

@@ -4,10 +4,9 @@
  * alone, as `(anonymous) (url:line:column)`. frameName takes the url the
  * frame holds; frameNamer, what the tree, collapsed stacks and the SVG
  * name frames with, shows it short first (display-paths.ts: `src/app.ts`,
- * `shardheap/src/x.ts`) unless asked for full paths. Paths used to stay
- * absolute so a report read the same wherever it was made, but
- * `file:///tmp/.../node_modules/shardheap/src/...` left no room for the
- * file and line in a flamegraph's box (issue 23).
+ * `shardheap/src/x.ts`) unless asked for full paths. Why not absolute
+ * paths: `file:///tmp/.../node_modules/shardheap/src/...` leaves no room
+ * for the file and line in a flamegraph's box (docs/decisions.md).
  */
 import type { Frame } from "../memory/stack-capture.js";
 import { OTHER_SITES_NAME } from "../memory/site-table.js";

@@ -2,9 +2,9 @@
  * What the admin server refuses before it looks at a route (admin.ts calls
  * these first, for every request, with or without a token):
  *
- * - A Host that no one but an attacker would send (DNS rebinding, issue 18
- *   point 7). A page on evil.example whose name the attacker then points
- *   at 127.0.0.1 reads the admin server as its own origin, with Host
+ * - A Host that no one but an attacker would send (DNS rebinding). A page
+ *   on evil.example whose name the attacker then points at 127.0.0.1
+ *   reads the admin server as its own origin, with Host
  *   `evil.example:PORT`. A rebinding needs a name the attacker controls in
  *   DNS, so the names accepted are those nobody else can point anywhere:
  *   IP literals (v4, or v6 in brackets), `localhost` and `*.localhost`

@@ -37,6 +37,7 @@ import { parseSize } from "../units.js";
 import { Baselines, DEFAULT_BASELINE, baselineName } from "./baselines.js";
 import { allowedHostNames, authorized, checkHost, checkSite } from "./admin-guards.js";
 import { DASHBOARD_PATHS, dashboardAsset } from "./dashboard.js";
+import type { BaselineSetBody, GrowingBody, HistoryBody, LabelsBody, RateBody, TimelineBody } from "./dashboard/api.js";
 import { DEBUG_PPROF_PARAMS, DEBUG_PPROF_PROFILES, DebugPprof } from "./debug-pprof.js";
 import { HeapImageDownloads, MAX_DOWNLOADS } from "./heap-image-download.js";
 import { mapGrowingSites } from "./growing-sites.js";
@@ -292,7 +293,7 @@ const ROUTES: readonly Route[] = [
     const parseRate = heap === "js" ? jsHeapprofRate : heapprofRate;
     const rate = r !== null ? parseRate(r, "rate") : parseRate(parseBoolean(enabled!, "enabled"), "enabled");
     await (heap === "js" ? smp.setJsHeapProfiling(shard, rate) : smp.setHeapProfiling(shard, rate));
-    json(res, heap === "js" ? { shard, rate, heap } : { shard, rate });
+    json(res, (heap === "js" ? { shard, rate, heap } : { shard, rate }) satisfies RateBody);
   }),
   data("POST", "/v1/heapprof/peak/reset", ["shard"], async ({ smp, q, res }) => {
     const shard = shardParam(q, smp, true) ?? "all";
@@ -301,12 +302,12 @@ const ROUTES: readonly Route[] = [
   }),
   data("GET", "/v1/heapprof/timeline", ["shard", "fullpaths"], async ({ smp, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
-    json(res, { ...(await shownTimeline(smp.timeline(shard), sourceMaps, { fullPaths: fullPathsParam(q) })), intervalMs: smp.options.timelineIntervalMs });
+    json(res, { ...(await shownTimeline(smp.timeline(shard), sourceMaps, { fullPaths: fullPathsParam(q) })), intervalMs: smp.options.timelineIntervalMs } satisfies TimelineBody);
   }),
   data("POST", "/v1/heapprof/baseline", ["shard", "name", "heap"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp, true) ?? "all";
     const name = baselineName(q.get("name"));
-    json(res, heapParam(q, ["shared", "js"]) === "js" ? { jsBaselines: await parts.jsBaselines.set(name, shard) } : { baselines: parts.baselines.set(name, shard) });
+    json(res, heapParam(q, ["shared", "js"]) === "js" ? { jsBaselines: await parts.jsBaselines.set(name, shard) } : ({ baselines: parts.baselines.set(name, shard) } satisfies BaselineSetBody));
   }),
   data("GET", "/v1/heapprof/baseline", [], ({ parts, res }) => json(res, { baselines: parts.baselines.list(), jsBaselines: parts.jsBaselines.list() })),
   data("DELETE", "/v1/heapprof/baseline", ["name", "shard", "heap"], ({ smp, parts, q, res }) => {
@@ -321,7 +322,7 @@ const ROUTES: readonly Route[] = [
     const p = smp.heapProfile(shardParam(q, smp) as number | undefined);
     const by = q.get("by");
     if (by === "") throw new InvalidValueError("by", "by must name a heap label (by=prefix)");
-    json(res, { names: labelNames(p), totalSize: p.totalSize, totalCount: p.totalCount, ...(by === null ? {} : { by, groups: groupByLabel(p, by) }) });
+    json(res, { names: labelNames(p), totalSize: p.totalSize, totalCount: p.totalCount, ...(by === null ? {} : { by, groups: groupByLabel(p, by) }) } satisfies LabelsBody);
   }),
   data("GET", "/v1/heapprof/growing", ["shard", "limit", "fullpaths", "by"], async ({ smp, parts, q, res }) => {
     const shard = shardParam(q, smp) as number | undefined;
@@ -329,7 +330,7 @@ const ROUTES: readonly Route[] = [
     const by = q.get("by") ?? "bytes";
     if (by !== "bytes" && by !== "count") throw new InvalidValueError("by", `by must be "bytes" or "count", got ${JSON.stringify(by)}`);
     const sites = await mapGrowingSites(parts.history.growing(shard, limit, by), sourceMaps, { fullPaths: fullPathsParam(q) });
-    json(res, { windowSeconds: parts.history.options.growthWindowSeconds, by, sites });
+    json(res, { windowSeconds: parts.history.options.growthWindowSeconds, by, sites } satisfies GrowingBody);
   }),
   data("GET", "/v1/memory/history", ["since"], ({ smp, o, parts, q, res }) => {
     const since = q.has("since") ? parseInteger(q.get("since")!, "since", 0, Number.MAX_SAFE_INTEGER) : 0;
@@ -345,7 +346,7 @@ const ROUTES: readonly Route[] = [
       baselines: parts.baselines.list(),
       apps: smp.appStats(),
       samples: parts.history.since(since),
-    });
+    } satisfies HistoryBody);
   }),
   data("GET", "/v1/app/stats", [], ({ smp, res }) => json(res, { apps: smp.appStats() })),
   data("GET", "/v1/memory/stats", ["shard"], ({ smp, q, res }) => json(res, smp.stats(shardParam(q, smp) as number | undefined))),

@@ -3,7 +3,9 @@
  * `--heapprof[=RATE]`, `--heapprof-sites N`), shared by every command that
  * starts shards; they become Smp options (smp/options.ts), where the rules
  * live. `--name=value` and `--name value` are both accepted wherever a
- * flag takes a value.
+ * flag takes a value (command-line.ts reads the arguments with Node's
+ * util.parseArgs); a value never begins with "--" (`--smp --memory 1M`:
+ * --smp has none).
  */
 import { UsageError } from "../errors.js";
 import { MAX_HEAP_BYTES, HEAP_HEADER_BYTES, maxProfilerSites } from "../memory/layout.js";
@@ -11,6 +13,7 @@ import { MAX_SHARDS, MIN_SHARD_BYTES, profilerSitesFor } from "../memory/shared-
 import { parseInteger } from "../parse.js";
 import { heapprofRate, jsHeapprofRate } from "../smp/options.js";
 import { parseSize } from "../units.js";
+import { readArgs, type Arg, type FlagTable } from "./command-line.js";
 
 /** The runtime flags as parsed from a command line (the rest is left to the command). */
 export interface RuntimeFlags {
@@ -25,10 +28,23 @@ export interface RuntimeFlags {
   jsHeapprof?: number;
 }
 
-/** `--name=value` -> ["--name", "value"]; `--name` -> ["--name", undefined]. */
-export function splitFlag(arg: string): [name: string, inline: string | undefined] {
-  const eq = arg.startsWith("--") ? arg.indexOf("=") : -1;
-  return eq > 0 ? [arg.slice(0, eq), arg.slice(eq + 1)] : [arg, undefined];
+/**
+ * The runtime flags, as readArgs reads them. --heapprof and --jsheapprof
+ * take their rate only after "=" (alone they mean "on"), which parseArgs
+ * cannot say of one flag: they are switches to it, with the "=" value read
+ * here, and `--heapprof 64K` (the rate after a space, which parseArgs
+ * would hand on as an operand) refused by hand with a hint.
+ */
+const RUNTIME_FLAGS: FlagTable = { "--smp": "value", "--memory": "value", "--heapprof-sites": "value", "--heapprof": "switch", "--jsheapprof": "switch" };
+
+/**
+ * A flag's value, for a command that never takes the next argument as a
+ * value when it is a flag (`--smp --memory 1M`: --smp has none; `-5`, one
+ * dash, is a value). UsageError `X needs a value` (X as written).
+ */
+export function flagValue(a: Arg): string {
+  if (a.value === undefined || (a.inline === undefined && a.value.startsWith("--"))) throw new UsageError(`${a.arg} needs a value`);
+  return a.value;
 }
 
 /**
@@ -41,44 +57,38 @@ export function splitFlag(arg: string): [name: string, inline: string | undefine
  * UsageError that says to write `--heapprof=RATE` (the same for --jsheapprof).
  */
 export function parseRuntimeFlag(argv: readonly string[], i: number, into: RuntimeFlags): number {
-  const [name, inline] = splitFlag(argv[i]!);
-  const value = (): [string, number] => {
-    if (inline !== undefined) return [inline, 1];
-    const next = argv[i + 1];
-    if (next === undefined || next.startsWith("--")) throw new UsageError(`${name} needs a value`);
-    return [next, 2];
-  };
-  switch (name) {
-    case "--smp": {
-      const [v, used] = value();
-      into.smp = parseInteger(v, "--smp", 1, MAX_SHARDS);
-      return used;
-    }
-    case "--memory": {
-      const [v, used] = value();
-      into.memory = parseSize(v, "--memory", { min: MIN_SHARD_BYTES });
-      return used;
-    }
-    case "--heapprof-sites": {
-      const [v, used] = value();
-      into.heapprofSites = parseInteger(v, "--heapprof-sites", 1, maxProfilerSites(MAX_HEAP_BYTES - HEAP_HEADER_BYTES));
-      return used;
-    }
+  const [a] = readArgs(argv.slice(i, i + 2), RUNTIME_FLAGS);
+  if (a === undefined || !runtimeFlag(a, argv[i + 1], into)) return 0;
+  return a.value !== undefined && a.inline === undefined ? 2 : 1;
+}
+
+/** Apply `a` when it is a runtime flag (`next`: the argument after it); false when it is not one. */
+function runtimeFlag(a: Arg, next: string | undefined, into: RuntimeFlags): boolean {
+  switch (a.operand ? undefined : a.flag) {
+    case "--smp":
+      into.smp = parseInteger(flagValue(a), "--smp", 1, MAX_SHARDS);
+      return true;
+    case "--memory":
+      into.memory = parseSize(flagValue(a), "--memory", { min: MIN_SHARD_BYTES });
+      return true;
+    case "--heapprof-sites":
+      into.heapprofSites = parseInteger(flagValue(a), "--heapprof-sites", 1, maxProfilerSites(MAX_HEAP_BYTES - HEAP_HEADER_BYTES));
+      return true;
     case "--heapprof":
     case "--jsheapprof": {
-      const js = name === "--jsheapprof";
-      if (inline === undefined && looksLikeRate(argv[i + 1])) {
+      const js = a.flag === "--jsheapprof";
+      if (a.inline === undefined && looksLikeRate(next)) {
         // The rate takes "=" (a bare --heapprof records every allocation):
         // left alone, `--heapprof 64K` was refused as "unknown flag: 64K".
         const alone = js ? "samples every 512KiB on average" : "records every allocation";
-        throw new UsageError(`${name} takes its rate after "=": did you mean ${name}=${argv[i + 1]!}? (${name} alone ${alone})`);
+        throw new UsageError(`${a.flag} takes its rate after "=": did you mean ${a.flag}=${next!}? (${a.flag} alone ${alone})`);
       }
-      if (js) into.jsHeapprof = jsHeapprofRate(inline ?? true, "--jsheapprof=RATE");
-      else into.heapprof = inline === undefined ? true : heapprofRate(inline, "--heapprof=RATE");
-      return 1;
+      if (js) into.jsHeapprof = jsHeapprofRate(a.inline ?? true, "--jsheapprof=RATE");
+      else into.heapprof = a.inline === undefined ? true : heapprofRate(a.inline, "--heapprof=RATE");
+      return true;
     }
     default:
-      return 0;
+      return false;
   }
 }
 
@@ -102,41 +112,35 @@ function looksLikeRate(arg: string | undefined): boolean {
   }
 }
 
-/** One of a command's own flags, as parseCommandFlags hands it over. */
+/** One of a command's own arguments, as parseCommandFlags hands it over. */
 export interface CommandFlag {
-  /** The argument as written (`--port=11211`). */
+  /** The argument as written (`--port=11211`; each letter of a cluster has the whole cluster). */
   arg: string;
-  /** Its name (`--port`). */
+  /** Its name (`--port`, `-p`); an operand as written. */
   flag: string;
-  /** The value after `=`, if any. */
+  /** Written with one dash: one of the command's letters (`-p`, or the `p` of `-vp11211` where `clusters`). */
+  short: boolean;
+  /** The value after `=` (attached to a letter: `-p11211`), if any. */
   inline: string | undefined;
-  /** Its value: after `=`, else the next argument (then taken); a UsageError when there is none. */
+  /** Its value (flagValue): a flag the command's table says takes one; UsageError `X needs a value` when there is none. */
   value(): string;
+}
+
+/** How a command's own flags are written: `flags` (readArgs' table) and whether short flags cluster getopt's way. */
+export interface CommandFlags {
+  readonly flags: FlagTable;
+  readonly clusters?: boolean;
 }
 
 /**
  * Walk a command's arguments: the runtime flags go into `into`, every
- * other argument to `each`, which reads a value only for the flags that
- * take one (a switch's next argument stays the next flag).
+ * other argument to `each`, in order; `own` names the command's flags
+ * that take a value (each takes the argument after it when not written
+ * with "=").
  */
-export function parseCommandFlags(argv: readonly string[], into: RuntimeFlags, each: (f: CommandFlag) => void): void {
-  for (let i = 0; i < argv.length; ) {
-    const used = parseRuntimeFlag(argv, i, into);
-    if (used > 0) {
-      i += used;
-      continue;
-    }
-    const arg = argv[i]!;
-    const [flag, inline] = splitFlag(arg);
-    let taken = 1;
-    const value = (): string => {
-      if (inline !== undefined) return inline;
-      const next = argv[i + 1];
-      if (next === undefined || next.startsWith("--")) throw new UsageError(`${flag} needs a value`);
-      taken = 2;
-      return next;
-    };
-    each({ arg, flag, inline, value });
-    i += taken;
+export function parseCommandFlags(argv: readonly string[], into: RuntimeFlags, each: (f: CommandFlag) => void, own: CommandFlags = { flags: {} }): void {
+  for (const a of readArgs(argv, { ...own.flags, ...RUNTIME_FLAGS }, own.clusters)) {
+    if (runtimeFlag(a, argv[a.index + 1], into)) continue;
+    each({ arg: a.arg, flag: a.flag, short: a.short, inline: a.inline, value: () => flagValue(a) });
   }
 }

@@ -4,10 +4,12 @@
  * buffer), a least-squares line y = a + b t. A site is growing when the
  * slope is positive, the line explains the series well (r^2 at least
  * MIN_FIT) and it gained bytes over the window. Ranked by slope, bytes per
- * second: what Materialize's engineers asked jemalloc for (issue 24457)
- * and bytehound shows as per-backtrace plots, for a live heap. Or by
- * objects: the same fit to the site's live object count, ranked by
- * objects per second. A leak of many small objects (56-byte strings at a
+ * second: what Materialize's engineers proposed to build on jemalloc's
+ * profile dumps (a linear regression per call stack,
+ * https://github.com/MaterializeInc/materialize/issues/24457) and
+ * bytehound shows as per-backtrace plots, for a live heap. Or by objects:
+ * the same fit to the site's live object count, ranked by objects per
+ * second. A leak of many small objects (56-byte strings at a
  * few hundred a second) gains fewer bytes than a cache filling up as it
  * should, and ranked by bytes it came below it, shown only by its count.
  *

@@ -1,7 +1,7 @@
 /**
  * GET /v1/heap/image for the admin server, with memory bounded whatever
  * the clients do. Thirty clients that asked for the image and never read
- * it used to pin thirty copies (1.2 GB with a 40 MB image, issue 9): each
+ * it would pin thirty copies (1.2 GB with a 40 MB image, measured) if each
  * response held its own copy until the socket took it.
  *
  * An image is one snapshot: its header's CRC covers the whole body and the

@@ -40,7 +40,7 @@ interface ShardMetric {
 /**
  * Figures beside MemoryStats. The largest free span is what fragmentation
  * takes away: free_memory_bytes can be high while no allocation larger than
- * this fits (the issue-22 run whose shards failed 13,000 mallocs). Reading
+ * this fits (a leak-hunting run's shards failed 13,000 mallocs that way). Reading
  * it walks the last non-empty free-span list: 0.36 us on a 64 MiB shard cut
  * into 534 spans, against 2.3 us for the shard's MemoryStats.
  */

@@ -25,8 +25,8 @@ export function checkCall(call: () => string, shards: number, shard: unknown, ta
 
 /**
  * `bound` calls to `shard` are pending from this thread already
- * (maxPendingCalls): the call is refused, nothing sent (issue 18 item 8:
- * without a bound, 2M calls to a busy shard grew the sender to 1.45 GB).
+ * (maxPendingCalls): the call is refused, nothing sent (without a
+ * bound, 2M calls to a busy shard grew the sender to 1.45 GB).
  */
 export function queueFull(shard: number, call: string, bound: number): ShardError {
   return new ShardError(
@@ -69,6 +69,18 @@ export function rebuildThrown(shard: number, task: string, thrown: ThrownRecord)
       return error;
     }
   }
+}
+
+/** Which API made a call, for messages: submitTo names the shard, invokeOnAll does not. */
+export type CallName = "submitTo" | "invokeOnAll";
+
+export function callName(via: CallName, peer: number, task: string): string {
+  return via === "submitTo" ? `submitTo(${peer}, ${JSON.stringify(task)})` : `invokeOnAll(${JSON.stringify(task)})`;
+}
+
+/** A call to a shard whose thread died and could not be replaced. */
+export function downError(peer: number, call: string): ShardError {
+  return new ShardError(peer, `${call}: shard ${peer} is gone (its thread died and a new one could not start)`, { code: "ERR_SHARDHEAP_CALL_NOT_STARTED" });
 }
 
 export function errorMessage(e: unknown): string {

@@ -2,7 +2,7 @@
  * Errors crossing between threads. A structured clone keeps an error's
  * message and stack and the name of a built-in class, and drops the rest:
  * a RangeError's `code`, InvalidPointerError's `pointer`, every class of
- * shardheap's own (issue 9, point 5). So the sending side turns what was
+ * shardheap's own. So the sending side turns what was
  * thrown into a ThrownRecord of plain, clone-checked data (value-codec.ts),
  * and the receiving side rebuilds it:
  *   - the class: the nearest one both sides know (the built-in error

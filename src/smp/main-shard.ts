@@ -1,5 +1,5 @@
 /**
- * The main thread's own shard (Smp.start's `mainShard`, issue 23): one
+ * The main thread's own shard (Smp.start's `mainShard`): one
  * more region of the heap, after the workers' (its id is `shards`, which
  * is also the main thread's endpoint id in the messaging buffer), owned by
  * the thread that called Smp.start. That thread allocates there directly

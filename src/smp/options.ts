@@ -120,7 +120,7 @@ export interface SmpOptions {
    */
   execArgv?: readonly string[];
   /**
-   * Give the thread that calls start() a shard of its own (issue 23): one
+   * Give the thread that calls start() a shard of its own: one
    * more region of `memoryPerShard`, id `shards` (after the workers'),
    * whose allocator is `smp.memory`, so that thread allocates without a
    * task. Shards read its objects and free them (cross-shard frees onto
@@ -190,9 +190,9 @@ export const DEFAULT_STOP_TIMEOUT_MS = 10_000;
 export const DEFAULT_IDLE_TRIM_MS = 200;
 /**
  * Calls pending from one thread to one shard, at most. A pending call
- * costs its sender ~190 B (endpoint.ts) plus its record (~20 B for a small
+ * costs its sender ~190 B (pending-calls.ts) plus its record (~20 B for a small
  * argument): 2^18 of them ~50 MB a pair. 2M calls to a busy shard grew the
- * sender to 1.45 GB before there was a bound (issue 18 item 8); the
+ * sender to 1.45 GB before there was a bound; the
  * largest burst in this repository is the messaging bench's 50,000.
  */
 export const DEFAULT_MAX_PENDING_CALLS = 2 ** 18;

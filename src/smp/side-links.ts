@@ -1,5 +1,5 @@
 /**
- * The side path's ports (endpoint.ts): a value holding shared memory, or
+ * The side path's ports (outgoing.ts): a value holding shared memory, or
  * one too big for a ring, travels by postMessage on a MessagePort between
  * the two threads, while a SIDE record in the ring keeps its place in
  * order. Ports are made on first use, one per ordered pair of
@@ -16,7 +16,7 @@
  * `epoch` is the sender's incarnation: a port from a shard that has since
  * died is refused (closed) on arrival. `toEpoch` is the receiver's
  * incarnation the sender wrote its SIDE records for: the port goes to
- * that incarnation's control port and no other. Issue 18 item 3: a port
+ * that incarnation's control port and no other. Before it did, a port
  * made while its receiver was down (dead, its new thread not yet started)
  * went down the dead thread's control port, so the new thread got the
  * SIDE record and never its message, and its ring from that sender
@@ -26,7 +26,8 @@
  * sender forgets those calls and rejects them).
  */
 import { MessageChannel, type MessagePort } from "node:worker_threads";
-import type { Endpoint, SideLinks } from "./endpoint.js";
+import type { Endpoint } from "./endpoint.js";
+import type { SideLinks } from "./records.js";
 
 export interface ConnectMessage {
   readonly kind: "connect";

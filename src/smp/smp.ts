@@ -35,7 +35,8 @@ import type { HeapProfile } from "../memory/heap-profile.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import { MainShard } from "./main-shard.js";
 import { decodeError } from "./error-codec.js";
-import { Endpoint, wakeEndpoint } from "./endpoint.js";
+import { Endpoint } from "./endpoint.js";
+import { wakeEndpoint } from "./endpoint-loop.js";
 import { errorMessage } from "./call-errors.js";
 import { describeRequest, type ShardBootData, type ShardReply, type ShardRequest, type ShardTakeover } from "./protocol.js";
 import { JsHeaps } from "./js-heap.js";
@@ -621,7 +622,7 @@ export class Smp extends EventEmitter<SmpEvents> {
   private announceMembership(): void {
     Atomics.add(this.queues, MEMBERSHIP, 1);
     for (let e = 0; e < this.geometry.endpoints; e++) wakeEndpoint(this.queues, this.geometry, e);
-    this.endpoint.poke();
+    this.endpoint.membershipChanged();
   }
 
   private scheduleRevival(): void {

@@ -9,7 +9,7 @@
  * record starts at the following 4-byte boundary. A record never wraps:
  * when it does not fit before the end of the ring, the producer writes a
  * PAD record over the rest and starts again at offset 0. The records'
- * meaning (kinds above PAD) is the endpoint's business (endpoint.ts).
+ * meaning (kinds above PAD) is the endpoint's business (records.ts).
  *
  * Memory order: the producer writes a record's bytes with plain stores,
  * then Atomics.store(TAIL) (sequentially consistent, so a release); the

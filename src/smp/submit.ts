@@ -16,7 +16,7 @@ export function submitVia<T>(endpoint: Endpoint, shard: number, task: string, ar
       return Promise.reject(e);
     }
   }
-  return endpoint.call(shard, task, arg, "submitTo") as Promise<T>;
+  return endpoint.submitTask(shard, task, arg, "submitTo") as Promise<T>;
 }
 
 export function invokeOnAllVia<T>(endpoint: Endpoint, task: string, arg: unknown): Promise<T[]> {
@@ -32,6 +32,6 @@ export function invokeOnAllVia<T>(endpoint: Endpoint, task: string, arg: unknown
     if (refusal !== undefined) return Promise.reject(refusal);
   }
   const calls: Array<Promise<unknown>> = [];
-  for (let shard = 0; shard < endpoint.shards; shard++) calls.push(endpoint.call(shard, task, arg, "invokeOnAll"));
+  for (let shard = 0; shard < endpoint.shards; shard++) calls.push(endpoint.submitTask(shard, task, arg, "invokeOnAll"));
   return Promise.all(calls) as Promise<T[]>;
 }

@@ -12,7 +12,7 @@
  * invokeOnAll, so a typed call behaves exactly as the untyped one (cloning,
  * errors, order). What the types add is at compile time: a wrong argument,
  * a wrong result or a name the module does not export fails to compile
- * (test/typed-tasks.test.ts compiles both kinds under strict,
+ * (test/typed-tasks-compile.test.ts compiles both kinds under strict,
  * exactOptionalPropertyTypes and noUncheckedIndexedAccess against the
  * packed package).
  *

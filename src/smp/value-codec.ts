@@ -3,14 +3,14 @@
  * two encodings): the same format and the same refusals as postMessage, so
  * a value decodes to what postMessage would have delivered, and a value it
  * cannot carry throws a DataCloneError *here*, on the sending side, where
- * the caller can turn it into an answer (issue 9, point 5).
+ * the caller can turn it into an answer.
  *
  * A value that refers to a SharedArrayBuffer (the heap's buffer, a view of
  * it from heap.bytes()) must arrive *shared*, not copied, and Node's
  * v8.Deserializer cannot resolve SharedArrayBuffer ids ("Unable to
  * deserialize cloned data", Node 20): serializeValue reports such a value
  * (undefined) once the whole value has been checked, and the caller sends
- * it through postMessage's own structured clone (endpoint.ts, the side
+ * it through postMessage's own structured clone (outgoing.ts, the side
  * path).
  */
 import { Deserializer, Serializer } from "node:v8";

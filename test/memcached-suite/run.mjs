@@ -26,8 +26,9 @@ const REPO = resolve(HERE, "../..");
 const MIRROR = "/work/.mirror/memcached+memcached/repo";
 
 /**
- * Files not run, and why: what shardheap memcached does not have (README,
- * "memcached's test suite"). Everything else in t/ is run.
+ * Files not run, and why: what shardheap memcached does not have
+ * (docs/guide/memcached.md, "memcached's own test suite"). Everything
+ * else in t/ is run.
  */
 const EXCEPTIONS = {
   binary: "the binary protocol (shardheap answers it with an error and closes)",

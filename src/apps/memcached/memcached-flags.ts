@@ -3,8 +3,9 @@
  * every argument that is not one of shardheap's --flags), so the binary
  * can be swapped in a service file or a test harness unchanged. Read as
  * memcached 1.6's main reads it: getopt's way (`-p 11211`, `-p11211`,
- * switches clustered: `-Mv`), and its long names (`--port=11211`,
- * `--user memcache`). Three kinds of option:
+ * switches clustered: `-Mv`; util.parseArgs cuts a cluster as getopt does
+ * once told which letters take a value), and its long names
+ * (`--port=11211`, `--user memcache`). Three kinds of option:
  *   - honoured: -p -l -U 0 -m -c -t -I -M -F -R -D -C -b -B auto|ascii
  *     -v -X -u -P -d -h -i -V, -o idle_timeout;
  *   - accepted, checked with memcached's rules and words, and noted once
@@ -18,6 +19,7 @@
  */
 import { UsageError } from "../../errors.js";
 import { MAX_SHARDS } from "../../memory/shared-heap.js";
+import type { FlagTable } from "../../runtime/command-line.js";
 import { DEFAULT_MAX_ITEM_SIZE } from "./config.js";
 import { atoi, finishSuboptions, newSuboptionState, readSuboptions, type SuboptionState } from "./memcached-suboptions.js";
 
@@ -137,20 +139,22 @@ function whole(flag: string, value: string, min: number, max: number, what: stri
 }
 
 /**
- * One argument of memcached's options (it starts with a single "-");
- * `next` takes the argument after it, for an option whose value is there.
+ * memcached's options as readArgs reads them (runtime/command-line.ts),
+ * clustered getopt's way: every letter getopt knows, with or without a
+ * value, so parseArgs takes a value where getopt does (`-vp 11211`,
+ * `-p11211`, `-c -1`), and the long names. A letter outside it is refused
+ * as getopt does, in parseMemcachedLetter.
  */
-export function parseMemcachedFlag(arg: string, next: () => string, into: MemcachedFlags): void {
-  for (let c = 1; c < arg.length; c++) {
-    const letter = arg[c]!;
-    if (TAKES_VALUE.has(letter)) {
-      // getopt: the rest of this argument, else the next one (memcached skips blanks before it).
-      const value = arg.slice(c + 1);
-      valueOption(letter, (value === "" ? next() : value).trimStart(), into);
-      return;
-    }
-    switchOption(letter, into);
-  }
+export const MEMCACHED_FLAG_TABLE: FlagTable = Object.fromEntries([
+  ..."pslaUmcRtDIoPfnBbuYeNMFCXdWvhViLkrSZA".split("").map((letter) => [`-${letter}`, TAKES_VALUE.has(letter) ? "value" : "switch"] as const),
+  ...Object.entries(LONG_OPTIONS).map(([flag, letter]) => [flag, TAKES_VALUE.has(letter) ? "value" : "switch"] as const),
+]);
+
+/** One of memcached's letters (`-p`, or the `p` of `-vp11211`); `value` takes its value (after it, else the next argument). */
+export function parseMemcachedLetter(letter: string, value: () => string, into: MemcachedFlags): void {
+  // memcached skips blanks before a value.
+  if (TAKES_VALUE.has(letter)) valueOption(letter, value().trimStart(), into);
+  else switchOption(letter, into);
 }
 
 /**

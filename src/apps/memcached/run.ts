@@ -14,13 +14,14 @@ import { mapProfileToSources } from "../../report/source-map.js";
 import { serveAdmin } from "../../runtime/admin.js";
 import { jsHeapProfileOf } from "../../runtime/heap-kinds.js";
 import { checkProfilerSitesFlag, parseCommandFlags, type RuntimeFlags } from "../../runtime/flags.js";
+import type { FlagTable } from "../../runtime/command-line.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../../memory/layout.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
 import { shardBytesForItems } from "./cache-memory.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
-import { MEMCACHED_FLAGS_HELP, finishMemcachedFlags, ignoredOptions, newMemcachedFlags, parseMemcachedFlag, parseMemcachedLongFlag } from "./memcached-flags.js";
+import { MEMCACHED_FLAGS_HELP, finishMemcachedFlags, ignoredOptions, newMemcachedFlags, parseMemcachedLetter, parseMemcachedLongFlag, MEMCACHED_FLAG_TABLE } from "./memcached-flags.js";
 import { removePidFile, runAs, writePidFile } from "./service.js";
 import { daemonLink, daemonize } from "./daemon.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
@@ -74,14 +75,20 @@ function oneOf(ours: string, given: unknown, theirs: string, alsoGiven: unknown)
   if (given !== undefined && alsoGiven !== undefined) throw new UsageError(`${ours} and ${theirs} say the same thing: give one of them`);
 }
 
+/** shardheap memcached's own flags beside memcached's (--port and --max-item-size shardheap's: memcached's long --port is -p's). */
+const MEMCACHED_ARGS: FlagTable = {
+  ...MEMCACHED_FLAG_TABLE,
+  "--port": "value", "--host": "value", "--max-item-size": "value", "--admin-port": "value", "--admin-heap-image": "switch",
+};
+
 export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
   const flags: RuntimeFlags = {};
   const a: MemcachedArgs = {};
   const m = newMemcachedFlags();
-  parseCommandFlags(argv, flags, ({ arg, flag, inline, value }) => {
+  parseCommandFlags(argv, flags, ({ arg, flag, short, inline, value }) => {
     // memcached's own options: one "-" and a letter (getopt's way).
-    if (/^-[^-]/.test(flag)) {
-      parseMemcachedFlag(arg, value, m);
+    if (short) {
+      parseMemcachedLetter(flag.slice(1), value, m);
       return;
     }
     switch (flag) {
@@ -104,7 +111,7 @@ export function parseMemcachedArgs(argv: readonly string[]): MemcachedArgs {
         // memcached's long names (--user, --pidfile=...); --port and --max-item-size are shardheap's own, above.
         if (!parseMemcachedLongFlag(flag, inline, value, m)) throw new UsageError(`unknown flag for memcached: ${arg}`);
     }
-  });
+  }, { flags: MEMCACHED_ARGS, clusters: true });
   if (m.help) return { help: true };
   if (m.version) return { version: true };
   if (m.license) return { license: true };
@@ -179,6 +186,9 @@ export interface RunOptions extends MemcachedArgs {
 
 /** Run the server until `interrupted`, then stop it and print what it held. */
 export async function runMemcached(o: RunOptions): Promise<void> {
+  // memcached's rule and words: root serves only as a user it was told to become (-u root included), so
+  // a service line that forgot -u does not serve the network as root.
+  if (process.getuid?.() === 0 && o.user === undefined) throw new UsageError("can't run as root without the -u switch");
   const out = o.out ?? process.stdout;
   const say = (line: string): void => void out.write(`${line}\n`);
   const server = await startMemcached(o);

@@ -253,10 +253,9 @@
  * stores are all seen by the waiter: the thread ended before the runtime
  * learned of it and stored the new owner token the waiter loaded.
  *
- * Costs and figures: bench/shared-map.ts (README, "Sharing data between
- * shards"). Limits: 2^23 entries, keys up to 64 KiB, 1024 reader records,
- * 256 segments; tables only grow (what a map once held, it keeps room
- * for).
+ * Costs and figures: bench/shared-map.ts (docs/guide/sharedmap.md).
+ * Limits: 2^23 entries, keys up to 64 KiB, 1024 reader records, 256
+ * segments; tables only grow (what a map once held, it keeps room for).
  *
  * Thread death: a reader that dies holding references leaves those
  * entries allocated (a count that never gets back to 0, a hazard slot that
