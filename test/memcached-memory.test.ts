@@ -285,7 +285,7 @@ describe("shardheap memcached on the shared heap", () => {
   });
 
   it("200,000 items of 100 B, then 40 of 900 KB into 8 MiB shards: all 40 stored, each shard evicting only what it must", async () => {
-    // The issue's case, a connection on each shard, each writing 100,000 of the small items and 20 of the big ones.
+    // A cache of small items that then takes big ones, a connection on each shard, each writing 100,000 of the small items and 20 of the big ones.
     const server = await start({ shards: 2, memoryPerShard: "8MiB" });
     const on = (await pair(server)) as [RawClient, RawClient];
     const c = on[0];
@@ -315,7 +315,7 @@ describe("shardheap memcached on the shared heap", () => {
     // Each shard's first big item, one at a time: the small items it displaces are the least recently
     // used, and their bytes need not be much more than three times its own (4,693 x 192 B). Alone (the
     // same flood, then the set) each shard evicts 4,688, in this test's sequence too since pool spans
-    // pack at the bottom of the shard (issue 21; before, shard 0 took one more batch: 9,376). In a
+    // pack at the bottom of the shard (before they did, shard 0 took one more batch: 9,376). In a
     // full, loaded run of the suite shard 0 (where staging copies of shard 1's keys were cut, before
     // writes were made on the connection's shard) once took three batches, 14,064. A shard that lets a
     // lowered budget fragment its pages evicted 16,878 (shard 0) or more.

@@ -26,9 +26,7 @@ const PENDING = new Set<string>([
   "src/memory/cross-shard.ts", // pending a concurrent change
   "src/memory/layout.ts", // pending a concurrent change
   "src/memory/page-spans.ts", // pending a concurrent change
-  "src/memory/shared-map/shared-map.ts", // pending a concurrent change
   "test/debug-pointers.test.ts", // pending a concurrent change
-  "test/memcached-memory.test.ts", // pending a concurrent change
   "test/object-bytes.test.ts", // pending a concurrent change
   "test/placement.test.ts", // pending a concurrent change
   "test/property.test.ts", // pending a concurrent change

@@ -5,7 +5,7 @@
  * What it is for
  * --------------
  * Seastar shares nothing: a read of another shard's data is a message
- * there and back (20 to 65 us between idle shards on these VMs, issue 19).
+ * there and back (20 to 65 us between idle shards on these VMs).
  * A shared heap can do better for reads: the data is already in memory
  * every thread can address. A SharedMap is made in one shard's memory and
  * found from any thread by its handle (a number: post it); a lookup takes
