@@ -31,8 +31,8 @@
  */
 import { pathToFileURL } from "node:url";
 import { SharedHeap, type ShardAllocator } from "../src/index.js";
-import type { AllocationProfiler } from "../src/memory/profiler-hooks.js";
-import { SiteTable } from "../src/memory/site-table.js";
+import type { AllocationProfiler } from "../src/memory/profiler/allocation-profiler.js";
+import { SiteTable } from "../src/memory/profiler/site-table.js";
 import type * as Churn from "./churn.js";
 import { compare, type BenchContext } from "./report.js";
 import { measure, type Candidate, type Measurement } from "./timing.js";

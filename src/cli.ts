@@ -11,7 +11,7 @@ import { writeFile } from "node:fs/promises";
 import { InvalidValueError, UNEXPECTED_ERROR_ROW, UsageError, errorRow } from "./errors.js";
 import { MAX_SHARDS } from "./memory/shared-heap.js";
 import { parseBoolean, parseDecimal, parseInteger } from "./parse.js";
-import { readHeapImage } from "./memory/heap-image.js";
+import { readHeapImage } from "./memory/heap-image/heap-image.js";
 import { DIFF_FORMATS, REPORT_FORMATS, parseReportFormat, renderProfile, type ReportFormat } from "./report/render.js";
 import { parseLabelFilter } from "./report/labels.js";
 import { diffProfiles } from "./report/diff.js";

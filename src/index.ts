@@ -14,6 +14,8 @@
  * in index.d.ts (from TypeScript 5.5 a written reference is dropped from
  * declaration output otherwise).
  */
+import "./memory/profiler/plug-in.js";
+import "./memory/heap-image/plug-in.js";
 export { PAGE_SIZE } from "./memory/layout.js";
 export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { type LiveCheckOptions } from "./memory/live-check.js";
@@ -41,13 +43,9 @@ export { currentShard, shardContext } from "./smp/current-shard.js";
 export { type ShardContext, type ListenOptions, type ListeningAddress, type Tasks, type TaskCall, type TaskFunction, type TaskName, type TaskArgument, type TaskResult, type NoTaskModuleNamed } from "./smp/task-types.js";
 export { type AppFigure, type AppFigures, type AppFigureUnit, type AppFigureKind, type AppFigureReading, type AppStats, type AppStatsReader } from "./smp/app-stats.js";
 export { type SmpOptions } from "./smp/options.js";
-export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable } from "./memory/heap-profile.js";
-export { type PeakProfile } from "./memory/peak-profile.js";
-export { type SiteTimeline, type TimelineSample, type TimelineSite } from "./memory/timeline-profile.js";
-export { type ProfilerFill } from "./memory/site-table.js";
-export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, OTHER_LABELS, type HeapLabels, type HeapLabelSet } from "./memory/heap-labels.js";
+export { type HeapProfile, type AllocationSite, type FoldedSites, type ProfilerTable, type PeakProfile, type SiteTimeline, type TimelineSample, type TimelineSite, type ProfilerFill, type Frame } from "./memory/heap-profile.js";
+export { withHeapLabels, withHeapLabelsSync, heapLabelSet, currentHeapLabels, OTHER_LABELS, type HeapLabels, type HeapLabelSet } from "./memory/profiler/heap-labels.js";
 export { groupByLabel, filterByLabel, labelNames, NO_LABEL, type LabelGroup } from "./report/labels.js";
-export { type Frame } from "./memory/stack-capture.js";
 export { mapProfileToSources, mapFrame, SourceMapCache } from "./report/source-map.js";
 export { formatTree, type TreeOptions } from "./report/tree.js";
 export { toCollapsed } from "./report/collapsed.js";
@@ -55,7 +53,7 @@ export { toPprof, type PprofOptions } from "./report/pprof.js";
 export { displayPath } from "./frame-path.js";
 export { withDisplayPaths, type PathOptions } from "./report/display-paths.js";
 export { toHeapprofile, type Heapprofile } from "./report/heapprofile.js";
-export { readHeapImage, decodeHeapImage } from "./memory/heap-image.js";
+export { readHeapImage, decodeHeapImage } from "./memory/heap-image/heap-image.js";
 export { toFlamegraphSvg, type FlamegraphOptions } from "./report/flamegraph.js";
 export { diffProfiles, isProfileDiff, type ProfileDiff, type DiffSite } from "./report/diff.js";
 export { serveAdmin, type AdminOptions, type AdminServer } from "./runtime/admin.js";

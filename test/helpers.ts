@@ -19,8 +19,9 @@ import { expect, onTestFinished } from "vitest";
 import { Smp } from "../dist/index.js";
 import { SharedHeap, type AllocationSite, type HeapProfile } from "../src/index.js";
 import { PROF_MAX_DEPTH } from "../src/memory/layout.js";
-import type { SiteTable } from "../src/memory/site-table.js";
-import { captureRawCallSites, frameOf, isOwnFrame, type Frame } from "../src/memory/stack-capture.js";
+import type { SiteTable } from "../src/memory/profiler/site-table.js";
+import { captureRawCallSites, frameOf, isOwnFrame } from "../src/memory/profiler/stack-capture.js";
+import type { Frame } from "../src/memory/heap-profile.js";
 
 /** The tasks module most Smp tests load (test/fixtures/shard-tasks.mjs). */
 export const TASKS = new URL("./fixtures/shard-tasks.mjs", import.meta.url);

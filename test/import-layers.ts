@@ -4,8 +4,10 @@
  * `import("x")`, type-only imports too) with TypeScript's own pre-parser,
  * so comments and strings that merely look like imports are not counted,
  * and reports
- *   - every import circle (two or more files reaching each other), and
- *   - every import from a higher layer (docs/ARCHITECTURE.md "Layers").
+ *   - every import circle (two or more files reaching each other),
+ *   - every import from a higher layer (docs/ARCHITECTURE.md "Layers"), and
+ *   - every import between the rooms of a layer (its sub-folders) that
+ *     ROOMS below does not allow.
  * Only relative specifiers are followed: packages (node:*, piscina, ...)
  * sit outside the layers. A dynamic import of a computed specifier (the
  * shard bootstrap's `import(boot.module)`, the user's code) has no target.
@@ -13,7 +15,8 @@
  * Layers, lowest first; a file may import its own layer or a lower one:
  *   base     src/errors.ts, src/units.ts, src/parse.ts, src/log.ts,
  *            src/frame-path.ts, src/display-text.ts: utilities every layer uses; they import no layer
- *   memory   src/memory/   the allocator, profiler recording, heap images
+ *   memory   src/memory/   the allocator; in sub-folders (rooms, below) the
+ *                          shared index, the profiler's recording side, heap images
  *   smp      src/smp/      shards on worker threads
  *   report   src/report/   renderers of a HeapProfile
  *   runtime  src/runtime/  flags -> options, admin HTTP API, metrics
@@ -21,6 +24,15 @@
  *   top      src/cli.ts, src/index.ts: the command and the package root
  * A file in src/ that is in none of these is itself a finding, so a new
  * root file has to be placed here on purpose.
+ *
+ * Rooms, inside a layer (docs/ARCHITECTURE.md "Layers"): a layer listed in ROOMS has
+ * each of its folders as a room, and a file may import from its own room
+ * and from the rooms its room lists, nothing else of its layer. A folder
+ * of that layer that ROOMS does not list is itself a finding.
+ *   memory             the allocator's own files: import none of the rooms below
+ *   memory/profiler    the profiler's recording side: builds on the allocator
+ *   memory/heap-image  heap images: the allocator, and the profiler's tables they carry
+ *   memory/shared-map  the shared index: builds on the allocator
  */
 import { readFileSync, readdirSync } from "node:fs";
 import { dirname, join, normalize, relative, sep } from "node:path";
@@ -38,6 +50,14 @@ const ROOT_FILES: Record<string, Layer> = {
   "display-text.ts": "base",
   "cli.ts": "top",
   "index.ts": "top",
+};
+
+/** Each room (a folder under src/) of a layer that has rooms, and the rooms it may import besides itself. */
+export const ROOMS: Readonly<Record<string, readonly string[]>> = {
+  memory: [],
+  "memory/profiler": ["memory"],
+  "memory/heap-image": ["memory", "memory/profiler"],
+  "memory/shared-map": ["memory"],
 };
 
 /** The layer of a path relative to src/ ("memory/layout.ts"), or undefined when it has none. */
@@ -153,6 +173,42 @@ export function findLayerViolations(graph: ImportGraph): string[] {
       const theirs = layerOf(to);
       if (theirs === undefined) problems.push(`${from} imports ${to}, which is in no layer`);
       else if (LAYERS.indexOf(theirs) > LAYERS.indexOf(own)) problems.push(`${from} (${own}) imports ${to} (${theirs}), a higher layer`);
+    }
+  }
+  return problems;
+}
+
+/** The room of a path relative to src/ ("memory/profiler/peaks.ts" -> "memory/profiler"): its folder. */
+export function roomOf(file: string): string {
+  const slash = file.lastIndexOf("/");
+  return slash < 0 ? "" : file.slice(0, slash);
+}
+
+/** Whether a layer has rooms (ROOMS lists a room of it). */
+function hasRooms(layer: Layer | undefined, rooms: Readonly<Record<string, readonly string[]>>): boolean {
+  return layer !== undefined && Object.keys(rooms).some((room) => room.split("/")[0] === layer);
+}
+
+/**
+ * Imports inside a layer that go from one room to another that ROOMS does
+ * not let it import, and files of a layer with rooms whose folder is not
+ * one, as messages. Imports across layers are findLayerViolations' to judge.
+ */
+export function findRoomViolations(graph: ImportGraph, rooms: Readonly<Record<string, readonly string[]>> = ROOMS): string[] {
+  const problems: string[] = [];
+  for (const [from, targets] of graph) {
+    const layer = layerOf(from);
+    if (!hasRooms(layer, rooms)) continue;
+    const room = roomOf(from);
+    const allowed = rooms[room];
+    if (allowed === undefined) {
+      problems.push(`${from} is in no room of ${layer} (place ${room}/ in test/import-layers.ts ROOMS and docs/ARCHITECTURE.md)`);
+      continue;
+    }
+    for (const to of targets) {
+      const theirs = roomOf(to);
+      if (layerOf(to) !== layer || theirs === room || allowed.includes(theirs)) continue;
+      problems.push(`${from} (${room}) imports ${to} (${theirs}), a room ${room} may not import`);
     }
   }
   return problems;

@@ -7,7 +7,7 @@
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { describe, expect, it } from "vitest";
-import { OTHER_LABELS } from "../dist/memory/heap-labels.js";
+import { OTHER_LABELS } from "../dist/memory/profiler/heap-labels.js";
 import type { AllocationSite, HeapProfile } from "../dist/memory/heap-profile.js";
 import { diffProfiles, mergeProfiles } from "../dist/report/diff.js";
 import { groupByLabel, labelNames } from "../dist/report/labels.js";

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Smp, groupByLabel, serveAdmin, type HeapProfile } from "../dist/index.js";
-import { readHeapImage } from "../dist/memory/heap-image.js";
+import { readHeapImage } from "../dist/memory/heap-image/heap-image.js";
 import { renderProfile } from "../dist/report/render.js";
 
 const tasks = new URL("./fixtures/label-tasks.mjs", import.meta.url);

@@ -1,7 +1,11 @@
-/** docs/ARCHITECTURE.md "Layers": no import circle in src/ and no import from a higher layer. */
+/**
+ * docs/ARCHITECTURE.md "Layers": no import circle in src/, no import from a
+ * higher layer, and inside a layer no import between rooms (sub-folders)
+ * that test/import-layers.ts ROOMS does not allow.
+ */
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { findCircles, findLayerViolations, importSpecifiers, layerOf, readImportGraph, type ImportGraph } from "./import-layers.js";
+import { ROOMS, findCircles, findLayerViolations, findRoomViolations, importSpecifiers, layerOf, readImportGraph, roomOf, type ImportGraph } from "./import-layers.js";
 
 const SRC = fileURLToPath(new URL("../src", import.meta.url));
 const graph = (edges: Record<string, string[]>): ImportGraph => new Map(Object.entries(edges));
@@ -21,6 +25,14 @@ describe("src/ layers", () => {
 
   it("imports only from its own layer or below, and every file has a layer", () => {
     expect(findLayerViolations(real)).toEqual([]);
+  });
+
+  it("inside src/memory, the allocator imports none of its sub-folders and each sub-folder only what ROOMS allows", () => {
+    // The real graph has the edges the rules are about, so a pass means something.
+    const edges = [...real].flatMap(([from, to]) => to.map((t) => [roomOf(from), roomOf(t)].join(" -> ")));
+    expect(edges).toEqual(expect.arrayContaining(["memory/profiler -> memory", "memory/heap-image -> memory/profiler", "memory/shared-map -> memory"]));
+    expect(Object.keys(ROOMS).sort()).toEqual([...new Set([...real.keys()].filter((f) => layerOf(f) === "memory").map(roomOf))].sort());
+    expect(findRoomViolations(real)).toEqual([]);
   });
 });
 
@@ -75,6 +87,26 @@ describe("the layer checker itself", () => {
       "smp/smp.ts (smp) imports runtime/admin.ts (runtime), a higher layer",
       "units.ts (base) imports memory/layout.ts (memory), a higher layer",
       "helpers.ts is in no layer (place it in test/import-layers.ts and docs/ARCHITECTURE.md's layers)",
+    ]);
+  });
+
+  it("flags an import between rooms the table does not allow, a folder that is no room, and accepts allowed ones", () => {
+    const rooms = { memory: [], "memory/profiler": ["memory"], "memory/heap-image": ["memory", "memory/profiler"] };
+    expect(
+      findRoomViolations(
+        graph({
+          "memory/shard-allocator.ts": ["memory/profiler/sampler.ts", "memory/layout.ts", "errors.ts"],
+          "memory/profiler/sampler.ts": ["memory/layout.ts", "memory/heap-image/heap-image.ts"],
+          "memory/heap-image/heap-image.ts": ["memory/profiler/peaks.ts", "memory/shared-heap.ts"],
+          "memory/stray/x.ts": ["memory/layout.ts"],
+          "smp/smp.ts": ["memory/profiler/plug-in.ts", "smp/deep/y.ts"],
+        }),
+        rooms,
+      ),
+    ).toEqual([
+      "memory/shard-allocator.ts (memory) imports memory/profiler/sampler.ts (memory/profiler), a room memory may not import",
+      "memory/profiler/sampler.ts (memory/profiler) imports memory/heap-image/heap-image.ts (memory/heap-image), a room memory/profiler may not import",
+      "memory/stray/x.ts is in no room of memory (place memory/stray/ in test/import-layers.ts ROOMS and docs/ARCHITECTURE.md)",
     ]);
   });
 

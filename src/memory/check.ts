@@ -11,7 +11,7 @@
  */
 import { forEachChained } from "./cross-shard.js";
 import { firstWrittenByte, forEachQuarantined } from "./quarantine.js";
-import { peakBooksProblem } from "./peak-profile.js";
+import { profilerHooks } from "./hooks.js";
 import { objectSizeIn } from "./pointers.js";
 import {
   GRANULE,
@@ -172,7 +172,7 @@ function checkRegion(r: ShardRegion, inFlight: Set<number>): string[] {
   if (live !== liveLarge + livePool) fail(`mallocs - frees = ${live} but ${liveLarge + livePool} objects are live`);
 
   // 5. The peak's books: its live figure is the sites' (peaks.ts).
-  const peaks = peakBooksProblem(r);
+  const peaks = profilerHooks().booksProblem(r);
   if (peaks) fail(peaks);
 
   return errors;

@@ -26,7 +26,8 @@ import type { ShardRegion } from "./region.js";
 import { CLASS_COUNT, POOL_COUNT, classSize, classSpanPages } from "./size-classes.js";
 import { poolBytes, poolObjectsInUse } from "./small-pool.js";
 import { readStats } from "./stats.js";
-import { heapProfileOf, sampleRateOf, type AllocationSite } from "./heap-profile.js";
+import { sampleRateOf, type AllocationSite } from "./heap-profile.js";
+import { profilerHooks } from "./hooks.js";
 
 const pad = (s: string | number, n: number): string => String(s).padStart(n);
 
@@ -95,7 +96,7 @@ export function formatDiagnostics(r: ShardRegion, o: DiagnosticsOptions = {}): s
     out.push("");
     out.push(`Top allocation sites (heap profiler, ${rate === 1 ? "every allocation" : `sampled every ${formatSize(rate)}`}):`);
     out.push("     size    count  site");
-    const sites = (o.topSites ?? heapProfileOf([r], 0 /* the only region given */).sites).filter((site) => site.size > 0);
+    const sites = (o.topSites ?? profilerHooks().heapProfile([r], 0 /* the only region given */).sites).filter((site) => site.size > 0);
     const base = workingDirectory();
     for (const site of sites.slice(0, TOP_SITES)) {
       out.push(`${pad(formatSize(Math.round(site.size)), 9)} ${pad(formatCount(Math.round(site.count)), 8)}  ${siteWhere(site, base)}`);

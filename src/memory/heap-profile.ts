@@ -1,14 +1,27 @@
 /**
- * HeapProfile: what the profiler knows, read from the buffer alone (any
- * thread, or a saved heap image), for one shard or all shards merged.
- * Site figures are already scaled (sampled estimates are weighted when
- * recorded), so merging shards adds them; the tree and the other renderers
- * (src/report) take it from here.
+ * The profile values the heap hands out, and the pure operations on them:
+ * HeapProfile (the live sites), PeakProfile (the sites at a peak),
+ * SiteTimeline (the largest sites over time) and ProfilerFill (how full
+ * the tables are), with the keys and the merging every reader and renderer
+ * shares. They are the vocabulary of the allocator's public methods
+ * (SharedHeap.heapProfile, ShardAllocator.peakProfile, ...), of the
+ * profiler, which reads them from the buffer (profiler/live-profile.ts,
+ * peak-profile.ts, timeline-profile.ts), and of the renderers (src/report).
+ * Nothing here reads the profiler's tables: the allocator names these
+ * types without importing the profiler. Site figures are already scaled
+ * (sampled estimates are weighted when recorded), so merging shards adds
+ * them.
  */
 import { S_PROF_RATE } from "./layout.js";
 import type { ShardRegion } from "./region.js";
-import { readProfilerFill, readSites, type ProfilerTable } from "./site-table.js";
-import type { Frame } from "./stack-capture.js";
+
+/** One stack frame, 1-based line and column: the package root's Frame (AllocationSite.frames). */
+export interface Frame {
+  functionName: string;
+  url: string;
+  line: number;
+  column: number;
+}
 
 export interface AllocationSite {
   /** Leaf first; frames[0] is the code that called shardheap. */
@@ -39,7 +52,8 @@ export interface HeapProfile {
   folded?: FoldedSites;
 }
 
-export type { ProfilerTable };
+/** A profiler table that can fill up, as HeapProfile.folded names it. */
+export type ProfilerTable = "sites" | "frames" | "strings";
 
 /** A site's four figures. */
 export type SiteFigures = Pick<AllocationSite, "count" | "size" | "allocCount" | "allocSize">;
@@ -70,6 +84,52 @@ export interface FoldedSites {
   siteCapacity: number;
   /** The tables that filled: "sites", "frames", "strings" (all grow with heapprofSites). */
   full: ProfilerTable[];
+}
+
+export interface PeakProfile extends HeapProfile {
+  /** The profiled live bytes at the peak: the shard's (its PK_PEAK), or the shards' sum at the heap-wide peak. */
+  peakBytes: number;
+  /** When, in ms since the epoch (0: no profiled byte since profiling began or the last reset). */
+  peakTime: number;
+}
+
+/** A site a timeline names. */
+export interface TimelineSite {
+  frames: Frame[];
+  labels?: Record<string, string>;
+}
+
+/** One tick: when, allocated memory, profiled live bytes, and the largest sites' live bytes and objects. */
+export interface TimelineSample {
+  /** ms since the epoch. */
+  t: number;
+  used: number;
+  live: number;
+  /** [index into SiteTimeline.sites, live bytes, live objects], largest first (estimates when sampled). */
+  sites: Array<[site: number, bytes: number, objects: number]>;
+}
+
+/** The largest sites' live bytes over time, per tick of one shard's timeline or of every shard's summed. */
+export interface SiteTimeline {
+  shard: number | "all";
+  /** How many sites each shard's ticks keep. */
+  sitesPerSample: number;
+  sites: TimelineSite[];
+  samples: TimelineSample[];
+}
+
+/**
+ * How full a region's profiler is: the stacks it keeps and may keep, the
+ * tables that refused an entry (S_PROF_FULL), and what it folded into
+ * "(other sites)" (site 0's raw figures: estimates when sampled).
+ */
+export interface ProfilerFill {
+  /** Stacks recorded (site records but site 0). */
+  sites: number;
+  /** Stacks it keeps exactly at most. */
+  siteCapacity: number;
+  full: ProfilerTable[];
+  folded: { count: number; size: number; allocCount: number; allocSize: number };
 }
 
 /*
@@ -141,51 +201,7 @@ export function sitesByFrames(sites: Iterable<AllocationSite>): Map<string, Allo
   return new Map([...byKey.values()].map((s) => [siteKey(s.frames, s.labels), s]));
 }
 
+/** A region's sample rate in bytes (0 off, 1 exact), from its header. */
 export function sampleRateOf(r: ShardRegion): number {
   return r.headerSlot(S_PROF_RATE);
-}
-
-/**
- * One shard's profile (`shard` given), or every shard's merged by stack. A
- * shard's own sites need no merging: its table holds each stack once.
- */
-export function heapProfileOf(regions: readonly ShardRegion[], shard?: number): HeapProfile {
-  const chosen = shard === undefined ? regions : [regions[shard]!];
-  const read = (r: ShardRegion): AllocationSite[] => readSites(r).map((s) => siteWith(s, s));
-  const sites = chosen.length === 1 ? read(chosen[0]!) : [...sitesByFrames(chosen.flatMap(read)).values()];
-  const folded = foldedOf(chosen);
-  return { ...profileOfSites(chosen, shard, sites), ...(folded === undefined ? {} : { folded }) };
-}
-
-/**
- * The profile of `sites` (sorted here, largest first), read from regions
- * `chosen`, of shard `shard` (undefined: all): the shards' common rate,
- * the totals. How every reader of a profile (live, peak, a timeline's
- * tick) shapes it.
- */
-export function profileOfSites(chosen: readonly ShardRegion[], shard: number | undefined, sites: AllocationSite[]): HeapProfile {
-  const rates = new Set(chosen.map(sampleRateOf));
-  sites.sort((a, b) => b.size - a.size);
-  return {
-    shard: shard === undefined ? "all" : shard,
-    sampleRate: rates.size === 1 ? [...rates][0]! : -1,
-    sites,
-    totalSize: sites.reduce((n, s) => n + s.size, 0),
-    totalCount: sites.reduce((n, s) => n + s.count, 0),
-  };
-}
-
-/** The regions' folded figures added up, or undefined when none folded anything. */
-export function foldedOf(regions: readonly ShardRegion[]): FoldedSites | undefined {
-  const all = regions.map(readProfilerFill).filter((f) => f.folded.allocCount > 0);
-  if (all.length === 0) return undefined;
-  const full = new Set(all.flatMap((f) => f.full));
-  return {
-    count: all.reduce((n, f) => n + f.folded.count, 0),
-    size: all.reduce((n, f) => n + f.folded.size, 0),
-    allocCount: all.reduce((n, f) => n + f.folded.allocCount, 0),
-    allocSize: all.reduce((n, f) => n + f.folded.allocSize, 0),
-    siteCapacity: Math.min(...all.map((f) => f.siteCapacity)),
-    full: (["sites", "frames", "strings"] as const).filter((t) => full.has(t)),
-  };
 }

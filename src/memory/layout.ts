@@ -28,7 +28,7 @@
  * count, carved from the high end of the span chosen; small-pool spans
  * from the low end. Small objects come from small pools (see
  * size-classes.ts, small-pool.ts). Power-of-two buddies, Seastar's scheme
- * and ours before issue 12, needed 1.9x a trace's peak live bytes where
+ * and ours before heap version 3, needed 1.9x a trace's peak live bytes where
  * this needs 1.25x (bench/fragmentation.ts).
  *
  * Liveness is exact, not probabilistic: a bitmap holds one "live" bit per
@@ -78,10 +78,11 @@ export const HEAP_HEADER_BYTES = PAGE_SIZE;
 export const HEAP_MAGIC0 = 0x44524853; // "SHRD" little-endian
 export const HEAP_MAGIC1 = 0x50414548; // "HEAP" little-endian
 /**
- * 2: the owner word, the outbox and claimed lists (the races of issue 9).
- * 3: free spans of any page count in segregated lists (issue 12).
+ * 2: the owner word, the outbox and claimed lists (the races of two frees
+ *    of one object, cross-shard.ts "Claims").
+ * 3: free spans of any page count in segregated lists (page-spans.ts).
  * 4: the profiler's site capacity is an option, kept in H_PROF_SITES
- *    (issue 22); a version 3 heap is read as one of the default capacity
+ *    (heapprofSites); a version 3 heap is read as one of the default capacity
  *    (PRE_CAPACITY_HEAP_VERSION).
  * 5: peaks: a peak record per site after the profiler's strings, and each
  *    region's timeline after them (peaks.ts, timeline.ts); versions 3 and
@@ -535,7 +536,7 @@ export function timelineEntries(shardBytes: number, version: number = HEAP_VERSI
  * Stacks a shard keeps exactly unless told (heapprofSites): one per 32 KiB
  * of shard, between 64 and 4096 (2048 in a 64 MiB shard; its tables then
  * take 1.9% of it). Kept from before the option existed: a program with
- * more stacks raises it (issue 22: 8,000 stacks at 4,096 folded 49% of
+ * more stacks raises it (measured: 8,000 stacks at 4,096 folded 49% of
  * the allocations into "(other sites)").
  */
 export function defaultProfilerSites(shardBytes: number): number {

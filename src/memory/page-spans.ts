@@ -17,7 +17,7 @@
  * smallest free span that holds it, to within 1/16 of its size, and every
  * call is O(1): a few list operations and bit searches, no scanning.
  *
- * Where a span goes (issue 21):
+ * Where a span goes:
  *   - a large object (shard-allocator.ts) takes the lists' good fit above,
  *     carved from the high end of the free span chosen;
  *   - a pool span takes the lowest free span that holds it (address-
@@ -44,7 +44,7 @@
  * and 256 30.4% (the bottom's small holes are seldom more than a few
  * dozen).
  *
- * Why not buddies (what Seastar and this file did before, issue 12): a
+ * Why not buddies (what Seastar and this file did before): a
  * power-of-two block that is naturally aligned is a strong demand, and a
  * churning shard could not meet it: the stress workload's shards failed
  * 128-256 KiB allocations with 22 MiB of 60 MiB free, the largest free

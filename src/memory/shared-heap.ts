@@ -47,18 +47,14 @@ import {
   profilerCapacity,
   regionLayout,
 } from "./layout.js";
-import { saveHeapImage } from "./heap-image-writer.js";
 import { initPageSpans, largestFreeSpanPages } from "./page-spans.js";
 import { liveObjectRegion, objectSizeIn, ownerShardOf, type HeapGeometry } from "./pointers.js";
 import { HeapViews, ShardRegion } from "./region.js";
 import { ShardAllocator } from "./shard-allocator.js";
 import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
-import { initSiteTable, readProfilerFill, type ProfilerFill } from "./site-table.js";
-import { heapProfileOf, type HeapProfile } from "./heap-profile.js";
-import { peakProfileOf, type PeakProfile } from "./peak-profile.js";
-import { initHeapPeak, initPeaks, resetHeapPeak } from "./peaks.js";
-import { siteTimelineOf, timelineProfileAt, type SiteTimeline } from "./timeline-profile.js";
+import type { HeapProfile, PeakProfile, ProfilerFill, SiteTimeline } from "./heap-profile.js";
+import { imageHooks, profilerHooks, type ProfilerHooks } from "./hooks.js";
 import { readStats, sumStats, type MemoryStats } from "./stats.js";
 import { STORED_HEADER_BYTES, storedLengthIn } from "./stored-values.js";
 
@@ -147,6 +143,8 @@ export class SharedHeap implements HeapGeometry {
   /** @internal Read-only views of each region. */
   readonly regions: readonly ShardRegion[];
   private readonly views: HeapViews;
+  /** The profiler's hooks (hooks.ts): its readings, and the recorder each allocator gets. */
+  private readonly profiler: ProfilerHooks;
   private readonly allocators: (ShardAllocator | undefined)[];
   /** A shard this thread owns, which sends this thread's frees of other shards' objects. */
   private sender: ShardAllocator | undefined;
@@ -157,6 +155,8 @@ export class SharedHeap implements HeapGeometry {
     this.shards = shards;
     this.shardBytes = shardBytes;
     this.profilerSites = profilerSites;
+    this.profiler = profilerHooks();
+    imageHooks(); // plugged in too, or no heap: saveImage must not be the first to find out
     this.views = new HeapViews(buffer, memory);
     this.version = this.views.i32[H_VERSION]!;
     this.regions = Array.from({ length: shards }, (_, id) => new ShardRegion(this.views, id, shardBytes, profilerSites));
@@ -206,8 +206,8 @@ export class SharedHeap implements HeapGeometry {
     h[H_PROF_SITES] = profilerSites;
     h[H_FLAGS] = debugPointers ? HEAP_FLAG_DEBUG_POINTERS : 0;
     const heap = new SharedHeap(buffer, memory, shards, regionBytes, profilerSites);
-    for (const r of heap.regions) initRegion(r, regionBytes, profilerSites);
-    initHeapPeak(heap.views.i32, heap.views.f64);
+    for (const r of heap.regions) initRegion(r, regionBytes, profilerSites, heap.profiler);
+    heap.profiler.initHeap(heap.views.i32, heap.views.f64);
     return heap;
   }
 
@@ -426,52 +426,52 @@ export class SharedHeap implements HeapGeometry {
    */
   profilerFill(shard: number): ProfilerFill {
     this.checkShardId(shard, "profilerFill");
-    return readProfilerFill(this.regions[shard]!);
+    return this.profiler.fill(this.regions[shard]!);
   }
 
   /** One shard's heap profile, or every shard's merged; read from the buffer, no shard involved. */
   heapProfile(shard?: number): HeapProfile {
     if (shard !== undefined) this.checkShardId(shard, "heapProfile");
-    return heapProfileOf(this.regions, shard);
+    return this.profiler.heapProfile(this.regions, shard);
   }
 
   /**
    * The sites live at shard `shard`'s profiled peak (the moment its
    * profiled live bytes were highest since profiling began or its last
    * resetPeak), or, with no shard, at the heap-wide peak: the moment the
-   * shards' sum was highest (peaks.ts says within what). Read from the
+   * shards' sum was highest (profiler/peaks.ts says within what). Read from the
    * buffer, no shard involved. HeapFormatError for a heap image written
    * before shardheap kept peaks.
    */
   peakProfile(shard?: number): PeakProfile {
     if (shard !== undefined) this.checkShardId(shard, "peakProfile");
-    return peakProfileOf(this.regions, shard);
+    return this.profiler.peakProfile(this.regions, shard);
   }
 
   /**
    * The largest sites' live bytes over time, per tick of shard `shard`'s
-   * timeline or of every shard's summed (timeline.ts: the ticks are an
+   * timeline or of every shard's summed (profiler/timeline.ts: the ticks are an
    * Smp's, once a second by default; a heap used without Smp has none).
    * From the buffer: any thread, or an image.
    */
   timeline(shard?: number): SiteTimeline {
     if (shard !== undefined) this.checkShardId(shard, "timeline");
-    return siteTimelineOf(this.regions, shard);
+    return this.profiler.timeline(this.regions, shard);
   }
 
   /**
    * The timeline's tick at or just before `t` (ms since the epoch) as a
-   * HeapProfile (timeline-profile.ts: its largest sites and the rest as
+   * HeapProfile (profiler/timeline-profile.ts: its largest sites and the rest as
    * one), with the tick's time; undefined when no tick is that old.
    */
   timelineProfile(t: number, shard?: number): (HeapProfile & { t: number }) | undefined {
     if (shard !== undefined) this.checkShardId(shard, "timelineProfile");
-    return timelineProfileAt(this.regions, shard, t);
+    return this.profiler.timelineProfile(this.regions, shard, t);
   }
 
   /** @internal The heap-wide peak starts again from now (from any thread; Smp.resetPeak("all")). */
   resetHeapPeak(): void {
-    resetHeapPeak(this.views.i32, this.views.f64);
+    this.profiler.resetHeapPeak(this.views.i32, this.views.f64);
   }
 
   /**
@@ -479,7 +479,7 @@ export class SharedHeap implements HeapGeometry {
    * not the objects) to `path`, for `shardheap report` to read offline.
    */
   async saveImage(path: string): Promise<void> {
-    await saveHeapImage(this, path);
+    await imageHooks().save(this, path);
   }
 
   /**
@@ -508,7 +508,7 @@ export class SharedHeap implements HeapGeometry {
   }
 }
 
-function initRegion(r: ShardRegion, shardBytes: number, profilerSites: number): void {
+function initRegion(r: ShardRegion, shardBytes: number, profilerSites: number, profiler: ProfilerHooks): void {
   const layout = regionLayout(r.id, shardBytes, profilerSites);
   const i32 = r.i32;
   i32[r.hdr + S_ID] = r.id;
@@ -519,8 +519,7 @@ function initRegion(r: ShardRegion, shardBytes: number, profilerSites: number): 
   i32[r.hdr + S_DATA_OFFSET] = layout.dataOffset;
   initPools(r);
   initPageSpans(r);
-  initSiteTable(r, layout);
-  initPeaks(r);
+  profiler.initRegion(r, layout);
 }
 
 /** A heap's geometry as its header gives it. */

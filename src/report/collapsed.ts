@@ -14,8 +14,7 @@
  * Frames' files are shown short (display-paths.ts), as recorded with
  * `fullPaths`.
  */
-import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame, HeapProfile } from "../memory/heap-profile.js";
 import { isProfileDiff } from "./diff.js";
 import type { PathOptions } from "./display-paths.js";
 import { frameNamer } from "./frame-name.js";

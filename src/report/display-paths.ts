@@ -17,8 +17,7 @@
  * makes no new frames.
  */
 import { displayPath, workingDirectory } from "../frame-path.js";
-import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { AllocationSite, Frame, HeapProfile } from "../memory/heap-profile.js";
 
 export interface PathOptions {
   /**

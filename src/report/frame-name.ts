@@ -8,10 +8,10 @@
  * paths: `file:///tmp/.../node_modules/shardheap/src/...` leaves no room
  * for the file and line in a flamegraph's box (docs/decisions.md).
  */
-import type { Frame } from "../memory/stack-capture.js";
-import { OTHER_SITES_NAME } from "../memory/site-table.js";
+import { OTHER_SITES_NAME } from "../memory/profiler/site-table.js";
 import { workingDirectory } from "../frame-path.js";
 import { displayFrame, type PathOptions } from "./display-paths.js";
+import type { Frame } from "../memory/heap-profile.js";
 
 /**
  * Names by frame object: a profile's sites share frame objects (a region's

@@ -9,8 +9,7 @@
  * as recorded with `fullPaths`.
  */
 import type { Protocol } from "devtools-protocol";
-import { frameKey, type HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import { frameKey, type HeapProfile, type Frame } from "../memory/heap-profile.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { profileToShow, type PathOptions } from "./display-paths.js";
 

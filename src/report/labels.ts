@@ -9,9 +9,8 @@
  * DevTools' .heapprofile) show the label's values as their roots; the
  * tree puts them at its first level itself (tree.ts `by`).
  */
-import { OTHER_LABELS } from "../memory/heap-labels.js";
-import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import { OTHER_LABELS } from "../memory/profiler/heap-labels.js";
+import type { AllocationSite, Frame, HeapProfile } from "../memory/heap-profile.js";
 
 /** The value shown for sites without the label. */
 export const NO_LABEL = "(none)";

@@ -6,7 +6,7 @@
  * allocation fails, and cannot wait).
  */
 import { formatDiagnostics } from "../memory/diagnostics.js";
-import { heapProfileOf } from "../memory/heap-profile.js";
+import { heapProfileOf } from "../memory/profiler/live-profile.js";
 import type { ShardRegion } from "../memory/region.js";
 import { SourceMapCache, mapProfileToSources } from "./source-map.js";
 

@@ -20,8 +20,7 @@
 import { gunzipSync } from "node:zlib";
 import { Profile } from "pprof-format";
 import { HeapFormatError } from "../errors.js";
-import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { AllocationSite, Frame, HeapProfile } from "../memory/heap-profile.js";
 import { PATH_BASE_COMMENT, PPROF_SAMPLE_TYPES } from "./pprof.js";
 
 /** Largest decompressed profile read: far above any site table's (a few MiB). */

@@ -26,8 +26,7 @@
  */
 import { gzipSync } from "node:zlib";
 import { Function as PprofFunction, Label, Line, Location, Profile, Sample, StringTable, ValueType } from "pprof-format";
-import { siteWith, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import { siteWith, type AllocationSite, type HeapProfile, type Frame } from "../memory/heap-profile.js";
 import { roundPreservingSum } from "./collapsed.js";
 import { isProfileDiff, siteChanged } from "./diff.js";
 import { workingDirectory } from "../frame-path.js";

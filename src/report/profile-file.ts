@@ -23,8 +23,8 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { HeapFormatError, InvalidValueError } from "../errors.js";
-import { IMAGE_MAGIC } from "../memory/heap-image-writer.js";
-import { MAX_IMAGE_FILE_BYTES, decodeHeapImage } from "../memory/heap-image.js";
+import { IMAGE_MAGIC } from "../memory/heap-image/heap-image-writer.js";
+import { MAX_IMAGE_FILE_BYTES, decodeHeapImage } from "../memory/heap-image/heap-image.js";
 import type { HeapProfile } from "../memory/heap-profile.js";
 import { atPprofPrecision } from "./pprof.js";
 import { withDisplayPaths } from "./display-paths.js";

@@ -4,8 +4,7 @@
  * admin API serves, so the dashboard finds a site's frame in a flamegraph
  * by the name the SVG gives it.
  */
-import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame, HeapProfile } from "../memory/heap-profile.js";
 import { profileToShow, type PathOptions } from "./display-paths.js";
 import { mapProfileToSources, type SourceMapCache } from "./source-map.js";
 

@@ -24,8 +24,7 @@ import { constants } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { SourceMap } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame, HeapProfile } from "../memory/heap-profile.js";
 
 /**
  * Largest source map read (a map file, or the tail of a script holding an

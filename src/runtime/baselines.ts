@@ -20,8 +20,7 @@
  * dropped behind the user's back. Taking a name again replaces it.
  */
 import { HttpError, InvalidValueError } from "../errors.js";
-import type { HeapProfile } from "../memory/heap-profile.js";
-import type { Frame } from "../memory/stack-capture.js";
+import type { Frame, HeapProfile } from "../memory/heap-profile.js";
 import { diffProfiles, mergeProfiles, type ProfileDiff } from "../report/diff.js";
 import { formatSize } from "../units.js";
 

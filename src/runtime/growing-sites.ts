@@ -22,10 +22,10 @@
  * live set had filled: the leak's r^2 0.999 both times (slope 260-267
  * KiB/s for 256 KiB/s leaked), the three steady sites' 0.003 to 0.28.
  */
-import type { Frame } from "../memory/stack-capture.js";
 import type { PathOptions } from "../report/display-paths.js";
 import { shownFrames } from "../report/shown-frames.js";
 import type { SourceMapCache } from "../report/source-map.js";
+import type { Frame } from "../memory/heap-profile.js";
 
 /** Fewest samples a fit is made from. */
 export const MIN_POINTS = 5;

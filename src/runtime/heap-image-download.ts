@@ -20,7 +20,7 @@
  */
 import type { ServerResponse } from "node:http";
 import type { SharedHeap } from "../memory/shared-heap.js";
-import { encodeHeapImage } from "../memory/heap-image-writer.js";
+import { encodeHeapImage } from "../memory/heap-image/heap-image-writer.js";
 
 /** Concurrent downloads; an image is a few percent of the heap (46 MB for 4 x 256 MiB), so four stay modest. */
 export const MAX_DOWNLOADS = 4;

@@ -15,8 +15,7 @@
  * Smp.start({ mainShard: true }) the main thread's is the last.
  */
 import { InvalidValueError } from "../errors.js";
-import type { Frame } from "../memory/stack-capture.js";
-import { siteKey } from "../memory/heap-profile.js";
+import { siteKey, type Frame } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
 import type { JsHeapStats } from "../smp/js-heap-board.js";
 import { rankGrowingSites, type GrowingSite, type GrowthMeasure, type SiteSeries } from "./growing-sites.js";

@@ -12,10 +12,10 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { SharedHeap } from "../memory/shared-heap.js";
-import type { ProfilerFill } from "../memory/site-table.js";
 import { MEMORY_STAT_FIELDS, type MemoryStatName } from "../memory/stats.js";
-import { readPeakSlots } from "../memory/peaks.js";
+import { readPeakSlots } from "../memory/profiler/peaks.js";
 import { readPressure } from "../memory/pressure.js";
+import type { ProfilerFill } from "../memory/heap-profile.js";
 
 const METRIC_NAMES: Partial<Record<MemoryStatName, string>> = {
   mallocs: "malloc_operations_total",

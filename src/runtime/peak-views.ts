@@ -7,10 +7,8 @@
  * frames mapped and shown as every profile's are.
  */
 import { HttpError, InvalidValueError, UsageError } from "../errors.js";
-import type { HeapProfile } from "../memory/heap-profile.js";
-import type { PeakProfile } from "../memory/peak-profile.js";
+import type { HeapProfile, PeakProfile, SiteTimeline } from "../memory/heap-profile.js";
 import type { SharedHeap } from "../memory/shared-heap.js";
-import type { SiteTimeline } from "../memory/timeline-profile.js";
 import { parseInteger } from "../parse.js";
 import { diffProfiles } from "../report/diff.js";
 import type { PathOptions } from "../report/display-paths.js";

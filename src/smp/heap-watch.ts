@@ -2,12 +2,12 @@
  * What the main thread of an Smp watches in the heap on the shards' behalf,
  * from the buffer: memory pressure (memory-pressure.ts: thresholds set
  * before any shard runs, crossings reported as they ring) and the ticks of
- * every shard's timeline (memory/timeline.ts: once per timelineIntervalMs,
+ * every shard's timeline (memory/profiler/timeline.ts: once per timelineIntervalMs,
  * and once more at each heap image and at stop, so an image ends at its
  * own moment). The tick's timer is unref'd: it never keeps a process alive.
  */
 import type { SharedHeap } from "../memory/shared-heap.js";
-import { TimelineWriter } from "../memory/timeline.js";
+import { TimelineWriter } from "../memory/profiler/timeline.js";
 import { PressureWatch, type MemoryPressureEvent } from "./memory-pressure.js";
 
 export class HeapWatch {

@@ -30,8 +30,8 @@
  * frame: that memory is the shard's too.
  */
 import type { Protocol } from "devtools-protocol";
-import { frameKey, sitesByFrames, type AllocationSite, type HeapProfile } from "../memory/heap-profile.js";
-import { isOwnFrame, type Frame } from "../memory/stack-capture.js";
+import { frameKey, sitesByFrames, type AllocationSite, type HeapProfile, type Frame } from "../memory/heap-profile.js";
+import { isOwnFrame } from "../memory/profiler/stack-capture.js";
 
 export type SamplingHeapProfile = Protocol.HeapProfiler.SamplingHeapProfile;
 type ProfileNode = Protocol.HeapProfiler.SamplingHeapProfileNode;

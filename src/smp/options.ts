@@ -12,7 +12,7 @@ import { pathToFileURL } from "node:url";
 import { InvalidValueError } from "../errors.js";
 import { MAX_SHARDS, MIN_SHARD_BYTES, debugPointersOption, profilerSitesFor } from "../memory/shared-heap.js";
 import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../memory/layout.js";
-import { MAX_SAMPLE_RATE } from "../memory/sampler.js";
+import { MAX_SAMPLE_RATE } from "../memory/profiler/sampler.js";
 import { MAX_PRESSURE_THRESHOLDS } from "../memory/pressure.js";
 import { parseInteger, rejectUnknownKeys } from "../parse.js";
 import { checkRingBytes, defaultRingBytes } from "./queue-layout.js";

@@ -16,6 +16,8 @@
  */
 import { workerData } from "node:worker_threads";
 import { SharedHeap } from "../memory/shared-heap.js";
+import "../memory/profiler/plug-in.js";
+import "../memory/heap-image/plug-in.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import { watchDoorbell } from "./doorbell.js";
 import { setCurrentShard, type ShardContext } from "./current-shard.js";

@@ -29,9 +29,11 @@ import { Piscina } from "piscina";
 import { ShardError } from "../errors.js";
 import { rejectUnknownKeys } from "../parse.js";
 import { SharedHeap } from "../memory/shared-heap.js";
+import "../memory/profiler/plug-in.js";
+import "../memory/heap-image/plug-in.js";
 import type { MemoryStats } from "../memory/stats.js";
 import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
-import type { HeapProfile } from "../memory/heap-profile.js";
+import type { HeapProfile, PeakProfile, SiteTimeline } from "../memory/heap-profile.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
 import { MainShard } from "./main-shard.js";
 import { decodeError } from "./error-codec.js";
@@ -66,8 +68,6 @@ import { refusedExecArgv, settlesBy } from "./smp-support.js";
 import type { FreedOrphans, ShardReplacement, SmpEvents, StopOptions } from "./smp-events.js";
 import { HeapWatch } from "./heap-watch.js";
 import { logPressure, type MemoryPressureEvent } from "./memory-pressure.js";
-import type { PeakProfile } from "../memory/peak-profile.js";
-import type { SiteTimeline } from "../memory/timeline-profile.js";
 
 export type { FreedOrphans, ShardReplacement, SmpEvents, StopOptions, MemoryPressureEvent };
 

@@ -70,7 +70,7 @@
  * the RECLAIM_LOOKS oldest as a new item takes memory.
  */
 import { OutOfMemoryError } from "../../errors.js";
-import { enterHeapLabels, leaveHeapLabels } from "../../memory/heap-labels.js";
+import { enterHeapLabels, leaveHeapLabels } from "../../memory/profiler/heap-labels.js";
 import { PAGE_SIZE } from "../../memory/layout.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
