@@ -11,7 +11,7 @@
  *                            split evenly over the shards (run.ts: each
  *                            shard's --memory is -m / N, floored), and a
  *                            shard's memory holds everything of it: items,
- *                            the index, staging copies and the heap's own
+ *                            its part of the index and the heap's own
  *                            tables; limit_maxbytes is the sum, -m
  *   --smp 2 --heapprof       the same with the profiler at 2 MiB
  *   node:cluster 1, 2        memcached-cluster.mjs --memory MiB: a

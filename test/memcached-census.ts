@@ -69,3 +69,37 @@ export async function untilStopped(server: MemcachedServer, n: number, maxBytes:
     return steady;
   }, `${n} connections to stop reading`);
 }
+
+/**
+ * One client per shard of a two-shard server, in shard order: connections
+ * opened one at a time, each kept once the census shows it on a shard
+ * that has none of these yet (the kernel or the shards' turns decide where
+ * a connection goes; a write is made on the connection's shard, so a test
+ * of two shards' writes needs one of each). At most 32 tries.
+ */
+export async function clientPerShard(server: MemcachedServer): Promise<RawClient[]> {
+  const mine: Array<RawClient | undefined> = [undefined, undefined];
+  const extra: RawClient[] = [];
+  let before = (await census(server)).map((c) => c.connections);
+  try {
+    for (let tries = 0; tries < 32 && (mine[0] === undefined || mine[1] === undefined); tries++) {
+      const c = await RawClient.open(server.port);
+      let now = before;
+      await until(async () => {
+        now = (await census(server)).map((x) => x.connections);
+        return now[0]! + now[1]! > before[0]! + before[1]!;
+      }, "the new connection counted on a shard");
+      const on = now[0]! > before[0]! ? 0 : 1;
+      before = now;
+      if (mine[on] === undefined) mine[on] = c;
+      else extra.push(c);
+    }
+  } finally {
+    for (const c of extra) c.close();
+  }
+  if (mine[0] === undefined || mine[1] === undefined) {
+    for (const c of mine) c?.close();
+    throw new Error("32 connections all went to one shard");
+  }
+  return [mine[0], mine[1]];
+}

@@ -6,12 +6,13 @@
  * step after any mix of links, replaces, unlinks and hits (check()).
  */
 import { describe, expect, it } from "vitest";
-import { SharedHeap, SharedMap } from "../dist/index.js";
-import { indexBytes, indexCapacity, indexSegments, shardBytesForItems } from "../dist/apps/memcached/cache-memory.js";
-import { ItemCache } from "../dist/apps/memcached/item-cache.js";
+import { SharedHeap } from "../dist/index.js";
+import { createIndex, indexBytes, indexCapacity, shardBytesForItems } from "../dist/apps/memcached/cache-memory.js";
+import { ANY, LINKED } from "../dist/apps/memcached/item-cache.js";
 import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
 import { itemClass } from "../dist/apps/memcached/item-classes.js";
-import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
+import { STAT, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
+import { cacheOn } from "./memcached-store-fixture.js";
 
 const VALUE = "v".repeat(1000);
 
@@ -20,7 +21,7 @@ function setup(o: { shardBytes?: string | number; evict?: boolean; itemBytes?: n
   const views = new ItemViews(heap);
   const stats = createStatsBuffer(1);
   const counters = shardCounters(stats, 0);
-  const cache = new ItemCache({ heap, memory: heap.shard(0), views, counters, classes: classCounters(stats, 0), shard: 0, evict: o.evict ?? true, prefixDelimiter: ":", itemBytes: o.itemBytes ?? 0 });
+  const cache = cacheOn(heap, views, stats, { evict: o.evict ?? true, itemBytes: o.itemBytes ?? 0 });
   const now = Math.floor(Date.now() / 1000);
   let cas = 1;
   /** Link `value` under `key` as a store command would: false when there was no room. */
@@ -31,12 +32,15 @@ function setup(o: { shardBytes?: string | number; evict?: boolean; itemBytes?: n
     views.writeHead(ptr, 0, key, 0, exptime, value.length);
     views.bytes.write(value, views.dataStart(ptr), "latin1");
     views.terminate(ptr);
-    return cache.link(key, ref, now, cas++);
+    return cache.link(key, ref, now, cas++, ANY) === LINKED;
   };
   /** The item of `key` (its address, while it is linked), 0 if none. */
   const item = (key: string): number => {
-    const ref = cache.current(key);
-    return ref === 0 ? 0 : cache.map.valuePointer(ref);
+    const ref = cache.map.acquire(key);
+    if (ref === 0) return 0;
+    const ptr = cache.map.valuePointer(ref);
+    cache.map.release(ref);
+    return ptr;
   };
   /** A get's hit, as a reader on any shard marks it. */
   const hit = (key: string): void => {
@@ -188,7 +192,7 @@ describe("the item cache", () => {
     const heap = SharedHeap.create({ shards: 1, shardBytes: "64MiB" });
     for (const itemBytes of [1 << 20, 40 << 20, 256 << 20]) {
       const capacity = indexCapacity(itemBytes);
-      const map = SharedMap.create(heap, { shard: 0, capacity, segments: indexSegments(heap.shards) });
+      const map = createIndex(heap, 0, capacity);
       expect(map.stats().structureBytes, String(itemBytes)).toBe(indexBytes(capacity, heap.shards));
       map.destroy();
     }
@@ -215,8 +219,11 @@ describe("the item cache", () => {
         else if (op < 8) {
           if (s.item(key) !== 0) s.hit(key);
         } else {
-          const ref = s.cache.current(key);
-          if (ref !== 0) s.cache.unlink(ref);
+          const ref = s.cache.map.acquire(key);
+          if (ref !== 0) {
+            s.cache.unlink(ref);
+            s.cache.map.release(ref);
+          }
         }
       }
       expect(s.cache.check()).toEqual([]);

@@ -1,16 +1,16 @@
 /**
  * memcached's items labeled by key prefix: with the profiler on, the
  * profile grouped by `prefix` gives each prefix's item bytes, exactly (in
- * exact mode), whichever shard owns the key and whichever took the set;
+ * exact mode), whichever shard's connection took the set;
  * `report --by prefix` and the admin API group the same.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gunzipSync } from "node:zlib";
 import { SharedMap, groupByLabel, serveAdmin } from "../dist/index.js";
-import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { fromPprof } from "../dist/report/pprof-read.js";
 import { renderProfile } from "../dist/report/render.js";
+import { clientPerShard } from "./memcached-census.js";
 import { lines, RawClient } from "./memcached-client.js";
 
 let server: MemcachedServer;
@@ -23,24 +23,25 @@ afterAll(async () => {
 });
 
 describe("memcached's items labeled by prefix", () => {
-  it("the profile by prefix is each prefix's item bytes, to the byte, keys of both shards", async () => {
-    const c = await RawClient.open(server.port);
+  it("the profile by prefix is each prefix's item bytes, to the byte, items of both shards", async () => {
+    const [c, d] = await clientPerShard(server);
     try {
       const users = Array.from({ length: 300 }, (_, i) => `user:${i}`);
       const sessions = Array.from({ length: 120 }, (_, i) => `session:${i}`);
       const plain = Array.from({ length: 50 }, (_, i) => `plain${i}`);
-      expect(new Set(users.map((k) => keyOwner(k, 2))).size).toBe(2);
       const set = (keys: string[], bytes: number): string => keys.map((k) => `set ${k} 0 0 ${bytes}\r\n${"v".repeat(bytes)}\r\n`).join("");
-      const n = users.length + sessions.length + plain.length;
-      expect(await c.request(set(users, 1000) + set(sessions, 3000) + set(plain, 200), lines("STORED", n), 20_000)).toBe("STORED\r\n".repeat(n));
+      // Half the users written on each shard, then replaced on the other (the old items handed back to their shard).
+      const n = users.length / 2 + sessions.length + plain.length;
+      expect(await c.request(set(users.slice(0, 150), 1000) + set(sessions, 3000) + set(plain, 200), lines("STORED", n), 20_000)).toBe("STORED\r\n".repeat(n));
+      expect(await d.request(set(users.slice(150), 1000), lines("STORED", 150), 20_000)).toBe("STORED\r\n".repeat(150));
       // Replaced values: the old item's bytes leave its prefix.
-      expect(await c.request(set(users.slice(0, 10), 5000), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
-      await c.request("stats\r\n", "END\r\n"); // every store on the other shard answered
-      // The truth: each item's entry in its owner's map (its allocation, objectSize).
-      const maps = server.indexes.map((h) => SharedMap.attach(server.smp.heap, h));
+      expect(await d.request(set(users.slice(0, 10), 5000), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
+      expect(await c.request(set(users.slice(150, 160), 5000), lines("STORED", 10))).toBe("STORED\r\n".repeat(10));
+      await c.request("stats\r\n", "END\r\n"); // every shard has taken back the items others replaced
+      // The truth: each item's entry in the cache's index (its allocation, objectSize).
+      const map = SharedMap.attach(server.smp.heap, server.index);
       const bytesOf = (keys: string[]): number =>
         keys.reduce((sum, k) => {
-          const map = maps[keyOwner(k, 2)]!;
           const ref = map.acquire(k);
           expect(ref, k).not.toBe(0);
           const b = map.entryBytes(ref);
@@ -60,8 +61,10 @@ describe("memcached's items labeled by prefix", () => {
       const tree = renderProfile(server.smp.heapProfile(), "tree", { by: "prefix" }).body as string;
       expect(tree).toMatch(new RegExp(`^ [|\\\\]-- prefix=user \\(${groups.user}, #300\\)$`, "m"));
       expect(server.smp.heap.check()).toEqual([]);
+      map.close();
     } finally {
       c.close();
+      d.close();
     }
   });
 

@@ -8,19 +8,29 @@
 import { describe, expect, it } from "vitest";
 import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_SET, type StoreMode } from "../dist/apps/memcached/protocol.js";
 import { STAT } from "../dist/apps/memcached/stats.js";
-import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_NON_NUMERIC, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type MetaStore } from "../dist/apps/memcached/store.js";
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_NON_NUMERIC, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaStore } from "../dist/apps/memcached/store.js";
 import { NOW, cleanStore, storeFixture } from "./memcached-store-fixture.js";
 
-/** The fixture, with a set as a connection of another shard makes it (a staging copy the store copies in). */
+/** The fixture, with a set as a connection makes it, and metaGet's and metaArith's answers as text. */
 function setup() {
   const f = storeFixture();
   const set = (key: string, value: string, exptime = 0, now = NOW, meta?: MetaStore, mode: StoreMode = MODE_SET, cas = ""): number => f.staged(mode, key, value, { exptime, now, meta, cas });
-  return { ...f, set };
+  /** metaGet: "ref bits idle exptime". */
+  const metaGet = (...a: Parameters<ItemStore["metaGet"]>): string => {
+    const g = f.store.metaGet(...a);
+    return `${g.ref} ${g.bits} ${g.idle} ${g.exptime}`;
+  };
+  /** metaArith: its R_* number, or "R_STORED cas exptime before value created(1/0)". */
+  const metaArith = (...a: Parameters<ItemStore["metaArith"]>): string | number => {
+    const r = f.store.metaArith(...a);
+    return typeof r === "number" ? r : `${R_STORED} ${r.cas} ${r.exptime} ${r.before} ${r.value} ${r.created ? 1 : 0}`;
+  };
+  return { ...f, set, metaGet, metaArith };
 }
 
 /** metaGet's answer, the reference released. */
 function mg(s: ReturnType<typeof setup>, key: string, now: number, o: { touchTo?: number; vivifyTo?: number; recacheBefore?: number; casIn?: number; noBump?: boolean } = {}): { hit: boolean; bits: number; idle: number; exptime: number; cas: number; value: string } {
-  const [ref, bits, idle, exptime] = s.store.metaGet(key, now, o.touchTo ?? -1, o.vivifyTo ?? -1, o.recacheBefore ?? -1, o.casIn ?? -1, o.noBump ?? false, false).split(" ").map(Number) as [number, number, number, number];
+  const [ref, bits, idle, exptime] = s.metaGet(key, now, o.touchTo ?? -1, o.vivifyTo ?? -1, o.recacheBefore ?? -1, o.casIn ?? -1, o.noBump ?? false, false).split(" ").map(Number) as [number, number, number, number];
   if (ref === 0) return { hit: false, bits, idle, exptime, cas: 0, value: "" };
   const ptr = s.store.map.valuePointer(ref);
   const out = { hit: true, bits, idle, exptime, cas: s.views.cas(ptr), value: s.views.value(ptr).toString("latin1") };
@@ -86,14 +96,14 @@ describe("the store's meta operations", () => {
 
   it("ma: N J seeds a miss, C compares, E sets the cas, T the TTL", () => {
     const s = setup();
-    expect(s.store.metaArith("n", NOW, true, "1", "", -1, -1, "0", -1)).toBe(R_NOT_FOUND);
-    expect(s.store.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} ${NOW + 60} 5 1`);
-    expect(s.store.metaArith("n", NOW, true, "1", "4320", -1, -1, "0", -1)).toBe(R_EXISTS);
-    const [, cas] = String(s.store.metaArith("n", NOW, true, "1", "4321", -1, -1, "0", NOW + 300)).split(" ");
+    expect(s.metaArith("n", NOW, true, "1", "", -1, -1, "0", -1)).toBe(R_NOT_FOUND);
+    expect(s.metaArith("n", NOW, true, "1", "", 4321, NOW + 60, "5", -1)).toBe(`${R_STORED} 4321 ${NOW + 60} ${NOW + 60} 5 1`);
+    expect(s.metaArith("n", NOW, true, "1", "4320", -1, -1, "0", -1)).toBe(R_EXISTS);
+    const [, cas] = String(s.metaArith("n", NOW, true, "1", "4321", -1, -1, "0", NOW + 300)).split(" ");
     expect(Number(cas)).not.toBe(4321);
-    expect(s.store.metaArith("n", NOW, false, "100", "", 8765, -1, "0", NOW + 400)).toBe(`${R_STORED} 8765 ${NOW + 400} ${NOW + 300} 0 0`);
+    expect(s.metaArith("n", NOW, false, "100", "", 8765, -1, "0", NOW + 400)).toBe(`${R_STORED} 8765 ${NOW + 400} ${NOW + 300} 0 0`);
     // An item N made keeps the exptime it was given (the caller's last of T and N): T is for an item found.
-    expect(s.store.metaArith("m", NOW, true, "1", "", -1, NOW + 100, "5", 1)).toBe(`${R_STORED} ${mg(s, "m", NOW, { noBump: true }).cas} ${NOW + 100} ${NOW + 100} 5 1`);
+    expect(s.metaArith("m", NOW, true, "1", "", -1, NOW + 100, "5", 1)).toBe(`${R_STORED} ${mg(s, "m", NOW, { noBump: true }).cas} ${NOW + 100} ${NOW + 100} 5 1`);
     clean(s);
   });
 
@@ -107,11 +117,11 @@ describe("the store's meta operations", () => {
     expect(s.set("k", "d", 0, NOW, undefined, MODE_APPEND, "0")).toBe(R_STORED);
     expect(mg(s, "k", NOW).value).toBe("ad");
     s.set("n", "7");
-    expect(s.store.metaArith("n", NOW, true, "1", "0", -1, -1, "0", -1)).toMatch(new RegExp(`^${R_STORED} \\d+ 0 0 8 0$`));
+    expect(s.metaArith("n", NOW, true, "1", "0", -1, -1, "0", -1)).toMatch(new RegExp(`^${R_STORED} \\d+ 0 0 8 0$`));
     s.set("e", "");
-    expect(s.store.metaArith("e", NOW, true, "1", "12345", -1, -1, "0", -1)).toBe(R_NON_NUMERIC);
+    expect(s.metaArith("e", NOW, true, "1", "12345", -1, -1, "0", -1)).toBe(R_NON_NUMERIC);
     s.set("x", "q");
-    expect(s.store.metaArith("x", NOW, true, "1", "12345", -1, -1, "0", -1)).toBe(R_EXISTS);
+    expect(s.metaArith("x", NOW, true, "1", "12345", -1, -1, "0", -1)).toBe(R_EXISTS);
     clean(s);
   });
 
@@ -142,7 +152,7 @@ describe("the store's meta operations", () => {
     expect(mg(s, "v", NOW, { vivifyTo: NOW + 100, touchTo: 1 })).toMatchObject({ hit: true, exptime: NOW + 100 });
     s.set("r", "x", NOW + 10);
     const raw = (recacheFirst: boolean, noWin = false): number => {
-      const [ref, bits] = s.store.metaGet("r", NOW, NOW + 100, -1, NOW + 30, -1, true, recacheFirst, noWin).split(" ").map(Number) as [number, number];
+      const [ref, bits] = s.metaGet("r", NOW, NOW + 100, -1, NOW + 30, -1, true, recacheFirst, noWin).split(" ").map(Number) as [number, number];
       s.store.map.release(ref);
       return bits;
     };
@@ -153,7 +163,7 @@ describe("the store's meta operations", () => {
     s.set("r", "x", NOW + 10);
     expect(raw(true) & MG_WON).toBe(MG_WON);
     expect(mg(s, "n", NOW, { vivifyTo: 0 }).bits & MG_WON).toBe(MG_WON);
-    const [ref, bits] = s.store.metaGet("w", NOW, -1, 0, -1, -1, false, false, true).split(" ").map(Number) as [number, number];
+    const [ref, bits] = s.metaGet("w", NOW, -1, 0, -1, -1, false, false, true).split(" ").map(Number) as [number, number];
     s.store.map.release(ref);
     expect([bits & MG_WON, mg(s, "w", NOW).bits & (MG_WON | MG_TOKEN_SENT)]).toEqual([0, 0]);
     clean(s);
@@ -164,11 +174,9 @@ describe("the store's meta operations", () => {
     const viv = { casIn: -1, invalidate: false, vivify: true };
     expect(s.set("a", "hi", NOW + 30, NOW, undefined, MODE_APPEND)).toBe(R_NOT_STORED);
     expect(s.set("a", "mo", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
-    expect(s.store.storedAnswer("a", R_STORED)).toMatch(/^0 \d+ 2$/);
-    expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND, "999")).toBe(R_EXISTS);
-    expect(s.store.storedAnswer("a", R_EXISTS)).toBe(`${R_EXISTS} 0 0`);
-    expect(s.set("a", "ko", NOW + 30, NOW, viv, MODE_APPEND)).toBe(R_STORED);
-    expect(s.store.storedAnswer("a", R_STORED)).toMatch(/^0 \d+ 4$/);
+    expect(mg(s, "a", NOW, { noBump: true })).toMatchObject({ value: "mo" });
+    expect(s.metaStored(MODE_APPEND, "a", "ko", viv, "999")).toEqual({ result: R_EXISTS, cas: 0, length: 0 });
+    expect(s.metaStored(MODE_APPEND, "a", "ko", viv)).toEqual({ result: R_STORED, cas: expect.any(Number), length: 4 });
     expect(mg(s, "a", NOW)).toMatchObject({ value: "moko", exptime: NOW + 30 });
     clean(s);
   });

@@ -10,22 +10,21 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_UNSENT_BYTES, MAX_UNSENT_PIECES } from "../dist/apps/memcached/backpressure.js";
-import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { MAX_GET_LINE } from "../dist/apps/memcached/reader.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { totals, type StatName } from "../dist/apps/memcached/stats.js";
 import { census, hogs, until, untilStopped, worst, type Census } from "./memcached-census.js";
 import { lines, RawClient } from "./memcached-client.js";
 
-/** One-byte keys; each shard owns every other one (key-owner.ts). */
+/** One-byte keys. */
 const ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 /** Stored, a one-byte value each (the key itself): the first 40; the other 22 miss. */
 const SMALL = [...ALPHABET.slice(0, 40)];
-/** The i-th key of a line: the alphabet in a stride, hits and misses of both shards mixed. */
+/** The i-th key of a line: the alphabet in a stride, hits and misses mixed. */
 const keyAt = (i: number): string => ALPHABET[(i * 7 + (i >>> 6)) % ALPHABET.length]!;
 /** Keys in a line: 1,000,008 bytes with "gats 0 ", within a get line's 1 MiB (reader.ts). */
 const MANY = 500_000;
-/** Two 100 KB items, one on each shard (not among SMALL), and a key that misses. */
+/** Two 100 KB items (not among SMALL), and a key that misses. */
 const BIG: readonly string[] = ["0", "1"];
 const BIG_VALUE = "w".repeat(100_000);
 const bigAt = (i: number): string => (i % 5 === 4 ? "9" : BIG[i % 2]!);
@@ -132,7 +131,7 @@ describe.each([20, 1_000_000_000])("shardheap memcached -R %i: a get line of man
     const stored = new Set(SMALL);
     const items = SMALL.map((k) => `set ${k} 0 0 1\r\n${k}\r\n`).join("");
     await stuck(n, items, SMALL, Buffer.from(`${line}version\r\n`, "latin1"), { bytes: MAX_UNSENT_BYTES, pieces: MAX_UNSENT_PIECES + HIT_PIECES }, async (clients, writer, before) => {
-      // gats: each hit with its cas (a touch keeps it); the other shard's keys go to their owner.
+      // gats: each hit with its cas (a touch keeps it).
       let cas: Map<string, string> | undefined;
       if (command.startsWith("gats")) {
         const got = await writer.request(`gets ${SMALL.join(" ")}\r\n`, "END\r\n");
@@ -154,7 +153,6 @@ describe.each([20, 1_000_000_000])("shardheap memcached -R %i: a get line of man
 
   it.each([1, 8])("%i client(s), one get line of 400,000 keys of 100 KB items: each stopped within the bounds, past them by one answer at most, and no more answered once it is gone", async (n) => {
     const keys = Array.from({ length: 400_000 }, (_, i) => bigAt(i));
-    expect(keyOwner(BIG[0], 2)).not.toBe(keyOwner(BIG[1], 2));
     const items = BIG.map((k) => `set ${k} 0 0 ${BIG_VALUE.length}\r\n${BIG_VALUE}\r\n`).join("");
     const asked = totals(server.config).cmd_get;
     await stuck(n, items, BIG, Buffer.from(`get ${keys.join(" ")}\r\n`, "latin1"), { bytes: MAX_UNSENT_BYTES + BIG_HIT_BYTES, pieces: MAX_UNSENT_PIECES }, async (clients, writer) => {
@@ -164,7 +162,7 @@ describe.each([20, 1_000_000_000])("shardheap memcached -R %i: a get line of man
     expect(totals(server.config).cmd_get - asked).toBeLessThan(n * 20_000);
   });
 
-  it("a gats line of one-byte and 100 KB items read late (the other shard's keys through their owner): within the bounds, every answer in order, once, one END", async () => {
+  it("a gats line of one-byte and 100 KB items read late: within the bounds, every answer in order, once, one END", async () => {
     const writer = await RawClient.open(server.port);
     const late = await RawClient.open(server.port);
     const stored = [...SMALL, ...BIG];
@@ -182,7 +180,7 @@ describe.each([20, 1_000_000_000])("shardheap memcached -R %i: a get line of man
       late.socket.pause();
       late.send(`gats 0 ${keys.join(" ")}\r\nversion\r\n`);
       await untilStopped(server, 1, MAX_UNSENT_BYTES, MAX_UNSENT_PIECES);
-      // The other shard's answers come as they were asked, each counted among the pieces as a hit's before it is asked.
+      // Every key answered as it was asked, each counted among the pieces.
       expect(worst(await census(server)).peakUnsentPieces).toBeLessThanOrEqual(MAX_UNSENT_PIECES + HIT_PIECES);
       late.socket.resume();
       expect(difference(await late.untilBytes(want.length, 60_000), want)).toBe("");

@@ -1,6 +1,6 @@
 /**
  * Test helper for `shardheap memcached`: a shard's memory, and whether it
- * is back where it started but for its item index's growth (the index's
+ * is back where it started but for its part of the item index's growth (the index's
  * tables and descriptors only grow: store.ts, shared-map.ts).
  */
 import type { MemcachedServer } from "../dist/apps/memcached/server.js";
@@ -16,11 +16,12 @@ export interface ShardMemory {
 
 /** Read from this thread (no message to the shard, which would keep it from going idle and trimming). */
 export async function shardMemory(server: MemcachedServer, shard: number): Promise<ShardMemory> {
-  const reader = SharedMap.attach(server.smp.heap, server.indexes[shard]!);
+  const reader = SharedMap.attach(server.smp.heap, server.index);
   const index = reader.stats();
   reader.close();
   const m = server.smp.stats(shard);
-  return { liveObjects: m.liveObjects, allocatedMemory: m.allocatedMemory, indexObjects: index.structureObjects, indexBytes: index.structureBytes };
+  // The cache's one index: this shard's part of it (the home's tables, every shard's descriptors).
+  return { liveObjects: m.liveObjects, allocatedMemory: m.allocatedMemory, indexObjects: index.structureObjectsByShard[shard]!, indexBytes: index.structureBytesByShard[shard]! };
 }
 
 /** A pool span or a page span's rounding: what one more object of the index may add to allocatedMemory besides its bytes. */

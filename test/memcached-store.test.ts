@@ -1,8 +1,8 @@
 /**
  * The store commands on their own (store.ts): set, add, replace, append,
  * prepend, cas, incr, decr, touch, delete, gat and ms's answer, on one
- * shard's heap, staged as a connection on another shard stages them or
- * reserved in place: what they answer, what they count, and what happens
+ * shard's heap, the value written into a reservation as a connection
+ * writes it: what they answer, what they count, and what happens
  * when making room for the new item evicts the old one it needs. The
  * meta protocol's own operations: test/memcached-meta-store.test.ts; over
  * the wire: test/memcached-protocol.test.ts.
@@ -18,7 +18,7 @@ describe("the store commands", () => {
     expect(s.staged(MODE_SET, "k", "one", { flags: 7, exptime: NOW + 50 })).toBe(R_STORED);
     expect(s.reserved(MODE_ADD, "k", "two")).toBe(R_NOT_STORED);
     // A failed add refreshes the item, as memcached's.
-    expect(s.views.referenced(s.store.map.valuePointer(s.cache.current("k")))).toBe(true);
+    expect(s.views.referenced(s.item("k"))).toBe(true);
     expect(s.staged(MODE_ADD, "new", "x")).toBe(R_STORED);
     expect(s.staged(MODE_REPLACE, "missing", "x")).toBe(R_NOT_STORED);
     expect(s.reserved(MODE_APPEND, "missing", "x")).toBe(R_NOT_STORED);
@@ -66,10 +66,10 @@ describe("the store commands", () => {
     s.store.map.release(ref);
     expect(s.read("t")![2]).toBe(NOW + 200);
     // Past its time: a miss everywhere, unlinked (reclaimed), counted as memcached counts it.
-    expect(s.store.get("t", NOW + 300)).toBe(0);
+    expect(s.store.get("t", NOW + 300, NOW + 400)).toBe(0);
     expect(s.read("t")).toBeUndefined();
     expect(s.store.touch("t", NOW, NOW)).toBe(R_NOT_FOUND);
-    expect([s.stat("touch_hits"), s.stat("touch_misses"), s.stat("get_hits"), s.stat("get_misses"), s.stat("get_expired"), s.stat("reclaimed")]).toEqual([2, 1, 1, 1, 1, 1]);
+    expect([s.stat("touch_hits"), s.stat("touch_misses"), s.stat("get_hits"), s.stat("get_misses"), s.stat("get_expired"), s.stat("reclaimed")]).toEqual([2, 2, 1, 1, 1, 1]);
     s.staged(MODE_SET, "d", "v");
     expect(s.store.delete("d", NOW)).toBe(R_DELETED);
     expect(s.store.delete("d", NOW)).toBe(R_NOT_FOUND);
@@ -82,21 +82,19 @@ describe("the store commands", () => {
 
   it("ms's answer is the linked item's cas and length, read from the item; nothing left behind by one store for the next", () => {
     const s = setup();
-    expect(s.staged(MODE_SET, "a", "hello", { meta: { casIn: 4242, invalidate: false, vivify: false } })).toBe(R_STORED);
-    expect(s.store.storedAnswer("a", R_STORED)).toBe(`${R_STORED} 4242 5`);
+    const meta = { casIn: 4242, invalidate: false, vivify: false };
+    expect(s.metaStored(MODE_SET, "a", "hello", meta)).toEqual({ result: R_STORED, cas: 4242, length: 5 });
     // A refused store in between answers for itself: no cas or length of the one before.
-    expect(s.staged(MODE_ADD, "a", "x")).toBe(R_NOT_STORED);
-    expect(s.store.storedAnswer("a", R_NOT_STORED)).toBe(`${R_NOT_STORED} 0 0`);
+    expect(s.metaStored(MODE_ADD, "a", "x", { ...meta, casIn: -1 })).toEqual({ result: R_NOT_STORED, cas: 0, length: 0 });
     const c = setup({ casEnabled: false });
-    expect(c.staged(MODE_SET, "a", "hey", { meta: { casIn: 4242, invalidate: false, vivify: false } })).toBe(R_STORED);
-    expect(c.store.storedAnswer("a", R_STORED)).toBe(`${R_STORED} 0 3`);
+    expect(c.metaStored(MODE_SET, "a", "hey", meta)).toEqual({ result: R_STORED, cas: 0, length: 3 });
     clean(s);
     clean(c);
   });
 
   it("a replace, cas, append or stale cas whose old item is evicted to make room for the new one is not stored, and leaves nothing behind", () => {
     const value = "v".repeat(2000);
-    // A full cache whose oldest item is k1; a 12 KiB item for it (staged from the ring, or reserved) evicts it.
+    // A full cache whose oldest item is k1; a 12 KiB item for it, reserved first, evicts it.
     const full = (): StoreFixture => {
       const s = setup({ shardBytes: "1MiB" });
       for (let n = 0; s.stat("evictions") === 0; n++) expect(s.staged(MODE_SET, `k${n}`, value)).toBe(R_STORED);
@@ -106,13 +104,11 @@ describe("the store commands", () => {
     const big = "b".repeat(12 << 10);
     const stale = { casIn: -1, invalidate: true, vivify: false };
     const cases: Array<[string, (s: StoreFixture) => number, number]> = [
-      ["replace", (s) => s.staged(MODE_REPLACE, "k1", big, { ring: true }), R_NOT_STORED],
-      ["replace, reserved", (s) => s.reserved(MODE_REPLACE, "k1", big), R_NOT_STORED], // the reservation, made first, evicted k1: nothing to replace
-      ["cas", (s) => s.staged(MODE_CAS, "k1", big, { cas: String(s.read("k1")![3]), ring: true }), R_NOT_FOUND],
-      ["append", (s) => s.staged(MODE_APPEND, "k1", big, { ring: true }), R_NOT_STORED],
-      ["append, reserved", (s) => s.reserved(MODE_APPEND, "k1", big), R_NOT_STORED],
+      ["replace", (s) => s.reserved(MODE_REPLACE, "k1", big), R_NOT_STORED], // the reservation, made first, evicted k1: nothing to replace
+      ["cas", (s) => s.staged(MODE_CAS, "k1", big, { cas: String(s.read("k1")![3]) }), R_NOT_FOUND],
+      ["append", (s) => s.reserved(MODE_APPEND, "k1", big), R_NOT_STORED],
       // ms I with a lower cas: stored as stale, unless its old item went while its room was made.
-      ["stale cas", (s) => s.staged(MODE_CAS, "k1", big, { cas: "1", meta: stale, ring: true }), R_NOT_FOUND],
+      ["stale cas", (s) => s.staged(MODE_CAS, "k1", big, { cas: "1", meta: stale }), R_NOT_FOUND],
     ];
     for (const [name, command, answer] of cases) {
       const s = full();

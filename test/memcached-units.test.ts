@@ -1,17 +1,15 @@
 /**
  * The pieces of `shardheap memcached` on their own: framing whatever the
- * packets, the item layout in the heap, the staging area's ring, key
- * ownership, which way the shards share the port on which Node.
+ * packets, the item layout in the heap, which way the shards share the
+ * port on which Node.
  */
 import { describe, expect, it } from "vitest";
 import { SharedHeap, SharedMap } from "../dist/index.js";
 import { HEADER_BYTES, ItemViews, itemSize } from "../dist/apps/memcached/item.js";
-import { keyOwner } from "../dist/apps/memcached/key-owner.js";
 import { listenMode } from "../dist/apps/memcached/listener.js";
 import { parseCommand } from "../dist/apps/memcached/protocol.js";
 import { RequestReader, type ReaderSink } from "../dist/apps/memcached/reader.js";
 import { itemSizeLimit, startMemcached } from "../dist/apps/memcached/server.js";
-import { StagingArea } from "../dist/apps/memcached/staging.js";
 
 /** A sink that records what the reader hands it, as text. */
 function recorder(): { sink: ReaderSink; events: string[] } {
@@ -193,66 +191,6 @@ describe("an item in the heap", () => {
   });
 });
 
-describe("StagingArea", () => {
-  it("cuts copies from one span as a ring, released in any order, never two live copies overlapping", () => {
-    const heap = SharedHeap.create({ shards: 1, shardBytes: 8 << 20 });
-    const memory = heap.shard(0);
-    const before = memory.stats().liveObjects;
-    const area = new StagingArea(memory);
-    // One object: the area itself (1/32 of the shard's memory, at most 256 KiB).
-    expect(memory.stats().liveObjects).toBe(before + 1);
-    const capacity = area.capacity;
-    expect(capacity).toBeGreaterThan(200 << 10);
-    expect(capacity).toBeLessThanOrEqual(256 << 10);
-    let base = Infinity;
-    let limit = 0;
-    const live = new Map<number, number>(); // ptr -> bytes
-    let seed = 7;
-    const random = (n: number): number => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
-    let cut = 0;
-    let full = 0;
-    for (let step = 0; step < 20_000; step++) {
-      if (live.size > 0 && (random(3) === 0 || live.size > 400)) {
-        // Release a random live copy (not the oldest, often).
-        const ptrs = [...live.keys()];
-        const ptr = ptrs[random(ptrs.length)]!;
-        expect(area.release(ptr)).toBe(true);
-        live.delete(ptr);
-        continue;
-      }
-      const size = 1 + random(16 << 10);
-      const ptr = area.allocate(size);
-      if (ptr === 0) {
-        full++;
-        continue;
-      }
-      cut++;
-      expect(ptr % 8).toBe(0);
-      for (const [p, n] of live) if (!(ptr + size <= p || p + n <= ptr)) expect.fail(`copy ${ptr}+${size} overlaps ${p}+${n}`);
-      live.set(ptr, size);
-      base = Math.min(base, ptr);
-      limit = Math.max(limit, ptr + size);
-    }
-    expect(cut).toBeGreaterThan(5000);
-    expect(full).toBeGreaterThan(0);
-    // Every copy lay inside the one span.
-    expect(limit - base).toBeLessThanOrEqual(capacity);
-    expect(area.live).toBe(live.size);
-    for (const ptr of live.keys()) expect(area.release(ptr)).toBe(true);
-    // Released twice, or never cut here: not the area's (the caller frees it as a heap object).
-    expect(area.release(base)).toBe(false);
-    const other = memory.malloc(100);
-    expect(area.release(other)).toBe(false);
-    memory.free(other);
-    // Empty again: a copy as large as the area fits; a larger one never does.
-    expect(area.allocate(capacity)).toBe(base);
-    expect(area.allocate(1)).toBe(0);
-    expect(area.release(base)).toBe(true);
-    expect(area.allocate(capacity + 1)).toBe(0);
-    expect(heap.check()).toEqual([]);
-  });
-});
-
 describe("the item size limit", () => {
   it("is at most half a shard's memory, as memcached's -I is of -m; the default 1 MiB shrinks to that, a limit given is refused past it", async () => {
     expect(itemSizeLimit(undefined, 64 << 20, "maxItemSize", "memoryPerShard")).toBe(1 << 20);
@@ -262,16 +200,6 @@ describe("the item size limit", () => {
     // startMemcached refuses before starting anything.
     const e = await startMemcached({ shards: 1, memoryPerShard: "1MiB", maxItemSize: 2 << 20, port: 0 }).catch((x: unknown) => x);
     expect(e).toMatchObject({ name: "InvalidValueError", code: "ERR_SHARDHEAP_INVALID_VALUE", field: "maxItemSize" });
-  });
-});
-
-describe("keyOwner", () => {
-  it("is the same everywhere and spreads keys over the shards", () => {
-    expect(keyOwner("anything", 1)).toBe(0);
-    const counts = [0, 0, 0, 0];
-    for (let i = 0; i < 4000; i++) counts[keyOwner(`key:${i}`, 4)]!++;
-    for (const c of counts) expect(c).toBeGreaterThan(800);
-    expect(keyOwner("memcached", 7)).toBe(keyOwner("memcached", 7));
   });
 });
 

@@ -3,11 +3,13 @@
  * whose -m counts its slab pages and leaves its hash table and buffers
  * outside. A shard's share of -m is what its items may take (their heap
  * objects, size-class rounding included: the item cache's budget), and
- * its heap region is made that much bigger for the rest: the index made
- * at start (SharedMap: a 32-byte descriptor an entry and a table at most
- * half full), the staging area (staging.ts), room for the small pools'
- * partly used spans, and the region's own page records and profiler
- * tables (layout.ts).
+ * its heap region is made that much bigger for the rest: its part of the
+ * index made at start (one SharedMap for the whole cache: a 32-byte
+ * descriptor an entry in the shard that writes it, and on the home shard
+ * the tables, at most half full: indexBytesByShard), room for the small
+ * pools' partly used spans, and the region's own page records and
+ * profiler tables (layout.ts). Every region is made as big as the home's,
+ * which holds the tables too (8-16 bytes an entry of every shard).
  *
  * --memory (shardheap's own flag) stays the region itself, items and all:
  * the items then get 90% of its pages less the index (item-cache.ts).
@@ -56,7 +58,8 @@ import {
   chunkSize,
   headerBytes,
 } from "../../memory/shared-map/layout.js";
-import { stagingBytesFor } from "./staging.js";
+import type { SharedHeap } from "../../memory/shared-heap.js";
+import { SharedMap } from "../../memory/shared-map/shared-map.js";
 
 /**
  * The index is made at start for an entry per this many bytes of the
@@ -65,6 +68,16 @@ import { stagingBytesFor } from "./staging.js";
  * heap full before its budget, and evicts: item-cache.ts makeRoom).
  */
 const ITEM_BYTES_PER_ENTRY = 1024;
+/**
+ * Under --memory, the index is made for an entry per this many bytes of a
+ * shard's memory (items of 2 KB on average), its table and descriptors at
+ * once: ~3% of the shard (the descriptor chunks double, so up to 64 B an
+ * entry), and no index structure allocated among the items later unless
+ * they are smaller. Made as needed instead, the index's chunks pinned
+ * pages all over a shard: a 1 MiB shard emptied of its 329 items of 2 KB
+ * had no 384 KiB in one piece.
+ */
+const INDEX_BYTES_PER_ENTRY = 2048;
 /**
  * Room beside the items for the small pools' partly used spans and
  * cached objects: a share of the items' memory, and at least a few
@@ -102,19 +115,64 @@ export function indexCapacity(itemBytes: number): number {
 }
 
 /**
- * Bytes SharedMap.create makes for `capacity` entries in a heap of
- * `shards` shards: its header, reader records, a table per segment (its
- * share at half load), descriptor chunks; each a 64-aligned object.
+ * Bytes of the index each shard's memory holds, by shard, for `capacity`
+ * entries a shard in a heap of `shards` shards: the home (shard 0) makes
+ * the header, the reader records, every segment's table (its share of
+ * `capacity` x `shards` at half load) and its own descriptors; then each
+ * other shard in turn claims chunks of descriptors for its `capacity`
+ * (attachIndex: one after another, so the chunks' sizes follow that
+ * order); each a 64-aligned object.
  */
-export function indexBytes(capacity: number, shards: number): number {
+export function indexBytesByShard(capacity: number, shards: number): number[] {
   const segments = indexSegments(shards);
   let slots = MIN_CAPACITY;
-  while (slots * MAX_LOAD < capacity / segments) slots *= 2;
-  let bytes = aligned64(headerBytes(segments, shards)) + aligned64(DEFAULT_READER_RECORDS * READER_BYTES) + segments * aligned64(TABLE_HEADER_BYTES + 4 * slots);
+  while (slots * MAX_LOAD < (capacity * shards) / segments) slots *= 2;
+  const out = new Array<number>(shards).fill(0);
+  out[0] = aligned64(headerBytes(segments, shards)) + aligned64(DEFAULT_READER_RECORDS * READER_BYTES) + segments * aligned64(TABLE_HEADER_BYTES + 4 * slots);
   let e = 0;
-  do bytes += aligned64(chunkSize(e++) * DESCRIPTOR_BYTES);
+  do out[0]! += aligned64(chunkSize(e++) * DESCRIPTOR_BYTES);
   while (e < CHUNK_COUNT && chunkFirstId(e) <= capacity);
-  return bytes;
+  for (let s = 1; s < shards; s++) {
+    for (let made = 0; made < capacity && e < CHUNK_COUNT; e++) {
+      out[s]! += aligned64(chunkSize(e) * DESCRIPTOR_BYTES);
+      made += chunkSize(e);
+    }
+  }
+  return out;
+}
+
+/** The most index bytes one shard's memory holds (indexBytesByShard): what every region is made bigger by. */
+export function indexBytes(capacity: number, shards: number): number {
+  return Math.max(...indexBytesByShard(capacity, shards));
+}
+
+/**
+ * The entries a shard's part of the index is made for: under -m, an entry
+ * per ITEM_BYTES_PER_ENTRY of its items' share (`itemBytes`: indexCapacity);
+ * under --memory (`itemBytes` 0), an entry per INDEX_BYTES_PER_ENTRY of its
+ * region's object pages (`totalMemory`).
+ */
+export function indexShare(itemBytes: number, totalMemory: number): number {
+  return itemBytes === 0 ? Math.max(64, Math.floor(totalMemory / INDEX_BYTES_PER_ENTRY)) : indexCapacity(itemBytes);
+}
+
+/**
+ * The cache's one index, made on its home shard's thread (shard `shard`
+ * of `heap`): tables for `share` entries a shard, descriptors for the
+ * home's share. Every shard reads and writes it (item-cache.ts): one map,
+ * so a key is found in one probe whichever shard wrote it, and a
+ * conditional write of a key compares under one segment's lock; its
+ * segments (indexSegments) let writers of different keys go on at once.
+ */
+export function createIndex(heap: SharedHeap, shard: number, share: number): SharedMap {
+  return SharedMap.create(heap, { shard, capacity: share * heap.shards, descriptors: share, segments: indexSegments(heap.shards) });
+}
+
+/** The index made by createIndex, on another shard's thread: attached, and this shard's descriptors for `share` entries made now, before its items. */
+export function attachIndex(heap: SharedHeap, handle: number, share: number): SharedMap {
+  const map = SharedMap.attach(heap, handle);
+  map.prepare(share);
+  return map;
 }
 
 /** What allocateAligned(64, bytes) takes: the first size class that holds it with 64-aligned objects, else whole pages. */
@@ -127,12 +185,12 @@ function aligned64(bytes: number): number {
 
 /**
  * The region a shard of a heap of `shards` needs for `itemBytes` of items
- * (its share of -m): the items, the index, the staging area and the slack
+ * (its share of -m): the items, the index's most (the home's), the slack
  * in its object pages, and its own tables (for `profilerSites` stacks;
  * default: what a region of that size keeps). Whole pages.
  */
 export function shardBytesForItems(itemBytes: number, shards: number, profilerSites?: number): number {
-  const objects = itemBytes + indexBytes(indexCapacity(itemBytes), shards) + stagingBytesFor(itemBytes) + Math.max(MIN_SLACK, Math.ceil(itemBytes * SLACK_SHARE));
+  const objects = itemBytes + indexBytes(indexCapacity(itemBytes), shards) + Math.max(MIN_SLACK, Math.ceil(itemBytes * SLACK_SHARE));
   let bytes = Math.ceil(objects / PAGE_SIZE) * PAGE_SIZE;
   for (;;) {
     const pages = dataPagesFor(bytes, profilerSites ?? defaultProfilerSites(bytes));

@@ -52,6 +52,8 @@ export interface ServerConfig {
   port: number;
   /** The per-shard counters (stats.ts), shared by every shard. */
   statsBuffer: SharedArrayBuffer;
+  /** Every shard's inbox of items other shards replaced or deleted (hand-over.ts), shared by every shard. */
+  inboxes: SharedArrayBuffer;
   /** Evict the least recently used items when memory is full (memcached's default); false: -M, answer an error instead. */
   evict: boolean;
   /** flush_all is allowed (false: -F). */

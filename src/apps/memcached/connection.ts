@@ -1,31 +1,23 @@
 /**
  * One client connection, on the shard that accepted it: bytes in
  * (reader.ts frames them, protocol.ts reads each line), each request run
- * on the store of the shard owning its key (this shard's directly; another
- * shard's through remote.ts), answers out in request order. A get reads
- * the owner's SharedMap in place, whichever shard owns the key: no
- * message (lookup).
+ * here, on this shard, whatever its key (store.ts: the cache's one index,
+ * read and written by every shard), answers out in request order. A get
+ * reads the index in place: no message (lookup).
  *
- * Answers: a request answered on this shard appends its answer to `out`
- * at once; one that waits for another shard takes a place in `queue`, and
- * everything after it waits behind it. `out` goes to the socket once per
- * socket read (and whenever a waiting answer completes) as one corked
+ * Answers: a request answered at once appends its answer to `out`; one
+ * that waits for other shards (flush_all, stats) takes a place in `queue`,
+ * and everything after it waits behind it. `out` goes to the socket once
+ * per socket read (and whenever a waiting answer completes) as one corked
  * write, so pipelined requests cost one writev.
  *
  * Values are written from the shared heap: a hit's answer is a Buffer view
  * of the item (item.ts) holding a reference to its map entry, taken on
- * this thread's SharedMap object for the owner's map and dropped when the
- * socket has taken the bytes (the write's callback) or the connection
- * closes; the map frees an item nobody holds once its owner unlinked it.
- * A value being stored is copied from the socket's buffers straight into
- * its place: the owner's map entry reserved for it when this shard owns
- * the key, else a staging copy on this shard the owner copies into an
- * entry of its own; a value too big for a small pool goes straight into an
- * entry the owner reserves first (remote.ts OP_RESERVE), reading paused
- * meanwhile. Staging copies are cut from the shard's
- * staging area (staging.ts; from the heap only when it is full) and
- * bounded per connection (MAX_STAGING_BYTES), so a flood of sets for other
- * shards' keys does not make this shard evict its own items to hold them.
+ * this thread's SharedMap object and dropped when the socket has taken the
+ * bytes (the write's callback) or the connection closes; the map frees an
+ * item nobody holds once it is out of the map. A value being stored is
+ * copied from the socket's buffers straight into its place: an entry this
+ * shard reserves for it, in its own memory, published when the data ends.
  *
  * Bad input never costs more than this connection: every error is
  * answered with memcached's words and the connection carries on (or, for
@@ -35,22 +27,17 @@
  * of backpressure.ts, whatever the reader is doing.
  */
 import type { Socket } from "node:net";
-import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
 import type { SharedMap } from "../../memory/shared-map/shared-map.js";
-import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import { VERSION, cacheBytesPerShard, type ServerConfig } from "./config.js";
 import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
-import { keyOwner } from "./key-owner.js";
 import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "./protocol.js";
 import { MAX_HELD_BYTES, UnsentAnswers, type Holding } from "./backpressure.js";
 import { MetaCommands, type MetaStoreCommand } from "./meta-commands.js";
-import { END, getKey, itemAnswer, MultiGet, type GetHost, type Place } from "./multi-get.js";
+import { END, getKey, itemAnswer, MultiGet, type GetHost } from "./multi-get.js";
 import { RequestReader, type ReaderSink } from "./reader.js";
-import type { StagingArea } from "./staging.js";
 import type { PrefixCounts, PrefixStats } from "./prefix-stats.js";
 import { formatPrefixDump } from "./prefix-stats.js";
-import { OP_DECR, OP_DELETE, OP_EXPIRE, OP_FLUSHED_MISS, OP_FORGET, OP_GIVE_UP, OP_INCR, OP_RESERVE, OP_STORE, OP_STORE_RESERVED, OP_TOUCH, metaStore, type OpArg, type OpResult, type RemoteOps } from "./remote.js";
 import { ITEM_CLASSES } from "./item-classes.js";
 import { formatItems, formatSlabs } from "./stats-classes.js";
 import { addressText, descriptorOf, formatConns, type ConnEntry } from "./stats-conns.js";
@@ -63,12 +50,8 @@ export interface ConnectionContext {
   readonly shards: number;
   readonly views: ItemViews;
   readonly store: ItemStore;
-  /** This thread's SharedMap object for each shard's store map, by shard (this shard's: the store's own). */
-  readonly maps: SharedMap[];
-  readonly remote: RemoteOps;
-  readonly memory: ShardAllocator;
-  /** Where staging copies for other shards' keys are cut first. */
-  readonly staging: StagingArea;
+  /** This thread's SharedMap object of the cache's index (the store's). */
+  readonly map: SharedMap;
   readonly heap: SharedHeap;
   readonly config: ServerConfig;
   /** This shard's row of counters. */
@@ -77,17 +60,21 @@ export interface ConnectionContext {
   readonly rows: readonly Float64Array[];
   /** This shard's `stats detail` counts (on or off on every shard at once). */
   readonly detail: PrefixStats;
-  /** Run a task (shard.ts) on every shard, this one too, after the operations this shard queued for them; results in shard order. */
+  /** Run a task (shard.ts) on every shard, this one too; results in shard order. */
   everyShard<T>(task: string, arg?: unknown): Promise<T[]>;
-  /** flush_all on every shard: this one at once, the others by message (after this shard's queued operations). */
+  /** flush_all on every shard: this one at once, the others by message. */
   flushAll(delay: number): Promise<void>;
+  /** Every shard has taken back what others handed over to it (item-cache.ts drain): its counts are those of its items. */
+  settled(): Promise<void>;
+  /** A get found no item for `key`: get_flushed, here or on the shard whose flush_all removed it. */
+  missed(key: string): void;
   /** stats reset on every shard. */
   resetStats(): Promise<void>;
 }
 
 type Chunk = Buffer | string;
 
-/** An answer in the queue: waiting for another shard, or ready behind one that is. */
+/** An answer in the queue: waiting for other shards, or ready behind one that is. */
 interface Pending {
   chunks: Chunk[];
   /** References to the items the chunks are views of (held(): one each). */
@@ -106,17 +93,10 @@ interface Incoming {
   cmd: MetaStoreCommand;
   /** The item being filled (0: the data is being skipped; its answer was given). */
   ptr: number;
-  /**
-   * The map entry reserved for the item, in its owner's map: this shard's
-   * (reserve), or another's (remote.ts OP_RESERVE, for a big value); 0 for
-   * a staging copy of this shard's.
-   */
+  /** The map entry reserved for the item (this shard's reservation). */
   ref: number;
   /** Where the next data byte goes. */
   at: number;
-  owner: number;
-  /** The item's bytes (what a staging copy holds of this shard's memory). */
-  size: number;
 }
 
 const line = (text: string): Buffer => Buffer.from(`${text}\r\n`, "latin1");
@@ -134,29 +114,6 @@ const STORE_ANSWER: Record<number, string> = {
   [R_TOUCHED]: REPLY.TOUCHED,
   [R_NO_MEMORY]: REPLY.NO_MEMORY_STORING,
 };
-/**
- * Stop reading while this connection's staging copies for other shards
- * hold this many bytes (a value is staged only when a small pool holds it,
- * so one copy is at most 16 KiB): half a staging area of 8 MiB shards
- * (staging.ts), so one flooding connection leaves room for others. In the
- * 200,000 x 100 B noreply flood of test/memcached-memory.test.ts, without
- * this bound, up to 500 KB were in flight, past the staging area. The
- * reader stops at the line that crosses it, not only the socket: pausing
- * the socket alone left the chunks already read to be parsed, and under
- * load 278 KB were in flight (past the 244 KiB area: 229 copies from the
- * heap, whose pool slots then filled the 10% the store keeps free, and
- * 45-259 of its mallocs failed and were retried after an eviction).
- */
-const MAX_STAGING_BYTES = 128 << 10;
-/** Items larger than this (page spans) are allocated by their owner, not staged here (remote.ts). */
-const RESERVE_ABOVE = MAX_SMALL_SIZE;
-/**
- * A reference a connection holds, one number: the shard whose map it is
- * of, times REF_SPAN, plus the map's reference (SharedMap references are
- * below 2^30).
- */
-const REF_SPAN = 2 ** 30;
-const held = (owner: number, ref: number): number => owner * REF_SPAN + ref;
 const noop = (): void => {};
 /** The bytes `chunks` will write (strings are written as latin1: one byte a char). */
 const lengthOf = (chunks: readonly Chunk[]): number => {
@@ -212,28 +169,11 @@ export class Connection implements ReaderSink {
   private now = 0;
   private closed = false;
   private paused = false;
-  /** Bytes of this connection's staging copies the owners have not answered for. */
-  private staging = 0;
-  /**
-   * Keys with changes sent to their owners and not answered yet (how
-   * many each). A get reads the owner's map directly only when its key
-   * has none: one still on its way (set k, then get k, pipelined) must be
-   * seen, so the get goes behind it, to the owner, in order. Per key, not
-   * per owner: under the pipelined bench load (32 requests in flight, 10%
-   * sets) nearly every read had some set out to the other shard, and per
-   * owner sent nearly every get there.
-   */
-  private readonly unanswered = new Map<string, number>();
-  /** flush_all calls of this connection not yet done: while one is, gets of other shards' keys go to their owners behind it. */
-  private flushing = 0;
   /** The client half-closed while the reader was suspended: end once what it sent is done. */
   private endWhenResumed = false;
   /** `stats conns`: the socket's descriptor, and when (Unix seconds) its last command came. */
   readonly id: number;
   private lastCommand = Math.floor(Date.now() / 1000);
-  /** Operations sent to other shards not answered yet, and what waits for them all (a `stats` after them sees them counted). */
-  private inFlight = 0;
-  private whenAnswered: Array<() => void> = [];
   /** mg, ms, md, ma, mn, me (meta-commands.ts). */
   private readonly meta: MetaCommands;
   /** get, gets, gat, gats (multi-get.ts), and the one of many keys waiting between two keys for the socket, if any. */
@@ -243,10 +183,8 @@ export class Connection implements ReaderSink {
   private requestsThisEvent = 0;
   /** The reader is suspended for a yield (-R). */
   private yielded = false;
-  /** The reader is suspended until an owner reserves a big value's item (reserveOn). */
-  private reserving = false;
-  /** The reader is suspended until the owners have answered for half of MAX_STAGING_BYTES. */
-  private stagingFull = false;
+  /** The reader is suspended until every shard has done this connection's flush_all. */
+  private flushing = false;
   /** Unix second of the last bytes from the client (-o idle_timeout). */
   private lastRead = Math.floor(Date.now() / 1000);
   private readonly endYield = (): void => {
@@ -263,25 +201,15 @@ export class Connection implements ReaderSink {
     this.meta = new MetaCommands({
       ctx,
       now: () => this.now,
-      answer: (chunks, refs) => this.deliver(undefined, chunks, refs),
-      later: () => this.place(0),
-      toOwner: (owner, args, done, changes) => this.toOwner(owner, args, done, changes),
-      readsHere: (key) => this.readsHere(key),
-      hold: held,
-      failure: (e) => this.failure(e),
+      answer: (chunks, refs) => this.deliver(chunks, refs),
       beginStore: (cmd) => this.beginStore(cmd),
     });
     this.gets = {
       ctx,
       now: () => this.now,
-      lookup: (key, owner) => this.lookup(key, owner),
-      readsHere: (key) => this.readsHere(key),
-      hit: (owner, ref, withCas, last) => this.hit(owner, ref, withCas, last),
+      lookup: (key) => this.lookup(key),
+      hit: (ref, withCas, last) => this.hit(ref, withCas, last),
       answer: (chunk) => this.answer(chunk),
-      later: (pieces) => this.place(pieces),
-      toOwner: (owner, args, done, changes) => this.toOwner(owner, args, done, changes),
-      hold: held,
-      failure: (e) => this.failure(e),
       full: () => {
         this.checkUnsent();
         return this.unsentFull;
@@ -362,7 +290,7 @@ export class Connection implements ReaderSink {
     switch (cmd.kind) {
       case "get": {
         const touchTo = cmd.touch ? absoluteExptime(cmd.exptime, this.now) : undefined;
-        if (typeof cmd.keys === "string") getKey(this.gets, cmd.keys, cmd.withCas, touchTo, true, this.ctx.detail.enabled, false);
+        if (typeof cmd.keys === "string") getKey(this.gets, cmd.keys, cmd.withCas, touchTo, true, this.ctx.detail.enabled);
         else this.getMany(new MultiGet(this.gets, cmd.keys, cmd.withCas, touchTo));
         return 0;
       }
@@ -371,18 +299,14 @@ export class Connection implements ReaderSink {
         return this.beginStore(cmd);
       case "delete":
         if (this.ctx.detail.enabled) this.ctx.detail.delete(cmd.key);
-        this.keyOp(cmd.key, [OP_DELETE, cmd.key], (s) => s.delete(cmd.key, this.now), cmd.noreply, REPLY.NO_MEMORY);
+        this.result(this.ctx.store.delete(cmd.key, this.now), cmd.noreply);
         return 0;
-      case "arith": {
-        const op = cmd.incr ? OP_INCR : OP_DECR;
-        this.keyOp(cmd.key, [op, cmd.key, cmd.delta], (s) => s.arith(cmd.key, cmd.incr, cmd.delta, this.now), cmd.noreply, REPLY.NO_MEMORY);
+      case "arith":
+        this.result(this.ctx.store.arith(cmd.key, cmd.incr, cmd.delta, this.now), cmd.noreply);
         return 0;
-      }
-      case "touch": {
-        const exptime = absoluteExptime(cmd.exptime, this.now);
-        this.keyOp(cmd.key, [OP_TOUCH, cmd.key, exptime], (s) => s.touch(cmd.key, exptime, this.now), cmd.noreply, REPLY.NO_MEMORY);
+      case "touch":
+        this.result(this.ctx.store.touch(cmd.key, absoluteExptime(cmd.exptime, this.now), this.now), cmd.noreply);
         return 0;
-      }
       case "flush": {
         this.ctx.counters[STAT.cmd_flush]++;
         // As memcached: counted, then refused (-F), then the delay read.
@@ -390,12 +314,17 @@ export class Connection implements ReaderSink {
           if (!cmd.noreply) this.answer(word(this.ctx.config.flushAllowed ? REPLY.BAD_EXPTIME : REPLY.FLUSH_REFUSED));
           return 0;
         }
-        this.flushing++;
-        this.whenDone(
-          this.ctx.flushAll(cmd.delay).finally(() => this.flushing--),
-          word(REPLY.OK),
-          cmd.noreply,
-        );
+        const done = this.ctx.flushAll(cmd.delay);
+        this.whenDone(done, word(REPLY.OK), cmd.noreply);
+        // Nothing after it runs until every shard has flushed: a get reads the index directly, and saw
+        // the other shard's items still there (memcached-memory.test.ts: flush_all, then a get, pipelined).
+        this.flushing = true;
+        this.reader.suspend();
+        const go = (): void => {
+          this.flushing = false;
+          this.resumeIfFree();
+        };
+        done.then(go, go);
         return 0;
       }
       case "version":
@@ -445,61 +374,19 @@ export class Connection implements ReaderSink {
     const { ctx } = this;
     const { cmd, ptr } = inc;
     if (!ctx.views.terminated(ptr)) {
-      this.discardIncoming(inc);
+      ctx.store.giveUp(inc.ref);
       if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
       return;
     }
     const meta = cmd.meta;
-    if (inc.ref !== 0 && inc.owner === ctx.shard) {
-      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, meta && metaStore(meta.casIn, meta.bits));
-      if (meta) this.metaStoreAnswer(undefined, cmd, ctx.store.storedAnswer(cmd.key, result));
-      else if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
+    if (meta === undefined) {
+      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now);
+      if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
       return;
     }
-    const pending = cmd.noreply ? undefined : this.later();
-    const casIn = meta ? meta.casIn : -1;
-    const bits = meta ? meta.bits : 0;
-    if (inc.ref !== 0) {
-      // The owner publishes the entry or gives it up. If its shard died, the entry went with its map
-      // (the dead shard's objects: Smp's orphans).
-      this.toOwner(
-        inc.owner,
-        [OP_STORE_RESERVED, cmd.mode, cmd.key, inc.ref, cmd.cas, casIn, bits],
-        (result) => {
-          if (meta) this.metaStoreAnswer(pending, cmd, result);
-          else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
-        },
-        cmd.key,
-      );
-      return;
-    }
-    const bytes = inc.size;
-    this.staging += bytes;
-    if (this.staging > MAX_STAGING_BYTES && !this.stagingFull) {
-      this.stagingFull = true;
-      this.reader.suspend();
-      this.pause();
-    }
-    this.toOwner(inc.owner, [OP_STORE, cmd.mode, cmd.key, ptr, cmd.cas, casIn, bits], (result) => {
-      // The owner has copied the staging item (or refused it): it is ours to free.
-      this.discard(ptr);
-      this.staging -= bytes;
-      if (meta) this.metaStoreAnswer(pending, cmd, result);
-      else if (pending) this.settle(pending, [this.resultLine(result, REPLY.NO_MEMORY_STORING)], []);
-      // After the answer is in its place: what the reader held may answer at once.
-      if (this.stagingFull && this.staging <= MAX_STAGING_BYTES / 2) {
-        this.stagingFull = false;
-        this.resumeIfFree();
-      }
-    }, cmd.key);
-  }
-
-  /** An ms's answer (meta-commands.ts), now (`pending` undefined) or in its place. */
-  private metaStoreAnswer(pending: Pending | undefined, cmd: MetaStoreCommand, result: OpResult | Error): void {
-    const chunk = this.meta.storeAnswer(cmd.meta!, cmd.bytes, result);
-    const chunks = chunk === undefined ? [] : [chunk];
-    if (pending) this.settle(pending, chunks, []);
-    else if (chunk !== undefined) this.answer(chunk);
+    const stored = ctx.store.storeMeta(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, { casIn: meta.casIn, invalidate: meta.invalidate, vivify: meta.vivify });
+    const chunk = this.meta.storeAnswer(meta, cmd.bytes, stored);
+    if (chunk !== undefined) this.answer(chunk);
   }
 
   binary(request: Buffer): void {
@@ -537,53 +424,15 @@ export class Connection implements ReaderSink {
   }
 
   /**
-   * An operation for another shard's store (remote.ts). `changes`: the key
-   * it may change, counted in `unanswered` until its answer comes.
+   * A get's lookup, on this thread, in the cache's index: a reference to
+   * the live item, or 0. Counted by this shard: cmd_get, and a hit or a
+   * miss. An expired item is a miss, taken out of the map here.
    */
-  private toOwner(owner: number, args: readonly OpArg[], done: (result: OpResult | Error) => void, changes?: string): void {
-    this.inFlight++;
-    if (changes === undefined) {
-      this.ctx.remote.call(owner, args, (result) => {
-        done(result);
-        this.answered();
-      });
-      return;
-    }
-    const unanswered = this.unanswered;
-    unanswered.set(changes, (unanswered.get(changes) ?? 0) + 1);
-    this.ctx.remote.call(owner, args, (result) => {
-      const n = unanswered.get(changes)!;
-      if (n === 1) unanswered.delete(changes);
-      else unanswered.set(changes, n - 1);
-      done(result);
-      this.answered();
-    });
-  }
-
-  /** One of this connection's operations on another shard was answered: run what waited for them all. */
-  private answered(): void {
-    if (--this.inFlight !== 0 || this.whenAnswered.length === 0) return;
-    const waiting = this.whenAnswered;
-    this.whenAnswered = [];
-    for (const f of waiting) f();
-  }
-
-  /** Whether a get of another shard's key may read the owner's map now (no change of this connection's to it, or flush_all, on the way). */
-  private readsHere(key: string): boolean {
-    return this.flushing === 0 && (this.unanswered.size === 0 || !this.unanswered.has(key));
-  }
-
-  /**
-   * A get's lookup, on this thread, in the owner's map (any shard's): a
-   * reference to the live item, or 0. Counted by this shard: cmd_get, and
-   * a hit or a miss. An expired item is a miss; its owner unlinks it (a
-   * message when the owner is another shard, answered by nobody).
-   */
-  private lookup(key: string, owner: number): number {
+  private lookup(key: string): number {
     const { ctx } = this;
     const c = ctx.counters;
     c[STAT.cmd_get]++;
-    const map = ctx.maps[owner]!;
+    const map = ctx.map;
     const ref = map.acquire(key);
     if (ref !== 0) {
       const ptr = map.valuePointer(ref);
@@ -594,96 +443,55 @@ export class Connection implements ReaderSink {
         ctx.views.setAccessed(ptr, this.now);
         return ref;
       }
-      map.release(ref);
       c[STAT.get_expired]++;
-      if (owner === ctx.shard) ctx.store.expire(key, this.now);
-      else this.toOwner(owner, [OP_EXPIRE, key], noop);
-    } else if (owner === ctx.shard) {
-      ctx.store.flushedMiss(key);
-    } else if (ctx.rows[owner]![STAT.flushed_kept] !== 0) {
-      // The owner remembers keys flush_all removed: it counts get_flushed if this was one.
-      this.toOwner(owner, [OP_FLUSHED_MISS, key], noop);
+      ctx.store.cache.expire(ref, ptr);
+      map.release(ref);
+    } else {
+      ctx.missed(key);
     }
     c[STAT.get_misses]++;
     return 0;
   }
 
   /** A get's hit: its answer now, straight into `out` when nothing waits, its reference dropped once written. */
-  private hit(owner: number, ref: number, withCas: boolean, last: boolean): void {
-    const ptr = this.ctx.maps[owner]!.valuePointer(ref);
+  private hit(ref: number, withCas: boolean, last: boolean): void {
+    const ptr = this.ctx.map.valuePointer(ref);
     if (this.queue.length === 0) {
       const out = this.out;
       const from = out.length;
       itemAnswer(this.ctx.views, ptr, withCas, last, out);
       for (let i = from; i < out.length; i++) this.unsent.add(out[i]!);
-      this.outRefs.push(held(owner, ref));
+      this.outRefs.push(ref);
     } else {
       const chunks: Chunk[] = [];
       itemAnswer(this.ctx.views, ptr, withCas, last, chunks);
       this.unsent.addAll(chunks);
-      this.queue.push(ready(chunks, [held(owner, ref)]));
+      this.queue.push(ready(chunks, [ref]));
     }
   }
 
+  /** A storage command's line: an entry reserved in this shard's memory for the item its data fills (0: refused). */
   private beginStore(cmd: MetaStoreCommand): number {
     const { ctx } = this;
-    const owner = keyOwner(cmd.key, ctx.shards);
     const size = itemSize(cmd.key.length, cmd.flags, cmd.bytes);
     if (size > ctx.config.maxItemSize) {
       ctx.counters[STAT.store_too_large]++;
       if (!cmd.noreply) this.answer(word(REPLY.TOO_LARGE));
-      this.beginData(cmd, 0, size, owner, true);
-    } else if (owner === ctx.shard) {
-      this.beginData(cmd, ctx.store.reserve(cmd.key, size), size, owner);
-    } else if (size > RESERVE_ABOVE) {
-      this.reserveOn(owner, cmd, size);
+      this.beginData(cmd, 0, true);
     } else {
-      // A staging copy: from the staging area, or, when it is full, from the heap.
-      let ptr = ctx.staging.allocate(size);
-      if (ptr === 0) ptr = ctx.store.allocate(size, cmd.key);
-      this.beginStaged(cmd, ptr, size, owner);
+      this.beginData(cmd, ctx.store.reserve(cmd.key, size), false);
     }
     return cmd.bytes + 2;
   }
 
-  /**
-   * A big value for another shard's key: ask the owner for the item, the
-   * reader suspended (nothing after this line may overtake the store)
-   * until it answers; the value then goes straight into the owner's item.
-   * Costs one round trip per big set, against a copy of the value and its
-   * room on this shard.
-   */
-  private reserveOn(owner: number, cmd: MetaStoreCommand, size: number): void {
-    this.reader.suspend();
-    this.pause();
-    // Until the owner answers, no data arrives (the reader holds it): skip nothing, fill nothing.
-    this.incoming = undefined;
-    this.reserving = true;
-    this.toOwner(owner, [OP_RESERVE, cmd.key, size], (r) => {
-      this.reserving = false;
-      const ref = typeof r === "number" ? r : 0;
-      if (this.closed) {
-        if (ref !== 0) this.toOwner(owner, [OP_GIVE_UP, ref], noop);
-        return;
-      }
-      if (r instanceof Error) {
-        if (!cmd.noreply) this.answer(this.failure(r));
-        this.beginData(cmd, 0, size, owner, true);
-      } else {
-        this.beginData(cmd, ref, size, owner);
-      }
-      this.resumeIfFree();
-    });
-  }
-
-  /** Go on reading unless something else still holds the reader: a yield, a reservation, staging copies. */
+  /** Go on reading unless something else still holds the reader: a yield, unsent answers. */
   private resumeIfFree(): void {
     // Not once the socket is destroyed (reset by the client, or on an error): it calls back every write
     // not yet done, with ERR_STREAM_DESTROYED, on the next tick, and its 'close' (closedByEither) comes
     // only in the loop's close phase. Going on from those callbacks, a get stopped at the bound answered
     // the rest of its line into the dead socket, a write and an error each time: 8 gets of 400,000 keys
     // of 100 KB items, ~9,500 writes each, kept both shards from anything else for 15-40 s.
-    if (!this.closed && !this.socket.destroyed && !this.yielded && !this.reserving && !this.stagingFull && !this.unsentFull) this.resumeReading();
+    if (!this.closed && !this.socket.destroyed && !this.yielded && !this.flushing && !this.unsentFull) this.resumeReading();
   }
 
   /** Go on reading what the suspended reader holds, then end if the client half-closed meanwhile. */
@@ -699,9 +507,7 @@ export class Connection implements ReaderSink {
 
   /**
    * Stop reading once this line is done, until the loop's next turn
-   * (setImmediate: after the I/O of other connections). When this line
-   * also waits for an owner (a big value for another shard: reserveOn),
-   * whichever of the two ends last resumes.
+   * (setImmediate: after the I/O of other connections).
    */
   private yieldAfterThis(): void {
     if (this.yielded) return;
@@ -728,57 +534,31 @@ export class Connection implements ReaderSink {
   }
 
   /**
-   * Where the data goes: the entry `ref` reserved in the owner's map, or,
-   * with 0, nowhere (refused: for want of memory, answered here, unless
+   * Where the data goes: the entry `ref` reserved for it, or, with 0,
+   * nowhere (refused: for want of memory, answered here, unless
    * `answered` says the refusal was answered already).
    */
-  private beginData(cmd: MetaStoreCommand, ref: number, size: number, owner: number, answered = false): void {
-    this.beginInto(cmd, ref === 0 ? 0 : this.ctx.maps[owner]!.valuePointer(ref), ref, size, owner, answered);
-  }
-
-  /** beginData for a staging copy of this shard's at `ptr` (0: refused for want of memory). */
-  private beginStaged(cmd: MetaStoreCommand, ptr: number, size: number, owner: number): void {
-    this.beginInto(cmd, ptr, 0, size, owner, false);
-  }
-
-  private beginInto(cmd: MetaStoreCommand, ptr: number, ref: number, size: number, owner: number, answered: boolean): void {
+  private beginData(cmd: MetaStoreCommand, ref: number, answered: boolean): void {
     const { ctx } = this;
+    const ptr = ref === 0 ? 0 : ctx.map.valuePointer(ref);
     if (ptr === 0) {
       if (!answered) {
         ctx.counters[STAT.store_no_memory]++;
         if (!cmd.noreply) this.answer(word(REPLY.NO_MEMORY_STORING));
       }
       // memcached: a set that fails leaves no stale value behind.
-      if (cmd.mode === MODE_SET) {
-        if (owner === ctx.shard) ctx.store.forget(cmd.key);
-        else this.toOwner(owner, [OP_FORGET, cmd.key], noop, cmd.key);
-      }
+      if (cmd.mode === MODE_SET) ctx.store.forget(cmd.key);
     } else {
       // The allocated size is the store's to write when it links the item (item-cache.ts link).
       ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
       if (cmd.meta?.flags.binary) ctx.views.setMarks(ptr, MARK_KEY_BINARY);
     }
-    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr), owner, size };
+    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr) };
   }
 
-  /** A one-key command: run here when this shard owns the key, else on its owner. */
-  private keyOp(key: string, remoteOp: Array<string | number>, local: (store: ItemStore) => OpResult, noreply: boolean, noMemory: string): void {
-    const { ctx } = this;
-    const owner = keyOwner(key, ctx.shards);
-    if (owner === ctx.shard) {
-      const r = local(ctx.store);
-      if (!noreply) this.answer(this.resultLine(r, noMemory));
-      return;
-    }
-    const pending = noreply ? undefined : this.later();
-    this.toOwner(
-      owner,
-      remoteOp,
-      (r) => {
-        if (pending) this.settle(pending, [this.resultLine(r, noMemory)], []);
-      },
-      key,
-    );
+  /** A one-key command's result, answered unless noreply. */
+  private result(r: string | number, noreply: boolean): void {
+    if (!noreply) this.answer(this.resultLine(r, REPLY.NO_MEMORY));
   }
 
   /**
@@ -819,32 +599,21 @@ export class Connection implements ReaderSink {
     }
   }
 
-  /** A stats answer made now, or once this connection's operations on other shards are answered. */
+  /** A stats answer made here, once every shard has taken back what others handed over (so the counts are its items'). */
   private statsAnswer(make: () => string): void {
-    if (this.inFlight === 0) {
-      this.answer(make());
-      return;
-    }
-    const pending = this.later();
-    this.whenAnswered.push(() => this.settle(pending, [make()], []));
+    this.statsLater(async () => make());
   }
 
-  /** A stats answer other shards make, once this connection's operations on other shards are answered. */
+  /** A stats answer other shards help make, once every shard has taken back what others handed over. */
   private statsLater(make: () => Promise<string>): void {
     const pending = this.later();
-    if (this.inFlight !== 0) {
-      // The answers of this connection's operations elsewhere may still count here (a get's hit): after them.
-      this.whenAnswered.push(() => this.gathered(pending, make));
-      return;
-    }
-    this.gathered(pending, make);
-  }
-
-  private gathered(pending: Pending, make: () => Promise<string>): void {
-    make().then(
-      (text) => this.settle(pending, [text], []),
-      (e: unknown) => this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
-    );
+    this.ctx
+      .settled()
+      .then(make)
+      .then(
+        (text) => this.settle(pending, [text], []),
+        (e: unknown) => this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
+      );
   }
 
   /** `stats detail on|off|dump`; `dump bytes` adds each prefix's live item bytes (prefix-stats.ts). */
@@ -915,15 +684,14 @@ export class Connection implements ReaderSink {
   }
 
   /** An operation's result as its answer line. */
-  private resultLine(r: OpResult | Error, noMemory: string): Chunk {
-    if (r instanceof Error) return this.failure(r);
+  private resultLine(r: string | number, noMemory: string): Chunk {
     if (typeof r === "string") return `${r}\r\n`;
     if (r === R_NON_NUMERIC) return word(REPLY.NON_NUMERIC);
     if (r === R_NO_MEMORY) return word(noMemory);
     return word(STORE_ANSWER[r]!);
   }
 
-  /** Another shard could not answer (it failed or is stopping). */
+  /** Other shards could not answer (one failed or is stopping). */
   private failure(e: Error): Buffer {
     return line(`SERVER_ERROR ${e.message}`.replace(/[\r\n]+/g, " "));
   }
@@ -945,36 +713,22 @@ export class Connection implements ReaderSink {
     else this.queue.push(ready([chunk], []));
   }
 
-  /** A place in line for an answer another shard will complete, counted as `promised` pieces until it does. */
-  private later(promised = 0): Pending {
-    const p: Pending = { chunks: [], refs: [], ready: false, close: false, promised, dropped: false };
-    if (promised !== 0) this.unsent.promise(promised);
+  /** A place in line for an answer other shards will complete. */
+  private later(): Pending {
+    const p: Pending = { chunks: [], refs: [], ready: false, close: false, promised: 0, dropped: false };
     this.queue.push(p);
     return p;
   }
 
-  /** later(), as a function that completes the answer (multi-get.ts, meta-commands.ts). */
-  private place(promised: number): Place {
-    const p = this.later(promised);
-    return (chunks, refs, close = false) => {
-      p.close = close;
-      this.settle(p, chunks, refs);
-    };
-  }
-
-  /** Complete an answer: now (`target` undefined) or in its place in line. */
-  private deliver(target: Pending | undefined, chunks: Chunk[], refs: number[]): void {
-    if (target === undefined) {
-      this.unsent.addAll(chunks);
-      if (this.queue.length === 0) {
-        for (const c of chunks) this.out.push(c);
-        for (const r of refs) this.outRefs.push(r);
-      } else {
-        this.queue.push(ready(chunks, refs));
-      }
-      return;
+  /** An answer of several pieces ready now (meta-commands.ts), behind any still waiting. */
+  private deliver(chunks: Chunk[], refs: number[]): void {
+    this.unsent.addAll(chunks);
+    if (this.queue.length === 0) {
+      for (const c of chunks) this.out.push(c);
+      for (const r of refs) this.outRefs.push(r);
+    } else {
+      this.queue.push(ready(chunks, refs));
     }
-    this.settle(target, chunks, refs);
   }
 
   private settle(p: Pending, chunks: Chunk[], refs: number[]): void {
@@ -996,9 +750,9 @@ export class Connection implements ReaderSink {
         this.dropQueue();
       }
     }
-    // Once the other answers of this message are in too: an owner answers a read's operations in
-    // one message, whose callbacks run in one loop. A write per answer made the socket writes
-    // (writev) 15% of a shard's time under the pipelined bench load at --smp 2.
+    // Once the other answers completed in this turn are in too: a write per answer made the socket
+    // writes (writev) 15% of a shard's time under the pipelined bench load at --smp 2, when answers
+    // came back from other shards.
     if (!this.flushQueued) {
       this.flushQueued = true;
       queueMicrotask(this.flushQueuedOut);
@@ -1080,12 +834,12 @@ export class Connection implements ReaderSink {
 
   /**
    * Read the socket again unless something still holds it: a suspended
-   * reader that waits for its owners or its socket (a reservation, staging
-   * copies, answers), or what the reader holds (it may hold a little while
+   * reader that waits for its socket (answers not yet written), or what
+   * the reader holds (it may hold a little while
    * it yields: the socket reads meanwhile).
    */
   private maybeResume(): void {
-    if (!this.paused || this.closed || this.reserving || this.stagingFull || this.unsentFull) return;
+    if (!this.paused || this.closed || this.unsentFull) return;
     if (this.reader.heldBytes > MAX_HELD_BYTES / 2) return;
     this.paused = false;
     this.socket.resume();
@@ -1112,25 +866,10 @@ export class Connection implements ReaderSink {
     }
   }
 
-  /** Give back a staging copy (from the staging area or the heap). */
-  private discard(ptr: number): void {
-    if (!this.ctx.staging.release(ptr)) this.ctx.memory.free(ptr);
-  }
-
-  /** Give back an item that will not be stored: a reservation in this shard's map or in its owner's, or a staging copy. */
-  private discardIncoming(inc: Incoming): void {
-    if (inc.ref === 0) this.discard(inc.ptr);
-    else if (inc.owner === this.ctx.shard) this.ctx.store.giveUp(inc.ref);
-    else this.toOwner(inc.owner, [OP_GIVE_UP, inc.ref], noop);
-  }
-
-  /** Drop held() references (the map frees an unlinked item once its last one goes). */
+  /** Drop the references answers held (the map frees an item out of the map once its last one goes). */
   private releaseAll(refs: number[]): void {
-    const maps = this.ctx.maps;
-    for (const h of refs) {
-      const owner = Math.floor(h / REF_SPAN);
-      maps[owner]!.release(h - owner * REF_SPAN);
-    }
+    const map = this.ctx.map;
+    for (const ref of refs) map.release(ref);
   }
 
   private closedByEither(): void {
@@ -1141,7 +880,7 @@ export class Connection implements ReaderSink {
     // Half a value, its client gone.
     const inc = this.incoming;
     this.incoming = undefined;
-    if (inc !== undefined && inc.ptr !== 0) this.discardIncoming(inc);
+    if (inc !== undefined && inc.ptr !== 0) this.ctx.store.giveUp(inc.ref);
     // What the socket will never write.
     for (const refs of this.unsent.clear()) this.releaseAll(refs);
     this.releaseAll(this.outRefs);

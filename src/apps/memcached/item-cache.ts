@@ -1,19 +1,32 @@
 /**
- * One shard's item cache: the items whose keys this shard owns
- * (key-owner.ts), each the value of an entry in this shard's SharedMap
- * (item.ts), which every shard reads; their memory budget, their LRU
- * order, eviction, expiry and flush. The store commands (store.ts) say
- * what to link and unlink; this file says where the memory comes from and
- * what must go to make room. Every change runs here, on the owning shard's
- * thread: the map has one writer.
+ * One shard's item cache: the items in this shard's memory, each the
+ * value of an entry in the cache's one index (a SharedMap every shard
+ * reads and writes: cache-memory.ts makes it), their memory budget, their
+ * LRU order, eviction, expiry and flush. The store commands (store.ts) say
+ * what to link and unlink; this file says where the memory comes from,
+ * what must go to make room, and what happens to an item another entry
+ * replaced. Every change of this shard's order and counts runs here, on
+ * its own thread.
+ *
+ * Who writes: every shard writes the index directly, no message: a new
+ * item is made in the connection's shard's memory (its budget, its
+ * order) and published over whatever the key held, which may be an item
+ * of another shard. The map hands the writer the replaced (or removed)
+ * entry's reference (exchange, exchangeIf, takeEntry); the writer puts it
+ * away (dispose): its own item leaves its order at once, another shard's
+ * goes onto that shard's inbox (hand-over.ts), which the owner drains
+ * (drain): off its order, its counts undone, the reference released. Only
+ * one writer takes an entry out of the map, so each item leaves its
+ * order exactly once. A conditional change (add, replace, cas, append,
+ * incr, md and ms with C, ...) links over the entry it read, or only
+ * where no entry is (the map's exchangeIf, under its segment's lock), and
+ * answers CHANGED when another writer got there first: the store reads
+ * again.
  *
  * Order: the LRU order (lru-order.ts), a list through two words of each
  * item's header, so that linking, unlinking and moving an item cost O(1)
- * whatever the cache holds. It was a JS Map used as a queue, walked from
- * its front past the holes of every entry deleted since: a full --smp 1
- * server under memcaslap's half sets (64 B keys, 1 KiB values, 256 MiB)
- * spent 17% of its time in eviction and 13% in the expired-tail look, and
- * fell from 51k requests/s filling to 12k at 171,000 items.
+ * whatever the cache holds (a JS Map used as a queue cost a full server
+ * three quarters of its speed: lru-order.ts).
  *
  * Eviction is CLOCK (second chance): a hit, on any shard, only sets the
  * item's referenced byte (a plain store: other shards never touch the
@@ -21,79 +34,64 @@
  * mark cleared and goes to the head instead (evictOne). An eviction looks
  * at EVICT_LOOKS items at most: the one after that many second chances
  * goes whatever its mark, so a burst of hits costs no set more than a
- * bounded walk (memcached's tail search looks at 5).
- *
- * Finding a key's entry: the map itself (acquire), no JS index beside it;
- * the entry's own reference (the one the list links by, and the map's
- * unlink takes) is the link that names it in the list (current).
+ * bounded walk (memcached's tail search looks at 5). An item at the tail
+ * that another writer took out of the map meanwhile (takeEntry answers 0)
+ * is on its way to the inbox: drained, or passed over until it comes.
  *
  * Memory: items are allocated from this shard's heap region. A budget of
  * allocated bytes (the shard's share of -m, the region made bigger for the
  * rest: cache-memory.ts; under --memory, 90% of the region's object pages
- * less the index, the rest left for the staging area, the profiler's tags
- * and small-pool slack) is kept by evicting from the tail before
- * allocating. When the memory is there but not in one piece (pages held
- * by other size classes, or a page span wanted among small items' pages:
- * the slab problem memcached has too), eviction goes on from the tail in batches of the size wanted, the
- * allocation tried again after each (makeRoom), until it fits: what must
- * go and no more. The budget then becomes what the heap was found to hold
- * (so the next allocations evict first instead of failing: with 2,000-byte
- * items in 1 MiB shards, a fixed budget failed 287 mallocs of 2,000
- * sets), and grows back, up to its start, whenever an allocation finds
- * room without evicting (roomNow). Only an item that cannot fit in an
- * empty shard is refused ("SERVER_ERROR out of memory storing object").
- * The budget once dropped to 97% of what was live after each
- * OutOfMemoryError and rose again only when the shard emptied: after
+ * less the index, the rest left for the profiler's tags and small-pool
+ * slack) is kept by evicting from the tail before allocating, after the
+ * inbox is drained (what other shards replaced no longer counts). When the
+ * memory is there but not in one piece (pages held by other size classes,
+ * or a page span wanted among small items' pages: the slab problem
+ * memcached has too), eviction goes on from the tail in batches of the
+ * size wanted, the allocation tried again after each (makeRoom), until it
+ * fits: what must go and no more. The budget then becomes what the heap
+ * was found to hold (so the next allocations evict first instead of
+ * failing: with 2,000-byte items in 1 MiB shards, a fixed budget failed
+ * 287 mallocs of 2,000 sets), and grows back, up to its start, whenever
+ * an allocation finds room without evicting (roomNow). Only an item that
+ * cannot fit in an empty shard is refused ("SERVER_ERROR out of memory
+ * storing object"). The budget once dropped to 97% of what was live after
+ * each OutOfMemoryError and rose again only when the shard emptied: after
  * 200,000 items of 100 B, 8 MiB shards then held 3 items of 900 KB with
  * 5.2 MB free, where 7 fit.
  *
  * A replaced or removed item's memory comes back when the last reader
- * lets go of it (shared-map/shared-map.ts: the map frees it then, or at the owner's
- * next reclaim); the budget counts the linked items only, and makeRoom's
- * retries see what readers still held.
+ * lets go of it (shared-map/shared-map.ts: the map frees it then, or at
+ * the owner's next reclaim); the budget counts the items on the order, and
+ * makeRoom's retries see what readers still held.
  *
  * Expiry is lazy, as in memcached without its LRU crawler: an expired item
- * is unlinked when a request finds it (a get on another shard asks the
- * owner to: OP_EXPIRE), when eviction reaches it, or when it is among the
- * RECLAIM_LOOKS oldest as a new item takes memory.
- *
- * Other writers, later: how a shard that writes into the map directly
- * would hand this shard the items of its memory it replaced (lru-order.ts).
+ * is taken out of the map by whichever shard's request finds it (and
+ * counted reclaimed there), when eviction reaches it, or when it is among
+ * the RECLAIM_LOOKS oldest as a new item takes memory.
  */
 import { OutOfMemoryError } from "../../errors.js";
 import { enterHeapLabels, leaveHeapLabels } from "../../memory/profiler/heap-labels.js";
 import { PAGE_SIZE } from "../../memory/layout.js";
 import type { ShardAllocator } from "../../memory/shard-allocator.js";
 import type { SharedHeap } from "../../memory/shared-heap.js";
-import { SharedMap } from "../../memory/shared-map/shared-map.js";
-import { keyArea } from "../../memory/shared-map/layout.js";
+import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
 import type { ItemViews } from "./item.js";
-import { ITEM_CLASSES, classSlot, itemClass } from "./item-classes.js";
+import { ITEM_CLASSES, itemClass } from "./item-classes.js";
+import { CacheCounts } from "./cache-counts.js";
 import { FlushedItems } from "./flushed-items.js";
+import { HandOver } from "./hand-over.js";
+import { CacheTimers } from "./cache-timers.js";
 import { LruOrder } from "./lru-order.js";
-import { indexCapacity, indexSegments } from "./cache-memory.js";
+import { bytesByPrefix, classAges, dump, type Walked } from "./cache-walks.js";
 import { PrefixLabels } from "./prefix-labels.js";
-import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
 import { expired } from "./protocol.js";
 import { STAT } from "./stats.js";
 
-/** Share of the region's object pages the items may take. */
+/** Share of the region's object pages the items may take (--memory). */
 const BUDGET = 0.9;
 /** A free span this long holds a new span of any small pool (size-classes.ts: at most 16 pages). */
 const ANY_POOL_SPAN = 16 * PAGE_SIZE;
-/**
- * Under --memory, the index is made for an entry per this many bytes of the shard's
- * memory (items of 2 KB on average), its table and descriptors at once
- * (SharedMap.create's capacity): ~3% of the shard (the descriptor chunks
- * double, so up to 64 B an entry), and no index structure allocated among
- * the items later unless they are smaller. Made as needed instead, the
- * index's chunks pinned pages all over a shard: a 1 MiB shard emptied of
- * its 329 items of 2 KB had no 384 KiB in one piece.
- */
-const INDEX_BYTES_PER_ENTRY = 2048;
-/** How long an owner with entries waiting to be freed waits for more before it reclaims them itself (ms). */
-const RECLAIM_AFTER_MS = 10;
 /** Items evicted at a time when the index's table cannot grow for want of memory. */
 const TABLE_EVICTION_BATCH = 64;
 /** Items at the tail looked at for an expired one before a new item takes memory (memcached looks at 5). */
@@ -101,10 +99,21 @@ const RECLAIM_LOOKS = 5;
 /** Second chances one eviction gives at most before the next item at the tail goes whatever its mark (memcached's tail search looks at 5). */
 const EVICT_LOOKS = 5;
 
+/** link's answers: linked; not linked, the key's entry is not the one expected (the reservation is still the caller's); no room for the index's table (the reservation given up). */
+export const LINKED = 0;
+export const CHANGED = 1;
+export const NO_ROOM = 2;
+/** link's `expected` for a store that replaces whatever the key holds. */
+export const ANY = -1;
+
 export interface CacheOptions {
   heap: SharedHeap;
   memory: ShardAllocator;
   views: ItemViews;
+  /** The cache's index (cache-memory.ts createIndex / attachIndex): this thread's object of it. */
+  map: SharedMap;
+  /** Every shard's inbox of handed-over items (hand-over.ts createInboxes). */
+  inboxes: SharedArrayBuffer;
   /** This shard's row of counters (stats.ts). */
   counters: Float64Array;
   /** This shard's per-class counters (stats.ts classCounters, item-classes.ts). */
@@ -117,26 +126,31 @@ export interface CacheOptions {
   /**
    * What the items may take, bytes (the shard's share of -m: cache-memory.ts),
    * the index and the rest beside it; 0: the items take BUDGET of the
-   * shard's pages, the index's included (--memory).
+   * shard's pages, this shard's part of the index included (--memory).
    */
   itemBytes: number;
 }
 
 export class ItemCache {
-  /** This shard's index: key -> item, read by every shard, changed only here. */
+  /** The cache's index: key -> item, every shard's items, read and written by every shard. */
   readonly map: SharedMap;
+  private readonly heap: SharedHeap;
+  private readonly shard: number;
   private readonly memory: ShardAllocator;
   private readonly v: ItemViews;
   private readonly c: Float64Array;
   private readonly classes: Float64Array;
   private readonly evict: boolean;
   private readonly prefixLabels: PrefixLabels;
-  /** The linked items, newest first (the same items as the map's). */
+  /** This shard's items, newest first: those in the map, and those other shards took out not yet drained. */
   private readonly order: LruOrder;
-  /** Allocated bytes of the linked items (their entries' entryBytes; used() adds the index's under --memory). */
-  private allocatedBytes = 0;
-  /** Whether the budget counts the index's bytes with the items' (--memory), or the items' alone (-m). */
-  private readonly countsIndex: boolean;
+  /** Items other shards took out of the map, on their way back here. */
+  private readonly handOver: HandOver;
+  /** The counts of the items on the order, and the bytes the budget counts (used() adds the index's under --memory). */
+  private readonly counts: CacheCounts;
+  /** Under --memory, this shard's part of the index when the cache began, and the map object's structureBytes then (its growth since is this shard's: -1 with -m). */
+  private readonly indexBase: number;
+  private readonly structureStart: number;
   /** What the items may take at most: -m's share or BUDGET of the shard, scaled by cache_memlimit (setLimit). */
   private startBudget: number;
   private readonly fullBudget: number;
@@ -145,34 +159,45 @@ export class ItemCache {
   /** What the last flush_all left for the counters (get_flushed, reclaimed). */
   private readonly flushed: FlushedItems;
   private flushTimer: NodeJS.Timeout | undefined;
-  private reclaimTimer: NodeJS.Timeout | undefined;
-  private readonly reclaimLater = (): void => {
-    this.reclaimTimer = undefined;
-    this.map.reclaim();
-    if (this.map.reclaimPending) this.scheduleReclaim();
-  };
+  /** Frees, drains and trims of a quiet shard (cache-timers.ts). */
+  private readonly timers: CacheTimers;
 
   constructor(o: CacheOptions) {
+    this.heap = o.heap;
+    this.shard = o.shard;
     this.memory = o.memory;
+    this.map = o.map;
     this.v = o.views;
     this.c = o.counters;
     this.classes = o.classes;
     const total = o.memory.stats().totalMemory;
-    this.countsIndex = o.itemBytes === 0;
-    const capacity = this.countsIndex ? Math.max(64, Math.floor(total / INDEX_BYTES_PER_ENTRY)) : indexCapacity(o.itemBytes);
-    this.map = SharedMap.create(o.heap, { shard: o.shard, capacity, segments: indexSegments(o.heap.shards) });
-    this.fullBudget = this.countsIndex ? Math.floor(total * BUDGET) : o.itemBytes;
+    const countsIndex = o.itemBytes === 0;
+    this.indexBase = countsIndex ? this.map.stats().structureBytesByShard[o.shard]! : 0;
+    this.structureStart = countsIndex ? this.map.structureBytes : -1;
+    this.fullBudget = countsIndex ? Math.floor(total * BUDGET) : o.itemBytes;
     this.startBudget = this.fullBudget;
     this.budget = this.startBudget;
     this.evict = o.evict;
     this.prefixLabels = new PrefixLabels(o.prefixDelimiter);
     this.order = new LruOrder(o.views, this.map);
+    this.handOver = new HandOver(o.inboxes, o.shard, o.views);
     this.flushed = new FlushedItems(o.counters);
+    this.counts = new CacheCounts(o.views, o.counters, o.classes);
+    this.timers = new CacheTimers(this.map, o.memory, () => this.handOver.waiting, () => this.drain());
   }
 
-  /** Items linked. */
+  /** Items on this shard's order (the map's items of this shard's memory, and those handed over not yet drained). */
   get size(): number {
     return this.order.size;
+  }
+
+  /** Look at the inbox on a timer from now on (until stop): a shard that goes quiet still takes back what others handed over. */
+  start(): void {
+    this.timers.start();
+  }
+
+  stop(): void {
+    this.timers.stop();
   }
 
   /**
@@ -188,41 +213,15 @@ export class ItemCache {
   // ------------------------------------------------------------ memory
 
   /**
-   * An object of `size` bytes from this shard, evicting least recently
-   * used items to make room; 0 when even an empty shard cannot hold it.
-   * For staging buffers of values bound for other shards. With `key`, the
-   * object is as big as the map entry of that key and `size` bytes would
-   * be (its key area more), so that it takes a slot of the entries' size
-   * class, which eviction frees: a staging copy of a 100 B value one class
-   * below its entries' found no slot after evictions, and its malloc failed.
-   */
-  allocate(size: number, key?: string): number {
-    return this.obtain(key === undefined ? size : keyArea(Buffer.byteLength(key, "utf8")) + size, undefined);
-  }
-
-  /**
-   * A new entry for `key` in this shard's map, room for an item of `size`
-   * bytes at map.valuePointer(ref), not yet in the map (link or giveUp
-   * ends it); evicting least recently used items to make room. 0 when
-   * even an empty shard cannot hold it.
+   * A new entry for `key` in the index, room for an item of `size` bytes
+   * at map.valuePointer(ref) in this shard's memory, not yet in the map
+   * (link or giveUp ends it); evicting least recently used items of this
+   * shard to make room. 0 when even an empty shard cannot hold it.
    */
   reserve(key: string, size: number): number {
-    return this.obtain(size, key);
-  }
-
-  /** Give up a reservation nobody will publish (a value that did not arrive whole, a refused store). */
-  giveUp(ref: number): void {
-    this.map.release(ref);
-  }
-
-  /** Free a staging buffer (or any plain object) nobody else can hold. */
-  discardUnlinked(ptr: number): void {
-    this.memory.free(ptr);
-  }
-
-  /** The evictions and retries shared by allocate (`key` undefined: a plain object) and reserve. */
-  private obtain(size: number, key: string | undefined): number {
-    if (key !== undefined) this.reclaimExpiredTail();
+    this.timers.reserved();
+    if (this.handOver.waiting) this.drain();
+    this.reclaimExpiredTail();
     if (this.used() + size > this.budget && this.budget < this.startBudget && this.roomNow(size)) {
       this.budget = Math.min(this.startBudget, this.used() + size);
     }
@@ -234,11 +233,16 @@ export class ItemCache {
       // items took 9,375 evictions instead of 5,1xx).
       this.map.reclaim();
     }
-    const got = this.tryObtain(size, key);
+    const got = this.tryReserve(key, size);
     if (got !== 0) return got;
-    const made = this.makeRoom(size, key);
-    if (made === 0) this.classes[classSlot(itemClass(size), "outofmemory")]++;
+    const made = this.makeRoom(key, size);
+    if (made === 0) this.counts.outOfMemory(size);
     return made;
+  }
+
+  /** Give up a reservation nobody will publish (a value that did not arrive whole, a refused store). */
+  giveUp(ref: number): void {
+    this.map.release(ref);
   }
 
   /**
@@ -258,9 +262,8 @@ export class ItemCache {
     for (let looked = 0; ref !== 0 && looked < RECLAIM_LOOKS; looked++) {
       const ptr = this.map.valuePointer(ref);
       const newer = v.newer(ptr);
-      if (expired(v.exptime(ptr), now)) {
-        this.countReclaimed(ptr);
-        this.unlinkAt(ref, ptr);
+      if (expired(v.exptime(ptr), now) && this.takeOwn(ref, ptr)) {
+        this.counts.reclaimed(ptr);
         freed = true;
       }
       ref = newer;
@@ -268,9 +271,9 @@ export class ItemCache {
     if (freed) this.map.reclaim();
   }
 
-  /** What the budget counts: the linked items' bytes, and under --memory the index's own (its tables and descriptors, which grow with the items). */
+  /** What the budget counts: the items' bytes, and under --memory this shard's part of the index (its tables and descriptors, which grow with the items). */
   private used(): number {
-    return this.countsIndex ? this.allocatedBytes + this.map.structureBytes : this.allocatedBytes;
+    return this.structureStart < 0 ? this.counts.allocated : this.counts.allocated + this.indexBase + this.map.structureBytes - this.structureStart;
   }
 
   /**
@@ -285,17 +288,17 @@ export class ItemCache {
     return this.memory.largestFreeSpan() >= span;
   }
 
-  /** obtain's slow path: the budget allows `size` but the heap has no room in one piece. Evict until it has. */
-  private makeRoom(size: number, key: string | undefined): number {
+  /** reserve's slow path: the budget allows `size` but the heap has no room in one piece. Evict until it has. */
+  private makeRoom(key: string, size: number): number {
     for (;;) {
       if (this.order.size === 0) {
         // What readers held may have come back meanwhile.
-        return this.map.reclaim() > 0 ? this.tryObtain(size, key) : 0;
+        return this.map.reclaim() > 0 ? this.tryReserve(key, size) : 0;
       }
       // A batch of `size` bytes (at least one item), then try again: an
       // item at a time would pay a trim per item (a 900 KB page span among
       // 160-byte items took 5,600 of them).
-      const until = this.allocatedBytes - size;
+      const until = this.counts.allocated - size;
       const now = nowSeconds();
       let evicted = false;
       while (this.order.size > 0) {
@@ -305,12 +308,12 @@ export class ItemCache {
         if (evicted && this.v.allocated(this.map.valuePointer(this.order.tail)) > MAX_SMALL_SIZE) break;
         if (!this.evictOne(now)) break;
         evicted = true;
-        if (this.allocatedBytes <= until) break;
+        if (this.counts.allocated <= until) break;
       }
       // -M: nothing left that may go.
-      if (!evicted) return this.map.reclaim() > 0 ? this.tryObtain(size, key) : 0;
+      if (!evicted) return this.map.reclaim() > 0 ? this.tryReserve(key, size) : 0;
       this.map.reclaim();
-      const got = this.tryObtain(size, key);
+      const got = this.tryReserve(key, size);
       if (got !== 0) {
         this.budget = Math.min(this.startBudget, this.used() + size);
         return got;
@@ -319,23 +322,23 @@ export class ItemCache {
   }
 
   /**
-   * malloc (or the map's reserve, which mallocs the entry), 0 where it
-   * would throw OutOfMemoryError. A page span is looked for first
-   * (largestFreeSpan, after a trim that returns the pools' cached objects
-   * and empty spans): a failed malloc builds an error with the shard's
-   * diagnostics, which makeRoom's retries would pay each time.
+   * The map's reserve (which mallocs the entry), 0 where it would throw
+   * OutOfMemoryError. A page span is looked for first (largestFreeSpan,
+   * after a trim that returns the pools' cached objects and empty spans):
+   * a failed malloc builds an error with the shard's diagnostics, which
+   * makeRoom's retries would pay each time.
    */
-  private tryObtain(size: number, key: string | undefined): number {
+  private tryReserve(key: string, size: number): number {
     const memory = this.memory;
     if (size > MAX_SMALL_SIZE) {
       const bytes = Math.ceil(size / PAGE_SIZE) * PAGE_SIZE;
       if (memory.largestFreeSpan() < bytes && (memory.trim(), memory.largestFreeSpan() < bytes)) return 0;
     }
     // An item's entry carries its key's prefix label while the heap profiler is on (a label is read by a profiled allocation only).
-    const labels = key === undefined || memory.heapProfilingSampleRate() === 0 ? undefined : this.prefixLabels.of(key);
+    const labels = memory.heapProfilingSampleRate() === 0 ? undefined : this.prefixLabels.of(key);
     const outer = labels === undefined ? undefined : enterHeapLabels(labels);
     try {
-      return key === undefined ? memory.malloc(size) : this.map.reserve(key, size);
+      return this.map.reserve(key, size);
     } catch (e) {
       if (!(e instanceof OutOfMemoryError)) throw e;
       return 0;
@@ -347,36 +350,35 @@ export class ItemCache {
   // ------------------------------------------------------------ lookups
 
   /**
-   * The entry linked under `key`, expired or not: the map's own reference
-   * to it (valid until it is unlinked), or 0. Found in the map; its own
-   * reference is the link its newer neighbour holds, or the head (an entry
-   * is in the order exactly while it is in the map), so the lookup's
-   * reference is given back at once.
+   * A reference to `key`'s live entry, held on this thread (the caller
+   * releases it: map.release), whichever shard's item it is; or 0. An
+   * expired entry found is taken out of the map on the way (reclaimed,
+   * counted by this shard; `byGet`: get_expired too). A key with no entry
+   * is a get's flushed miss (`byGet`: get_flushed if flush_all removed
+   * it), or else forgotten by flush_all's memory.
    */
-  current(key: string): number {
+  acquireLive(key: string, now: number, byGet: boolean): number {
     const map = this.map;
     const held = map.acquire(key);
-    if (held === 0) return 0;
-    const ref = this.order.ownRef(map.valuePointer(held));
-    map.release(held);
-    return ref;
-  }
-
-  /** The live entry for `key` (an expired one unlinked on the way; a key flush_all removed forgotten): its reference, or 0. */
-  find(key: string, now: number): number {
-    const ref = this.current(key);
-    if (ref === 0) this.flushed.forget(key);
-    return ref === 0 || this.expireIfDue(ref, now, false) ? 0 : ref;
-  }
-
-  /** Unlink `ref` if its item has expired (counted as reclaimed; `byGet`: get_expired too); true when it had. */
-  expireIfDue(ref: number, now: number, byGet: boolean): boolean {
-    const ptr = this.map.valuePointer(ref);
-    if (!expired(this.v.exptime(ptr), now)) return false;
+    if (held === 0) {
+      if (byGet) this.flushed.miss(key);
+      else this.flushed.forget(key);
+      return 0;
+    }
+    const ptr = map.valuePointer(held);
+    if (!expired(this.v.exptime(ptr), now)) return held;
     if (byGet) this.c[STAT.get_expired]++;
-    this.countReclaimed(ptr);
-    this.unlinkAt(ref, ptr);
-    return true;
+    this.expire(held, ptr);
+    map.release(held);
+    return 0;
+  }
+
+  /** Take the expired entry `held` (item at `ptr`) out of the map, counted as reclaimed, unless another writer took it first. */
+  expire(held: number, ptr: number): void {
+    const old = this.map.takeEntry(held);
+    if (old === 0) return;
+    this.counts.reclaimed(ptr);
+    this.dispose(old, ptr);
   }
 
   /**
@@ -396,117 +398,119 @@ export class ItemCache {
     this.flushed.miss(key);
   }
 
-  /** Another request for `key` found nothing (flushed-items.ts forget). */
-  forgetFlushed(key: string): void {
-    this.flushed.forget(key);
-  }
-
   // ------------------------------------------------------------ link / unlink
 
   /**
-   * Publish the filled reservation `ref` as `key`'s item with this `cas`,
-   * in place of the key's old one if it has one: one store in the map's
-   * table, so a reader finds the old item or the new, never neither. False
-   * (the reservation given up) when the table must grow and even an empty
-   * shard has no room for it.
+   * Publish the filled reservation `ref` (this shard's) as `key`'s item
+   * with this `cas`: over whatever the key holds (`expected` ANY), only
+   * over the entry `expected` names (a reference the caller holds, read
+   * before), or only where the key has none (0). One store in the map's
+   * table, so a reader finds the old item or the new, never neither; the
+   * old item is put away (dispose). LINKED; CHANGED when the key's entry
+   * is not the one expected (the reservation is still the caller's); or
+   * NO_ROOM when the table must grow and even an empty shard has no room
+   * for it (the reservation given up).
    */
-  link(key: string, ref: number, now: number, cas: number): boolean {
+  link(key: string, ref: number, now: number, cas: number, expected: number): number {
     const v = this.v;
     const map = this.map;
     const ptr = map.valuePointer(ref);
     v.setCas(ptr, cas);
     v.setAccessed(ptr, now);
     v.setAllocated(ptr, map.entryBytes(ref));
-    const oldRef = this.current(key);
-    if (oldRef !== 0) {
-      // A replace takes the old entry's slot: the table does not grow, so publish cannot fail; the
-      // old item leaves the order first, while its reference is still the map's (publish lets go of it).
-      this.leave(map.valuePointer(oldRef));
-      map.publish(ref);
-      this.scheduleReclaim();
-    } else {
-      for (;;) {
-        try {
-          map.publish(ref);
-          break;
-        } catch (e) {
-          if (!(e instanceof OutOfMemoryError)) throw e;
-        }
-        // The table's next size needs room in one piece: evict a batch, free what readers let go, try again.
-        const t = nowSeconds();
-        let n = 0;
-        while (n < TABLE_EVICTION_BATCH && this.order.size > 0 && this.evictOne(t)) n++;
-        if (n === 0) {
-          this.giveUp(ref);
-          return false;
-        }
-        map.reclaim();
+    let old: number;
+    for (;;) {
+      try {
+        old = expected === ANY ? map.exchange(ref) : map.exchangeIf(ref, expected);
+        break;
+      } catch (e) {
+        if (!(e instanceof OutOfMemoryError)) throw e;
       }
+      // The table's next size needs room in one piece: evict a batch, free what readers let go, try again.
+      const t = nowSeconds();
+      let n = 0;
+      while (n < TABLE_EVICTION_BATCH && this.order.size > 0 && this.evictOne(t)) n++;
+      if (n === 0) {
+        this.giveUp(ref);
+        return NO_ROOM;
+      }
+      map.reclaim();
     }
-    this.join(ref, ptr);
+    if (old === -1) return CHANGED;
+    // Joined before anything else runs here: another shard may take it out of the map at once, and hand it back.
+    this.order.push(ref, ptr);
+    this.counts.account(ptr, 1);
+    if (old !== 0) this.dispose(old, map.valuePointer(old));
     this.flushed.forget(key);
     this.flushed.linked();
     this.c[STAT.total_items]++;
+    return LINKED;
+  }
+
+  /** Take `held`'s entry out of the map (delete, md) unless another writer changed the key first (false: read it again). */
+  unlink(held: number): boolean {
+    const old = this.map.takeEntry(held);
+    if (old === 0) return false;
+    this.dispose(old, this.map.valuePointer(old));
     return true;
   }
 
-  /** Unlink the entry `ref` (delete, a failed set's old value). */
-  unlink(ref: number): void {
-    this.unlinkAt(ref, this.map.valuePointer(ref));
-  }
-
-  private unlinkAt(ref: number, ptr: number): void {
+  /**
+   * An entry this shard took out of the map (`ref`: the map's reference,
+   * now this shard's; the item at `ptr`): off this shard's order at once
+   * if the item is this shard's, else handed over to the shard whose memory
+   * holds it (hand-over.ts), which takes it off its order.
+   */
+  private dispose(ref: number, ptr: number): void {
+    const owner = this.heap.ownerOf(ptr);
+    if (owner !== this.shard) {
+      this.handOver.push(owner, ref, ptr);
+      return;
+    }
     this.leave(ptr);
-    this.map.unlink(ref);
-    this.scheduleReclaim();
-  }
-
-  /** The item at `ptr` (the entry `ref`) joins the order at the head, and the counts. */
-  private join(ref: number, ptr: number): void {
-    this.order.push(ref, ptr);
-    this.account(ptr, 1);
-  }
-
-  /** The item at `ptr` leaves the order and the counts (the map's entry is the caller's to unlink or replace). */
-  private leave(ptr: number): void {
-    this.order.remove(ptr);
-    this.account(ptr, -1);
-  }
-
-  /** Add (`sign` 1) or take away (-1) the item at `ptr` in the budget and the item counts. */
-  private account(ptr: number, sign: number): void {
-    const v = this.v;
-    const allocated = v.allocated(ptr);
-    const bytes = v.itemBytes(ptr);
-    this.allocatedBytes += sign * allocated;
-    const c = this.c;
-    c[STAT.curr_items] += sign;
-    c[STAT.bytes] += sign * bytes;
-    const cls = itemClass(allocated);
-    this.classes[classSlot(cls, "number")] += sign;
-    this.classes[classSlot(cls, "mem_requested")] += sign * bytes;
+    this.map.release(ref);
+    this.timers.freed();
   }
 
   /**
-   * The map frees what readers let go of by itself once 32 entries wait;
-   * an owner that goes quiet with fewer waiting frees them RECLAIM_AFTER_MS
-   * later (a timer, only while some wait).
+   * This shard's item at the order's `ref` (`ptr`) out of the map and the
+   * order (eviction, expiry, flush): false when another writer took it out
+   * of the map first (it comes back through the inbox).
    */
-  private scheduleReclaim(): void {
-    if (this.reclaimTimer !== undefined) return;
-    this.reclaimTimer = setTimeout(this.reclaimLater, RECLAIM_AFTER_MS);
-    this.reclaimTimer.unref();
+  private takeOwn(ref: number, ptr: number): boolean {
+    const old = this.map.takeEntry(ref);
+    if (old === 0) return false;
+    this.leave(ptr);
+    this.map.release(old);
+    this.timers.freed();
+    return true;
   }
 
-  /** An expired item's memory taken back (memcached's reclaimed; expired_unfetched when no hit ever fetched it). */
-  private countReclaimed(ptr: number): void {
-    const cls = itemClass(this.v.allocated(ptr));
-    this.c[STAT.reclaimed]++;
-    this.classes[classSlot(cls, "reclaimed")]++;
-    if (!this.v.fetched(ptr)) {
-      this.c[STAT.expired_unfetched]++;
-      this.classes[classSlot(cls, "expired_unfetched")]++;
+  /**
+   * Take back what other shards handed over: each item off the order,
+   * out of the counts, its reference released (the map frees it once
+   * readers let go). On this shard's requests (reserve), before evicting
+   * and flushing, when `stats` asks, and on the inbox's timer.
+   */
+  drain(): void {
+    let ref = this.handOver.takeAll();
+    if (ref === 0) return;
+    const map = this.map;
+    const v = this.v;
+    while (ref !== 0) {
+      const ptr = map.valuePointer(ref);
+      const next = v.handoff(ptr);
+      this.leave(ptr);
+      map.release(ref);
+      ref = next;
     }
+    this.timers.freed();
+  }
+
+  /** The item at `ptr` leaves the order and the counts. */
+  private leave(ptr: number): void {
+    this.order.remove(ptr);
+    this.counts.account(ptr, -1);
   }
 
   /**
@@ -517,50 +521,48 @@ export class ItemCache {
    * its mark. Without `evict` (-M) only an expired item goes: the live
    * ones looked at move to the head, so the next call looks at others;
    * false when none of EVICT_LOOKS was expired (memcached's -M answers out
-   * of memory so too).
+   * of memory so too). An item another shard took out of the map is
+   * drained, or (its hand-over still on its way) moved to the head.
    */
   private evictOne(now: number): boolean {
     const v = this.v;
     const map = this.map;
-    for (let looked = 0; this.order.size > 0; looked++) {
+    for (let looked = 0; this.order.size > 0 && looked <= this.order.size + EVICT_LOOKS; looked++) {
       const ref = this.order.tail;
       const ptr = map.valuePointer(ref);
       if (expired(v.exptime(ptr), now)) {
-        this.countReclaimed(ptr);
-        this.unlinkAt(ref, ptr);
-        return true;
+        if (this.takeOwn(ref, ptr)) {
+          this.counts.reclaimed(ptr);
+          return true;
+        }
+        this.passOver(ref, ptr);
+        continue;
       }
-      if (looked === EVICT_LOOKS) {
+      if (looked >= EVICT_LOOKS) {
         if (!this.evict) return false;
       } else if (!this.evict || v.referenced(ptr)) {
         v.setReferenced(ptr, false);
         this.order.toHead(ref, ptr);
         continue;
       }
-      this.countEviction(ptr, now);
-      this.unlinkAt(ref, ptr);
-      return true;
+      if (this.takeOwn(ref, ptr)) {
+        this.counts.evicted(ptr, now);
+        return true;
+      }
+      this.passOver(ref, ptr);
     }
     return false;
   }
 
-  private countEviction(ptr: number, now: number): void {
-    const v = this.v;
-    const cls = itemClass(v.allocated(ptr));
-    this.c[STAT.evictions]++;
-    const classes = this.classes;
-    classes[classSlot(cls, "evicted")]++;
-    if (v.exptime(ptr) !== 0) classes[classSlot(cls, "evicted_nonzero")]++;
-    classes[classSlot(cls, "evicted_time")] = now - v.accessed(ptr);
-    if (!v.fetched(ptr)) {
-      this.c[STAT.evicted_unfetched]++;
-      classes[classSlot(cls, "evicted_unfetched")]++;
-    }
+  /** The item at the tail was taken out of the map by another shard: drain the inbox, and if its hand-over has not come yet, move it out of eviction's way. */
+  private passOver(ref: number, ptr: number): void {
+    this.drain();
+    if (this.order.tail === ref) this.order.toHead(ref, ptr);
   }
 
   // ------------------------------------------------------------ flush_all
 
-  /** flush_all: unlink every item now, or in `delay` seconds (a later flush_all replaces an earlier one). */
+  /** flush_all: unlink every item of this shard now, or in `delay` seconds (a later flush_all replaces an earlier one). */
   flush(delay: number): void {
     if (this.flushTimer) clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
@@ -575,127 +577,82 @@ export class ItemCache {
     this.flushTimer.unref();
   }
 
-  /** Unlink everything (the shard's stop, flush_all), from the tail (flushed-items.ts keeps what the counters need of them). */
+  /**
+   * Unlink this shard's items (the shard's stop, flush_all: every shard
+   * flushes its own), from the tail (flushed-items.ts keeps what the
+   * counters need of them); what other shards took out meanwhile comes
+   * back through the inbox, drained last.
+   */
   flushNow(): void {
     const v = this.v;
+    const map = this.map;
+    this.drain();
     this.flushed.begin(this.order.size);
-    while (this.order.size > 0) {
-      const ref = this.order.tail;
-      const ptr = this.map.valuePointer(ref);
-      this.flushed.item(() => v.key(ptr), v.fetched(ptr));
-      this.unlinkAt(ref, ptr);
+    for (let ref = this.order.tail; ref !== 0; ) {
+      const ptr = map.valuePointer(ref);
+      const newer = v.newer(ptr);
+      const old = map.takeEntry(ref);
+      if (old !== 0) {
+        this.flushed.item(() => v.key(ptr), v.fetched(ptr));
+        this.leave(ptr);
+        map.release(old);
+      }
+      ref = newer;
     }
     this.flushed.end();
+    this.drain();
     this.budget = this.startBudget;
-    this.map.reclaim();
+    map.reclaim();
   }
 
-  // ------------------------------------------------------------ operator walks
+  // ------------------------------------------------------------ operator walks (cache-walks.ts)
 
-  /**
-   * `stats items` age: per class id, seconds since the least recently used
-   * item of that class took its place in the order (0 for a class without
-   * items). One walk from the tail, stopping once every class with items
-   * has been seen: the whole order at worst (a class whose only items are
-   * the newest), as `stats items` is asked for rarely, by people and
-   * monitors.
-   */
+  private get walked(): Walked {
+    return { order: this.order, map: this.map, views: this.v, classes: this.classes };
+  }
+
+  /** `stats items` age per class id (cache-walks.ts classAges). */
   classAges(now: number, classCount: number): number[] {
-    const ages = new Array<number>(classCount + 1).fill(0);
-    let missing = 0;
-    for (let id = 1; id <= classCount; id++) if (this.classes[classSlot(id, "number")]! > 0) missing++;
-    const seen = new Uint8Array(classCount + 1);
-    const v = this.v;
-    for (let ref = this.order.tail; ref !== 0 && missing > 0; ) {
-      const ptr = this.map.valuePointer(ref);
-      ref = v.newer(ptr);
-      const id = itemClass(v.allocated(ptr));
-      if (seen[id] !== 0) continue;
-      seen[id] = 1;
-      missing--;
-      ages[id] = Math.max(0, now - v.accessed(ptr));
-    }
-    return ages;
+    return classAges(this.walked, now, classCount);
   }
 
-  /**
-   * The bytes of this shard's items (as `bytes` counts them) per key
-   * prefix (prefix-stats.ts keyPrefix, with the cache's -D delimiter);
-   * keys without one are left out; the prefixes in the order of their
-   * oldest items. Walks every item: for `stats detail dump bytes`, an
-   * operator's command, so a set pays nothing for it (at most MAX_PREFIXES
-   * prefixes, as stats detail's own bound).
-   */
+  /** This shard's items' bytes per key prefix (cache-walks.ts bytesByPrefix). */
   bytesByPrefix(): Map<string, number> {
-    const v = this.v;
-    const delimiter = this.prefixLabels.delimiter;
-    const out = new Map<string, number>();
-    for (let ref = this.order.tail; ref !== 0; ) {
-      const ptr = this.map.valuePointer(ref);
-      ref = v.newer(ptr);
-      const prefix = keyPrefix(v.key(ptr), delimiter);
-      if (prefix === undefined) continue;
-      const seen = out.get(prefix);
-      if (seen === undefined && out.size >= MAX_PREFIXES) continue;
-      out.set(prefix, (seen ?? 0) + v.itemBytes(ptr));
-    }
-    return out;
+    return bytesByPrefix(this.walked, this.prefixLabels.delimiter);
   }
 
-  /**
-   * `stats cachedump`: up to `limit` (0: all) items of class `id`, the
-   * most recently placed first (memcached lists its LRU from the head),
-   * as [key, value bytes, absolute exptime (0: never)]; at most `budget`
-   * bytes of answer lines.
-   */
+  /** `stats cachedump` rows of class `id` (cache-walks.ts dump). */
   dump(id: number, limit: number, budget: number): Array<[string, number, number]> {
-    const v = this.v;
-    const out: Array<[string, number, number]> = [];
-    let bytes = 0;
-    for (let ref = this.order.head; ref !== 0 && (limit === 0 || out.length < limit); ) {
-      const ptr = this.map.valuePointer(ref);
-      ref = v.older(ptr);
-      if (itemClass(v.allocated(ptr)) !== id) continue;
-      const row: [string, number, number] = [v.key(ptr), v.length(ptr), v.exptime(ptr)];
-      // "ITEM <key> [<bytes> b; <exptime> s]\r\n"
-      bytes += 16 + row[0].length + String(row[1]).length + String(row[2]).length;
-      if (bytes > budget) break;
-      out.push(row);
-    }
-    return out;
+    return dump(this.walked, id, limit, budget);
   }
 
   /**
    * The cache's invariants as sentences, [] when they hold (for tests, on
-   * a quiet cache): the order's (lru-order.ts), every item in it the map's
-   * entry for its key, as many as the map and curr_items say, their bytes
-   * as `bytes`, the budget and each class's number and mem_requested count
-   * them.
+   * a quiet cache, the inbox drained): the order's (lru-order.ts), every
+   * item in it of this shard's memory and the map's entry for its key, as
+   * many as curr_items says, their bytes as `bytes`, the budget and each
+   * class's number and mem_requested count them.
    */
   check(): string[] {
     const v = this.v;
+    const map = this.map;
     let allocated = 0;
     let requested = 0;
     const perClass = new Map<number, [number, number]>();
     const strays: string[] = [];
-    const problems = this.order.check((ref, ptr) => {
-      if (this.current(v.key(ptr)) !== ref) strays.push(`${v.key(ptr)}: the order's item is not the map's entry for its key`);
+    const problems = this.order.check((_ref, ptr) => {
+      const held = map.acquire(v.key(ptr));
+      if (held === 0 || map.valuePointer(held) !== ptr) strays.push(`${v.key(ptr)}: the order's item is not the map's entry for its key`);
+      if (held !== 0) map.release(held);
+      if (this.heap.ownerOf(ptr) !== this.shard) strays.push(`${v.key(ptr)}: on shard ${this.shard}'s order, in shard ${this.heap.ownerOf(ptr)}'s memory`);
       allocated += v.allocated(ptr);
       requested += v.itemBytes(ptr);
       const [number, bytes] = perClass.get(itemClass(v.allocated(ptr))) ?? [0, 0];
       perClass.set(itemClass(v.allocated(ptr)), [number + 1, bytes + v.itemBytes(ptr)]);
     });
     problems.push(...strays);
-    const n = this.order.size;
-    const c = this.c;
-    if (n !== this.map.size) problems.push(`the order holds ${n} items, the map ${this.map.size}`);
-    if (c[STAT.curr_items] !== n || c[STAT.bytes] !== requested) problems.push(`curr_items ${c[STAT.curr_items]} and bytes ${c[STAT.bytes]}, the order holds ${n} of ${requested}`);
-    if (allocated !== this.allocatedBytes) problems.push(`the items take ${allocated} bytes, the budget counts ${this.allocatedBytes}`);
-    for (let id = 1; id <= ITEM_CLASSES; id++) {
-      const [number, bytes] = perClass.get(id) ?? [0, 0];
-      const counted = [this.classes[classSlot(id, "number")], this.classes[classSlot(id, "mem_requested")]];
-      if (counted[0] !== number || counted[1] !== bytes) problems.push(`class ${id} counts ${counted[0]} items of ${counted[1]} bytes, the order holds ${number} of ${bytes}`);
-    }
+    if (this.handOver.waiting) problems.push("items handed over wait in the inbox");
+    problems.push(...this.counts.check(this.order.size, requested, allocated, perClass, ITEM_CLASSES));
     return problems;
   }
 }

@@ -1,7 +1,6 @@
 /**
- * An item of the memcached store: the value of ONE entry in the SharedMap
- * of the shard that owns its key (key-owner.ts, item-cache.ts), in that shard's
- * heap memory, laid out so that a `get` hit is answered by writing one
+ * An item of the memcached store: the value of ONE entry in the cache's
+ * SharedMap, in the heap memory of the shard that wrote it (item-cache.ts), laid out so that a `get` hit is answered by writing one
  * view of it to the socket, the bytes never copied into a JS string.
  * (Seastar's memcached keeps the " flags bytes" part of the answer in the
  * item for the same reason; here the whole VALUE line is kept, key
@@ -140,10 +139,18 @@ export class ItemViews {
   marks(ptr: number): number {
     return this.u16[(ptr + H_LINE_LENGTH) >>> 1]! & ~LINE_LENGTH_MASK;
   }
-  /** Set the meta marks (the owner's, or before the item is published). */
+  /** Set the meta marks of an item not yet published (in a published one: addMarks). */
   setMarks(ptr: number, marks: number): void {
     const at = (ptr + H_LINE_LENGTH) >>> 1;
     this.u16[at] = (this.u16[at]! & LINE_LENGTH_MASK) | (marks & ~LINE_LENGTH_MASK);
+  }
+  /**
+   * Add meta marks to a published item, from any shard, atomically: the
+   * marks it had before (so of two shards marking the win token sent at
+   * once, exactly one sees it was not).
+   */
+  addMarks(ptr: number, marks: number): number {
+    return Atomics.or(this.u16, (ptr + H_LINE_LENGTH) >>> 1, marks & ~LINE_LENGTH_MASK) & ~LINE_LENGTH_MASK;
   }
   accessed(ptr: number): number {
     return this.u32[(ptr >>> 2) + W_ACCESSED]!;
@@ -192,6 +199,13 @@ export class ItemViews {
   }
   setOlder(ptr: number, ref: number): void {
     this.u32[(ptr >>> 2) + W_OLDER] = ref;
+  }
+  /** The next item's reference in the inbox this item is in (hand-over.ts), 0 for the last. */
+  handoff(ptr: number): number {
+    return this.u32[(ptr >>> 2) + W_HANDOFF]!;
+  }
+  setHandoff(ptr: number, ref: number): void {
+    this.u32[(ptr >>> 2) + W_HANDOFF] = ref;
   }
   /** Byte offset of the value. */
   dataStart(ptr: number): number {

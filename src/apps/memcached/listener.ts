@@ -10,8 +10,9 @@
  *     way of serving one port from every shard: one socket, a descriptor
  *     of it in each shard, the shards taking turns at accepting by their
  *     counts of live connections (smp/accept-balance.ts).
- *   - "single" (Windows): shard 0 accepts every connection; the others
- *     serve only the keys they own.
+ *   - "single" (Windows): shard 0 accepts every connection, and so
+ *     writes every item (a write is made on the connection's shard): the
+ *     others' memory stays unused.
  */
 import type { Server } from "node:net";
 

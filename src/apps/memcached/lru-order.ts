@@ -8,36 +8,27 @@
  *
  * The links are the map's references to the neighbours (the entry's
  * counted reference that reserve gave and the map keeps while the entry is
- * linked), not heap addresses: an item's own reference is then the link
- * that names it (its newer neighbour's older, or the head), so it needs no
- * word of its own (ownRef), and a later inbox of items handed over by
- * other writers would name them as the list does (below).
+ * linked), not heap addresses: the inbox of items other shards handed
+ * back (hand-over.ts) names them as the list does, and the map's
+ * takeEntry, given the tail's link, takes that very entry out.
  *
  * It replaced a JS Map used as a queue (insertion order; eviction took the
  * first and deleted it): V8 keeps a deleted entry as a hole until it
  * rebuilds the table, so every walk from the front passed the items
  * removed since, 12 us an operation at 10,000 entries and 51-54 us at
- * 100,000-200,000.
+ * 100,000-200,000: a full --smp 1 server under memcaslap's half sets
+ * (64 B keys, 1 KiB values, 256 MiB) spent 17% of its time in eviction and
+ * 13% in the expired-tail look, and fell from 51k requests/s filling to
+ * 12k at 171,000 items.
  *
- * Other writers, later: once other shards write into the map directly (an
- * item in the writer's memory, on the list of the writer's shard), a
- * writer on shard B replacing or deleting a key whose old item lives in
- * this shard's memory cannot take that item off this list: only this shard
- * writes it. B replaces with the map's exchange (take, for a delete:
- * shared-map/writer.ts), which hands it the map's reference to the old
- * entry instead of dropping it, so the item stays alive, and pushes that
- * reference onto this shard's inbox: a lock-free stack through the item's
- * handoff word (item.ts; push by compareExchange on the inbox's head word,
- * taken whole with one exchange, as cross-shard.ts hands frees over: no
- * single pop, so no ABA), which this shard drains before it evicts or
- * reclaims: each item off the list (its links are still right: only this
- * shard moves them), its counts undone, the reference released, the memory
- * freed once readers let go. This shard's own eviction then takes an entry
- * out with takeEntry, which answers 0 when B took it first: the item stays
- * on the list for the drain. The links are map references, not addresses,
- * so the inbox and the list name items alike; a key's entry found in the
- * map may then be another shard's item, on its list (ownRef holds for this
- * shard's items only).
+ * Other writers: every shard writes the index, and an item stays on the
+ * list of the shard whose memory holds it whoever replaces or deletes it.
+ * A writer on another shard cannot take the item off this list (only this
+ * shard writes it): it takes the entry out of the map keeping the map's
+ * reference, and hands it over (hand-over.ts); this shard drains its
+ * inbox and takes each item off the list then (item-cache.ts drain). Until
+ * then the item is out of the map but still linked here, its links right
+ * (only this shard moves them), its memory held by that reference.
  *
  * Invariants (check): from the head, following older, every item is met
  * once and the walk ends at the tail; each item's newer names the one
@@ -78,12 +69,6 @@ export class LruOrder {
   toHead(ref: number, ptr: number): void {
     this.detach(ptr);
     this.attach(ref, ptr);
-  }
-
-  /** The reference of the item at `ptr`, which must be in the list: the link that names it. */
-  ownRef(ptr: number): number {
-    const newer = this.v.newer(ptr);
-    return newer === 0 ? this.head : this.v.older(this.map.valuePointer(newer));
   }
 
   private attach(ref: number, ptr: number): void {

@@ -3,16 +3,12 @@
  * over; meta-protocol.ts reads their lines): each run where the classic
  * commands run theirs, and answered as memcached 1.6 answers them.
  *
- * Where: an mg that only reads (no T, N or R) reads the owner's SharedMap
- * in place, as get does (connection.ts lookup), and marks the hit there
- * (the referenced byte and the access time, item.ts), unless u; the
- * owner's map is read by this shard's thread, so h and l report what the
- * item held before this hit. An mg that changes the item (T, N, R, or the
- * first fetch of a stale item, which wins its recache) runs on the owner
- * (store.metaGet), and so do md, ma and ms, through remote.ts when the
- * owner is another shard, exactly as the classic commands go; ms is a
- * storage command of the connection's (its data block read, staged or
- * reserved the same way), with the meta options added.
+ * Where: on the connection's shard, as the classic commands, whatever the
+ * key (store.ts: mg, md, ma, and ms, a storage command of the
+ * connection's, its data block read into an entry reserved the same way,
+ * with the meta options added). An mg marks the hit (the referenced byte
+ * and the access time, item.ts) unless u, so h and l report what the item
+ * held before this hit.
  *
  * Answers: the return code (HD, VA, EN, NF, NS, EX, MN, ME), then the
  * flags that ask for something, in the order they came, then Z, X and W;
@@ -22,13 +18,11 @@
  */
 import type { SharedMap } from "../../memory/shared-map/shared-map.js";
 import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
-import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, type ItemViews } from "./item.js";
-import { keyOwner } from "./key-owner.js";
+import { MARK_KEY_BINARY, type ItemViews } from "./item.js";
 import { META_REPLY, answerFlags, encodeKey, exptimePlan, parseMeta, type ExptimePlan, type MetaFlags } from "./meta-protocol.js";
 import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "./protocol.js";
-import { OP_AFTER, OP_EXPIRE, OP_META_ARITH, OP_META_DELETE, OP_META_GET, type OpArg, type OpResult } from "./remote.js";
 import { STAT } from "./stats.js";
-import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, META_INVALIDATE, META_RESULT, META_VIVIFY, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore } from "./store.js";
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaGot, type Stored } from "./store.js";
 
 export type Chunk = Buffer | string;
 
@@ -39,17 +33,18 @@ export interface MetaStoreRequest {
   flags: MetaFlags;
   /** E, or -1. */
   casIn: number;
-  /** store.ts META_* bits. */
-  bits: number;
+  /** I with a cas command: a lower compared CAS stores the value as stale. */
+  invalidate: boolean;
+  /** N with append / prepend: a miss stores the value as a new item. */
+  vivify: boolean;
 }
 
 /** What the meta commands need of their shard (connection.ts ConnectionContext has it). */
 export interface MetaContext {
-  readonly shard: number;
-  readonly shards: number;
   readonly views: ItemViews;
   readonly store: ItemStore;
-  readonly maps: SharedMap[];
+  /** This thread's object of the cache's index. */
+  readonly map: SharedMap;
   readonly counters: Float64Array;
   /** The server's start (Unix seconds): the t flag of an item long expired counts from it, as memcached's clock. */
   readonly config: { readonly startedAt: number };
@@ -62,21 +57,10 @@ export interface MetaHost {
   now(): number;
   /** An answer ready now (behind any still waiting); `refs`: the held references its chunks are views of. */
   answer(chunks: Chunk[], refs: number[]): void;
-  /** A place in line for an answer that comes later: call the function with it. */
-  later(): (chunks: Chunk[], refs: number[]) => void;
-  /** An operation for another shard's store (connection.ts toOwner). */
-  toOwner(owner: number, args: readonly OpArg[], done: (result: OpResult | Error) => void, changes?: string): void;
-  /** Whether a get of another shard's key may read the owner's map now. */
-  readsHere(key: string): boolean;
-  /** A reference of `owner`'s map as the connection holds it. */
-  hold(owner: number, ref: number): number;
-  /** Another shard could not answer. */
-  failure(e: Error): Buffer;
   /** Begin a storage command: the bytes of data (and \r\n) to read after its line. */
   beginStore(cmd: MetaStoreCommand): number;
 }
 
-const noop = (): void => {};
 const MN = Buffer.from("MN\r\n", "latin1");
 const EN = Buffer.from("EN\r\n", "latin1");
 const CODE: Record<number, string> = {
@@ -99,8 +83,8 @@ const ttlOf = (exptime: number, now: number): number => (exptime === 0 ? -1 : ex
  */
 const ttlFlag = (exptime: number, now: number, startedAt: number): number => (exptime === 0 ? -1 : (Math.max(exptime, startedAt - 61) - now) >>> 0);
 /**
- * An absolute exptime for a flag's TTL, or -1 for none (remote.ts and
- * store.ts read -1 so). As memcached's realtime(): a time before its
+ * An absolute exptime for a flag's TTL, or -1 for none (store.ts reads -1
+ * so). As memcached's realtime(): a time before its
  * clock's start (62 seconds before the server's, `startedAt`) is its
  * second 1, the time a negative TTL gives, so the two compare equal (R).
  */
@@ -148,7 +132,6 @@ export class MetaCommands {
         const f = cmd.flags;
         const appending = cmd.mode === MODE_APPEND || cmd.mode === MODE_PREPEND;
         const vivify = appending && f.vivify !== undefined;
-        const bits = META_RESULT | (f.invalidate && cmd.mode === MODE_CAS ? META_INVALIDATE : 0) | (vivify ? META_VIVIFY : 0);
         return host.beginStore({
           kind: "store",
           mode: cmd.mode,
@@ -159,7 +142,7 @@ export class MetaCommands {
           bytes: cmd.bytes,
           cas: cmd.mode === MODE_CAS || appending ? (f.compareCas ?? "") : "",
           noreply: false,
-          meta: { flags: f, casIn: f.casIn ?? -1, bits },
+          meta: { flags: f, casIn: f.casIn ?? -1, invalidate: f.invalidate && cmd.mode === MODE_CAS, vivify },
         });
       }
       case "meta-error":
@@ -168,10 +151,9 @@ export class MetaCommands {
     }
   }
 
-  /** ms's answer, from the store's storedAnswer string ("<R_*> <cas> <length>") or the owner's failure; undefined: nothing (q). */
-  storeAnswer(req: MetaStoreRequest, bytes: number, result: OpResult | Error): Chunk | undefined {
-    if (result instanceof Error) return this.host.failure(result);
-    const [code, cas, length] = String(result).split(" ").map(Number) as [number, number, number];
+  /** ms's answer, from what the store did (store.ts storeMeta); undefined: nothing (q). */
+  storeAnswer(req: MetaStoreRequest, bytes: number, outcome: Stored): Chunk | undefined {
+    const { result: code, cas, length } = outcome;
     if (code === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY_STORING);
     // The suite's memcached stores, then finds the opaque too long (1.6.18: before it stores).
     if (req.flags.opaqueTooLong) return OPAQUE_TOO_LONG;
@@ -185,84 +167,26 @@ export class MetaCommands {
   private get(f: MetaFlags): void {
     const host = this.host;
     const { ctx } = host;
-    const owner = keyOwner(f.key, ctx.shards);
-    const changes = f.ttl !== undefined || f.vivify !== undefined || f.recache !== undefined;
-    if (owner !== ctx.shard && !changes && host.readsHere(f.key) && this.getInPlace(f, owner)) return;
     const now = host.now();
     const touchTo = until(f.ttl, now, ctx.config.startedAt);
     const plan = exptimePlan(f, touchTo, until(f.vivify, now, ctx.config.startedAt));
     // An item N creates gets the last of T and N (the store applies T to an item it found only).
     const vivifyTo = f.vivify === undefined ? -1 : plan.created;
     const recacheBefore = until(f.recache, now, ctx.config.startedAt);
-    const casIn = f.casIn ?? -1;
     // An O too long stops memcached's answer loop, before it marks a win (and bumps: noBumpOf).
-    const noWin = f.opaqueTooLong;
-    const noBump = noBumpOf(f);
-    const bits = (noBump ? 1 : 0) | (plan.recacheFirst ? 4 : 0) | (noWin ? 8 : 0);
-    if (owner === ctx.shard) {
-      this.getAnswer(f, plan, owner, ctx.store.metaGet(f.key, now, plan.touch, vivifyTo, recacheBefore, casIn, noBump, plan.recacheFirst, noWin), undefined);
-      return;
-    }
-    const done = host.later();
-    host.toOwner(owner, [OP_META_GET, f.key, plan.touch, vivifyTo, recacheBefore, casIn, bits], (r) => {
-      if (r instanceof Error) done([host.failure(r)], []);
-      else this.getAnswer(f, plan, owner, String(r), done);
-    }, f.key);
+    const got = ctx.store.metaGet(f.key, now, plan.touch, vivifyTo, recacheBefore, f.casIn ?? -1, noBumpOf(f), plan.recacheFirst, f.opaqueTooLong);
+    this.getAnswer(f, plan, got);
   }
 
-  /**
-   * An mg of another shard's key that only reads: served from the owner's
-   * map here, counted here. False when the owner must run it after all
-   * (a stale item whose win nobody has had: the win is a change).
-   */
-  private getInPlace(f: MetaFlags, owner: number): boolean {
-    const { ctx } = this.host;
-    const now = this.host.now();
-    const v = ctx.views;
-    const c = ctx.counters;
-    const map = ctx.maps[owner]!;
-    const ref = map.acquire(f.key);
-    if (ref !== 0) {
-      const ptr = map.valuePointer(ref);
-      if (expired(v.exptime(ptr), now)) {
-        map.release(ref);
-        c[STAT.get_expired]++;
-        this.host.toOwner(owner, [OP_EXPIRE, f.key], noop);
-      } else {
-        const marks = v.marks(ptr);
-        if ((marks & MARK_STALE) !== 0 && (marks & MARK_TOKEN_SENT) === 0) {
-          map.release(ref);
-          return false;
-        }
-        c[STAT.cmd_get]++;
-        c[STAT.get_hits]++;
-        const bits = (v.fetched(ptr) ? MG_FETCHED : 0) | (marks & MARK_TOKEN_SENT ? MG_TOKEN_SENT : 0) | (marks & MARK_STALE ? MG_STALE : 0);
-        const idle = Math.max(0, now - v.accessed(ptr));
-        if (!noBumpOf(f)) {
-          v.setReferenced(ptr, true);
-          v.setAccessed(ptr, now);
-        }
-        this.hitAnswer(f, owner, ref, bits, idle, v.exptime(ptr), undefined);
-        return true;
-      }
-    }
-    c[STAT.cmd_get]++;
-    c[STAT.get_misses]++;
-    this.missAnswer(f, undefined);
-    return true;
+  /** metaGet's outcome -> the answer. */
+  private getAnswer(f: MetaFlags, plan: ExptimePlan, got: MetaGot): void {
+    if (got.ref === 0) this.missAnswer(f);
+    else this.hitAnswer(f, got.ref, got.bits, got.idle, got.bits & MG_CREATED ? plan.createdAtT : plan.touchedAtT ? got.exptime : got.before);
   }
 
-  /** metaGet's "<reference> <bits> <idle> <exptime> <exptime before>" -> the answer. */
-  private getAnswer(f: MetaFlags, plan: ExptimePlan, owner: number, result: string, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
-    const [ref, bits, idle, after, before] = result.split(" ").map(Number) as [number, number, number, number, number];
-    if (ref === 0) this.missAnswer(f, done);
-    else this.hitAnswer(f, owner, ref, bits, idle, bits & MG_CREATED ? plan.createdAtT : plan.touchedAtT ? after : before, done);
-  }
-
-  private missAnswer(f: MetaFlags, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
+  private missAnswer(f: MetaFlags): void {
     const chunks: Chunk[] = f.opaqueTooLong ? [OPAQUE_TOO_LONG] : f.quiet ? [] : f.tokens.length === 0 ? [EN] : [`EN${answerFlags(f)}\r\n`];
-    if (done) done(chunks, []);
-    else if (chunks.length > 0) this.host.answer(chunks, []);
+    if (chunks.length > 0) this.host.answer(chunks, []);
   }
 
   /**
@@ -270,18 +194,16 @@ export class MetaCommands {
    * item, held by `ref` until written). What may change in a published
    * item (its exptime, its marks) comes from the lookup, not the item.
    */
-  private hitAnswer(f: MetaFlags, owner: number, ref: number, bits: number, idle: number, exptime: number, done: ((chunks: Chunk[], refs: number[]) => void) | undefined): void {
+  private hitAnswer(f: MetaFlags, ref: number, bits: number, idle: number, exptime: number): void {
     const host = this.host;
     const v = host.ctx.views;
     const now = host.now();
     if (f.opaqueTooLong) {
       // The change (T, N, R) is made; the answer is the error (memcached).
-      const refs = [host.hold(owner, ref)];
-      if (done) done([OPAQUE_TOO_LONG], refs);
-      else host.answer([OPAQUE_TOO_LONG], refs);
+      host.answer([OPAQUE_TOO_LONG], [ref]);
       return;
     }
-    const ptr = host.ctx.maps[owner]!.valuePointer(ref);
+    const ptr = host.ctx.map.valuePointer(ref);
     const length = v.length(ptr);
     const cas = v.cas(ptr);
     // C: the value only if the item changed since.
@@ -292,10 +214,8 @@ export class MetaCommands {
     if (bits & MG_STALE) line += " X";
     if (bits & MG_WON) line += " W";
     const chunks: Chunk[] = [`${line}\r\n`];
-    const refs = [host.hold(owner, ref)];
     if (value) chunks.push(v.getsValueView(ptr, false));
-    if (done) done(chunks, refs);
-    else host.answer(chunks, refs);
+    host.answer(chunks, [ref]);
   }
 
   // ---- md, ma ----
@@ -308,24 +228,9 @@ export class MetaCommands {
     const casIn = f.casIn ?? -1;
     // md's T applies only with I (and x, which makes a new item).
     const touchTo = until(f.ttl, now, ctx.config.startedAt);
-    const answer = (r: OpResult | Error): Chunk | undefined => {
-      if (r instanceof Error) return host.failure(r);
-      if (r === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY);
-      if (r === R_DELETED && f.quiet) return undefined;
-      return `${CODE[r as number]}${answerFlags(f)}\r\n`;
-    };
-    const owner = keyOwner(f.key, ctx.shards);
-    if (owner === ctx.shard) {
-      const chunk = answer(ctx.store.metaDelete(f.key, now, cas, casIn, touchTo, f.invalidate, f.removeValue, f.clientFlags));
-      if (chunk !== undefined) host.answer([chunk], []);
-      return;
-    }
-    const done = host.later();
-    const bits = (f.invalidate ? 1 : 0) | (f.removeValue ? 2 : 0);
-    host.toOwner(owner, [OP_META_DELETE, f.key, cas, casIn, touchTo, bits, f.clientFlags], (r) => {
-      const chunk = answer(r);
-      done(chunk === undefined ? [] : [chunk], []);
-    }, f.key);
+    const r = ctx.store.metaDelete(f.key, now, cas, casIn, touchTo, f.invalidate, f.removeValue, f.clientFlags);
+    if (r === R_NO_MEMORY) host.answer([errorLine(REPLY.NO_MEMORY)], []);
+    else if (r !== R_DELETED || !f.quiet) host.answer([`${CODE[r]}${answerFlags(f)}\r\n`], []);
   }
 
   private arith(f: MetaFlags, incr: boolean): void {
@@ -334,64 +239,37 @@ export class MetaCommands {
     const now = host.now();
     const touchTo = until(f.ttl, now, ctx.config.startedAt);
     const plan = exptimePlan(f, touchTo, until(f.vivify, now, ctx.config.startedAt));
-    const answer = (r: OpResult | Error): Chunk | undefined => {
-      if (r instanceof Error) return host.failure(r);
-      if (typeof r === "number") {
-        if (r === R_NON_NUMERIC) return errorLine(REPLY.NON_NUMERIC);
-        if (r === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY);
-        return f.opaqueTooLong ? OPAQUE_TOO_LONG : `${CODE[r]}${answerFlags(f)}\r\n`;
-      }
-      // Done, and then the opaque is found too long (memcached).
-      if (f.opaqueTooLong) return OPAQUE_TOO_LONG;
-      if (f.quiet) return undefined;
-      const [, cas, after, before, value, created] = r.split(" ") as [string, string, string, string, string, string];
-      const exptime = created === "1" ? plan.createdAtT : Number(plan.touchedAtT ? after : before);
-      const line = (f.value ? `VA ${value.length}` : "HD") + answerFlags(f, { c: cas, t: ttlFlag(exptime, now, ctx.config.startedAt) });
-      return f.value ? `${line}\r\n${value}\r\n` : `${line}\r\n`;
-    };
-    const cas = f.compareCas ?? "";
-    const casIn = f.casIn ?? -1;
     // An item N creates gets the last of T and N (the store applies T to an item it found only).
     const vivifyTo = f.vivify === undefined ? -1 : plan.created;
-    const owner = keyOwner(f.key, ctx.shards);
-    if (owner === ctx.shard) {
-      const chunk = answer(ctx.store.metaArith(f.key, now, incr, f.delta, cas, casIn, vivifyTo, f.initial, plan.touch));
-      if (chunk !== undefined) host.answer([chunk], []);
+    const r = ctx.store.metaArith(f.key, now, incr, f.delta, f.compareCas ?? "", f.casIn ?? -1, vivifyTo, f.initial, plan.touch);
+    if (typeof r === "number") {
+      if (r === R_NON_NUMERIC) host.answer([errorLine(REPLY.NON_NUMERIC)], []);
+      else if (r === R_NO_MEMORY) host.answer([errorLine(REPLY.NO_MEMORY)], []);
+      else host.answer([f.opaqueTooLong ? OPAQUE_TOO_LONG : `${CODE[r]}${answerFlags(f)}\r\n`], []);
       return;
     }
-    const done = host.later();
-    host.toOwner(owner, [OP_META_ARITH, f.key, incr ? 1 : 0, f.delta, cas, casIn, vivifyTo, f.initial, plan.touch], (r) => {
-      const chunk = answer(r);
-      done(chunk === undefined ? [] : [chunk], []);
-    }, f.key);
+    // Done, and then the opaque is found too long (memcached).
+    if (f.opaqueTooLong) return host.answer([OPAQUE_TOO_LONG], []);
+    if (f.quiet) return;
+    const exptime = r.created ? plan.createdAtT : plan.touchedAtT ? r.exptime : r.before;
+    const line = (f.value ? `VA ${r.value.length}` : "HD") + answerFlags(f, { c: r.cas, t: ttlFlag(exptime, now, ctx.config.startedAt) });
+    host.answer([f.value ? `${line}\r\n${r.value}\r\n` : `${line}\r\n`], []);
   }
 
   // ---- me ----
 
-  /**
-   * me: the item's metadata, read in place (nothing changes); behind a
-   * change of this connection's to the key still on its way to another
-   * shard (ms then me, pipelined), once the owner has run it.
-   */
+  /** me: the item's metadata, read in place (nothing changes). */
   private debug(key: string): void {
-    const host = this.host;
-    const { ctx } = host;
-    const owner = keyOwner(key, ctx.shards);
     // memcached's cmd_meta counts me commands, hit or miss (the others count as gets, sets...).
-    ctx.counters[STAT.cmd_meta]++;
-    if (owner === ctx.shard || host.readsHere(key)) {
-      host.answer([this.debugLine(key, owner)], []);
-      return;
-    }
-    const done = host.later();
-    host.toOwner(owner, [OP_AFTER, key], (r) => done([r instanceof Error ? host.failure(r) : this.debugLine(key, owner)], []));
+    this.host.ctx.counters[STAT.cmd_meta]++;
+    this.host.answer([this.debugLine(key)], []);
   }
 
   /** me's answer: ME, the key as the item's binary mark says (memcached re-encodes it so), its figures; or EN. */
-  private debugLine(key: string, owner: number): Chunk {
+  private debugLine(key: string): Chunk {
     const { ctx } = this.host;
     const now = this.host.now();
-    const map = ctx.maps[owner]!;
+    const map = ctx.map;
     const v = ctx.views;
     const ref = map.acquire(key);
     if (ref === 0 || expired(v.exptime(map.valuePointer(ref)), now)) {

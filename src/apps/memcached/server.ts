@@ -13,6 +13,7 @@ import { formatSize, parseSize } from "../../units.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { shardBytesForItems } from "./cache-memory.js";
 import { createStatsBuffer, panelFigures } from "./stats.js";
+import { createInboxes } from "./hand-over.js";
 
 const SHARD_MODULE = new URL("./shard.js", import.meta.url);
 /** memcached's -I bounds. */
@@ -27,7 +28,7 @@ export interface MemcachedOptions {
   /**
    * memcached's -m: bytes (or "256MiB") the whole cache's items may take,
    * split evenly over the shards, each shard's region made bigger for its
-   * index, staging area and slack (cache-memory.ts). Instead of
+   * part of the index and slack (cache-memory.ts). Instead of
    * memoryPerShard.
    */
   itemMemory?: number | string;
@@ -84,11 +85,12 @@ export interface MemcachedServer {
   readonly listenMode: ListenMode;
   readonly config: Readonly<ServerConfig>;
   /**
-   * Each shard's item index, a SharedMap handle by shard: any thread of
-   * this process may SharedMap.attach(smp.heap, handle) and read the
-   * cache (its values are items as item.ts lays them out).
+   * The cache's index, a SharedMap handle: any thread of this process may
+   * SharedMap.attach(smp.heap, handle) and read the cache (its values are
+   * items as item.ts lays them out, each in the memory of the shard that
+   * wrote it).
    */
-  readonly indexes: readonly number[];
+  readonly index: number;
   /** Stop accepting and close every connection (the items stay, for a last look at the heap). */
   stopAccepting(): Promise<void>;
   /** stopAccepting, then stop the shards. Idempotent. */
@@ -170,7 +172,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     heapprofSites: options.heapprofSites,
     module: SHARD_MODULE,
   });
-  let indexes: number[] = [];
+  let index = 0;
   try {
     const config: ServerConfig = {
       maxItemSize,
@@ -181,6 +183,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       host,
       port,
       statsBuffer: createStatsBuffer(options.shards),
+      inboxes: createInboxes(options.shards),
       evict: o.evict ?? true,
       flushAllowed: o.flushAllowed ?? true,
       dumpEnabled: o.dumpEnabled ?? true,
@@ -194,9 +197,9 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       tcpBacklog,
       protocol,
     };
-    const handles = await smp.invokeOnAll<number>("configure", config);
-    await smp.invokeOnAll("attachMaps", handles);
-    indexes = handles;
+    index = await smp.submitTo<number>(0, "createCacheIndex", config);
+    // One shard after another: each makes its part of the index's descriptors in turn (cache-memory.ts indexBytesByShard).
+    for (let s = 0; s < options.shards; s++) await smp.submitTo(s, "configure", { config, index });
     const all = [...Array(options.shards).keys()];
     const spec: ListenSpec = { host, port, mode };
     let bound: number;
@@ -208,7 +211,7 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
       if (mode === "reusePort") await Promise.all(all.slice(1).map((s) => smp.submitTo(s, "listen", { ...spec, port: bound } satisfies ListenSpec)));
     }
     config.port = bound;
-    return new Server(smp, host, bound, mode, config, indexes);
+    return new Server(smp, host, bound, mode, config, index);
   } catch (e) {
     // Shards that listened close their handles (their own descriptors) with their threads.
     await smp.stop();
@@ -232,10 +235,10 @@ class Server implements MemcachedServer {
    */
   private readonly keepAlive = setInterval(() => {}, 2 ** 30);
 
-  readonly indexes: readonly number[];
+  readonly index: number;
 
-  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, indexes: number[]) {
-    this.indexes = indexes;
+  constructor(smp: Smp, host: string, port: number, mode: ListenMode, config: ServerConfig, index: number) {
+    this.index = index;
     this.smp = smp;
     this.host = host;
     this.port = port;

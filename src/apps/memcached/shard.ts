@@ -1,16 +1,20 @@
 /**
  * What runs in every shard of `shardheap memcached` (the Smp module): the
- * shard's store, its listening socket and its connections. Each exported
- * function is a task the main thread (server.ts) or another shard
- * (remote.ts: applyOps, flush, resetStats) runs here with submitTo.
+ * shard's item cache and store, its listening socket and its connections.
+ * Each exported function is a task the main thread (server.ts) or another
+ * shard (flush, resetStats, drain, the stats gatherings) runs here with
+ * submitTo.
  *
- * Start-up is two steps: configure makes each shard's store and its
- * SharedMap and answers with the map's handle; attachMaps then gives every
- * shard all the handles, so its connections read any shard's items.
+ * Start-up: shard 0 makes the cache's one index (createCacheIndex: its
+ * tables, and descriptors for its own items), then each shard in turn is
+ * configured with its handle (configure: the others attach it and make
+ * their own descriptors, in shard order: cache-memory.ts
+ * indexBytesByShard counts them so). Every shard then reads and writes
+ * the one index; no request hops to another shard.
  */
 import { createServer, type Server } from "node:net";
 import { getHeapStatistics } from "node:v8";
-import { SharedMap, type SharedMapStats } from "../../memory/shared-map/shared-map.js";
+import type { SharedMap, SharedMapStats } from "../../memory/shared-map/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
 import type { Holding } from "./backpressure.js";
 import { cacheBytesPerShard, type ServerConfig } from "./config.js";
@@ -18,8 +22,7 @@ import { Connection, type ConnectionContext } from "./connection.js";
 import { ItemViews } from "./item.js";
 import { listenOn, type ListenSpec } from "./listener.js";
 import { absoluteExptime } from "./protocol.js";
-import { RemoteOps, runOps, type OpArg, type OpResult } from "./remote.js";
-import { StagingArea } from "./staging.js";
+import { attachIndex, createIndex, indexShare } from "./cache-memory.js";
 import { ITEM_CLASSES } from "./item-classes.js";
 import { PrefixStats, type PrefixCounts } from "./prefix-stats.js";
 import { descriptorOf, addressText, type ConnEntry } from "./stats-conns.js";
@@ -48,42 +51,78 @@ function configured(): ShardState {
   return state;
 }
 
-/** Set the shard up: its store, counters and the way to the other shards. Returns the handle of the store's SharedMap. */
-export function configure(config: ServerConfig, shard: ShardContext): number {
+/** The index shard 0 made (createCacheIndex), until its configure takes it. */
+let homeIndex: SharedMap | undefined;
+
+/** The entries each shard's part of the index is made for (cache-memory.ts indexShare). */
+function shareOf(config: ServerConfig, shard: ShardContext): number {
+  return indexShare(config.itemMemoryPerShard, shard.memory.stats().totalMemory);
+}
+
+/** On shard 0, before any shard is configured: make the cache's one index; its handle. */
+export function createCacheIndex(config: ServerConfig, shard: ShardContext): number {
+  homeIndex = createIndex(shard.heap, shard.id, shareOf(config, shard));
+  return homeIndex.handle;
+}
+
+/**
+ * Set the shard up: its item cache and store over the cache's index
+ * (`index`: createCacheIndex's handle; attached here, with this shard's
+ * descriptors made now), its counters, and the way to the other shards.
+ */
+export function configure({ config, index }: { config: ServerConfig; index: number }, shard: ShardContext): void {
+  const map = shard.id === 0 && homeIndex !== undefined ? homeIndex : attachIndex(shard.heap, index, shareOf(config, shard));
+  homeIndex = undefined;
   const views = new ItemViews(shard.heap);
   const counters = shardCounters(config.statsBuffer, shard.id);
   const classes = classCounters(config.statsBuffer, shard.id);
-  const cache = new ItemCache({ heap: shard.heap, memory: shard.memory, views, counters, classes, shard: shard.id, evict: config.evict, prefixDelimiter: config.prefixDelimiter, itemBytes: config.itemMemoryPerShard });
+  const cache = new ItemCache({
+    heap: shard.heap,
+    memory: shard.memory,
+    views,
+    map,
+    inboxes: config.inboxes,
+    counters,
+    classes,
+    shard: shard.id,
+    evict: config.evict,
+    prefixDelimiter: config.prefixDelimiter,
+    itemBytes: config.itemMemoryPerShard,
+  });
   const store = new ItemStore({ cache, views, counters, shard: shard.id, shards: shard.shards, maxItemSize: config.maxItemSize, casEnabled: config.casEnabled });
   counters[STAT.limit_maxbytes] = cacheBytesPerShard(config);
   const all = [...Array(shard.shards).keys()];
-  const remote = new RemoteOps(shard);
-  const others = [...Array(shard.shards).keys()].filter((s) => s !== shard.id);
+  const others = all.filter((s) => s !== shard.id);
+  const rows = all.map((s) => shardCounters(config.statsBuffer, s));
   const ctx: ConnectionContext = {
     shard: shard.id,
     shards: shard.shards,
     views,
     store,
-    maps: [],
-    remote,
-    memory: shard.memory,
-    staging: new StagingArea(shard.memory),
+    map,
     heap: shard.heap,
     config,
     counters,
-    rows: all.map((s) => shardCounters(config.statsBuffer, s)),
+    rows,
     detail: new PrefixStats(config.prefixDelimiter, config.statsDetail),
     everyShard<T>(task: string, arg?: unknown): Promise<T[]> {
-      remote.flush();
       return Promise.all(all.map((s) => shard.submitTo<T>(s, task, arg)));
     },
     async flushAll(delay: number): Promise<void> {
-      // Operations this shard queued for the others go first; this shard's own keys flush now.
-      remote.flush();
       const now = Math.floor(Date.now() / 1000);
       const seconds = delay > 0 ? absoluteExptime(delay, now) - now : 0;
       cache.flush(seconds);
       await Promise.all(others.map((s) => shard.submitTo(s, "flush", seconds)));
+    },
+    async settled(): Promise<void> {
+      cache.drain();
+      await Promise.all(others.map((s) => shard.submitTo(s, "drain")));
+    },
+    missed(key: string): void {
+      cache.flushedMiss(key);
+      // A shard whose flush_all removed keys remembers them (flushed-items.ts): it counts get_flushed if this was one.
+      // Its answer is nobody's; a later `stats` comes after it (settled: messages from one shard to another run in order).
+      for (const s of others) if (rows[s]![STAT.flushed_kept] !== 0) shard.submitTo(s, "flushedMiss", key).catch(() => {});
     },
     async resetStats(): Promise<void> {
       resetStats();
@@ -91,20 +130,11 @@ export function configure(config: ServerConfig, shard: ShardContext): number {
     },
   };
   state = { shard, ctx, server: undefined, connections: new Set() };
+  cache.start();
   // The map's first objects left a pool span half used and another cached: give the cached one back
   // now, as the shard's idle trim would later, so the memory a fresh server holds is where it comes
   // back to once it is empty again.
   shard.memory.trim();
-  return store.map.handle;
-}
-
-/** Every shard's map handle, in shard order (what configure answered): this thread's readers of them. */
-export function attachMaps(handles: number[]): number {
-  const s = configured();
-  const maps = s.ctx.maps;
-  maps.length = 0;
-  for (let i = 0; i < handles.length; i++) maps.push(i === s.shard.id ? s.ctx.store.map : SharedMap.attach(s.shard.heap, handles[i]!));
-  return maps.length;
 }
 
 /** Start accepting connections (listener.ts: "sharedFd" through ShardContext.listen); the port bound. */
@@ -140,9 +170,14 @@ export async function listen(spec: ListenSpec): Promise<number> {
   return port;
 }
 
-/** The owner's side of remote.ts. */
-export function applyOps(ops: OpArg[]): OpResult[] {
-  return runOps(configured().ctx.store, ops, Math.floor(Date.now() / 1000));
+/** Take back what other shards handed over (item-cache.ts drain): this shard's counts are then its items'. */
+export function drain(): void {
+  configured().ctx.store.cache.drain();
+}
+
+/** A get on another shard found no item for `key`: get_flushed here if this shard's flush_all removed it. */
+export function flushedMiss(key: string): void {
+  configured().ctx.store.cache.flushedMiss(key);
 }
 
 /** flush_all from another shard: `seconds` from now (0: now). */

@@ -11,7 +11,7 @@
  * id of page-span items only: one "page" per item); total_chunks (objects
  * those spans hold), chunks_per_page (total_chunks / total_pages);
  * used_chunks (objects in use: items, and any other object of those
- * sizes, such as the index's chunks and staging copies); free_chunks (the
+ * sizes, such as the index's chunks); free_chunks (the
  * rest), free_chunks_end 0 (spans are carved whole). Page-span items are
  * added to their id as a chunk and a page each. Then active_slabs (ids
  * listed) and total_malloced (the shards' allocated memory). memcached's

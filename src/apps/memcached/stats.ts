@@ -236,8 +236,8 @@ function sumOver(shards: number, f: (shard: number) => number): number {
  * `stats settings`: memcached 1.6's settings that apply here, in its
  * order, with its names. Left out: the slab, LRU-crawler and -maintainer,
  * logger, extstore and TLS tunables (none of those mechanisms exists
- * here), umask, hashpower_init, hash_algorithm (the key owner's hash is
- * FNV-1a: key-owner.ts). `detailEnabled`: stats detail is on (shared
+ * here), umask, hashpower_init, hash_algorithm (the index hashes keys its
+ * own way: shared-map/keys.ts). `detailEnabled`: stats detail is on (shared
  * across shards: prefix-stats.ts).
  */
 export function formatSettings(config: ServerConfig, detailEnabled: boolean): string {

@@ -52,8 +52,9 @@ export interface SharedMapStats {
    */
   structureObjects: number;
   structureBytes: number;
-  /** structureBytes by the shard whose memory holds them (index: shard). */
+  /** structureBytes and structureObjects by the shard whose memory holds them (index: shard). */
   structureBytesByShard: number[];
+  structureObjectsByShard: number[];
 }
 
 const word = (i32: Int32Array, at: number, offset: number): number => i32[(at + offset) >>> 2]!;
@@ -94,7 +95,7 @@ export function countStates(i32: Int32Array, hdr: number): SharedMapStats {
   const s: SharedMapStats = {
     entries: 0, segments: word(i32, hdr, L.M_SEGMENT_MASK) + 1, capacity: 0, oldTables: 0, reserved: 0, held: 0, unlinkedHeld: 0, retired: 0,
     descriptors: 0, freeDescriptors: 0, readers: 0, readerRecords: 0, repairs: Atomics.load(i32, (hdr + L.M_REPAIRS) >>> 2),
-    structureObjects: 0, structureBytes: 0, structureBytesByShard: [],
+    structureObjects: 0, structureBytes: 0, structureBytesByShard: [], structureObjectsByShard: [],
   };
   for (let n = 0; n < s.segments; n++) {
     const seg = segmentAt(hdr, n);

@@ -60,15 +60,44 @@ export class MapReclamation extends MapCore {
     return this.newDescriptors(a);
   }
 
+  /** A new chunk of this writer's descriptors (claimChunk), all but the first (returned) on its free list, which was empty. */
+  private newDescriptors(a: ShardAllocator): number {
+    const i32 = this.i32;
+    const e = this.claimChunk(a);
+    const d = descriptorAddress(i32, this.hdr, Math.max(1, L.chunkFirstId(e))); // id 0 is never handed out: a slot of 0 is empty
+    i32[(this.writerRecord >>> 2) + WR_FREE] = i32[(d >>> 2) + W_NEXT]!;
+    return d;
+  }
+
+  /**
+   * Make descriptors for `entries` entries of this object's writer now
+   * (writer() called first): chunks claimed and put on its free list, in
+   * front of what it holds there. Returns how many it made.
+   */
+  protected addDescriptors(a: ShardAllocator, entries: number): number {
+    const i32 = this.i32;
+    const rw = this.writerRecord >>> 2;
+    let made = 0;
+    while (made < entries) {
+      const e = this.claimChunk(a);
+      const first = Math.max(1, L.chunkFirstId(e));
+      const last = L.chunkFirstId(e) + L.chunkSize(e) - 1;
+      // The chunk's last descriptor links to the list, then one store puts the chunk in front of it.
+      i32[(descriptorAddress(i32, this.hdr, last) >>> 2) + W_NEXT] = i32[rw + WR_FREE]!;
+      i32[rw + WR_FREE] = first;
+      made += last - first + 1;
+    }
+    return made;
+  }
+
   /**
    * Claim the next directory entry for a chunk of this writer's memory:
    * made first, then claimed by compareExchange (a writer that loses the
    * race frees it and tries the next entry, whose size may differ), then
-   * recorded in the directory, then its descriptors put on the free list
-   * (the first returned).
+   * recorded in the directory. Returns the entry; its descriptors are on
+   * no list yet.
    */
-  private newDescriptors(a: ShardAllocator): number {
-    const i32 = this.i32;
+  private claimChunk(a: ShardAllocator): number {
     const next = this.hdr + L.M_NEXT_CHUNK;
     for (let e = this.atomics.load(next); ; ) {
       if (e >= L.CHUNK_COUNT) throw new SharedMapError("ERR_SHARDHEAP_MAP_FULL", `SharedMap: all ${L.MAX_ID} entry descriptors are in use (entries, reservations and entries still referenced)`);
@@ -82,10 +111,7 @@ export class MapReclamation extends MapCore {
       // Recorded before any of its ids can reach a slot (whose store publishes it).
       this.store(this.hdr + L.M_DIRECTORY + 4 * e, chunk);
       if (this.ownBytes >= 0) this.ownBytes += a.objectSize(chunk);
-      const first = Math.max(1, L.chunkFirstId(e)); // id 0 is never handed out: a slot of 0 is empty
-      const d = descriptorAddress(i32, this.hdr, first);
-      i32[(this.writerRecord >>> 2) + WR_FREE] = i32[(d >>> 2) + W_NEXT]!;
-      return d;
+      return e;
     }
   }
 

@@ -5,7 +5,7 @@
  * What it is for
  * --------------
  * Seastar shares nothing: a read of another shard's data is a message
- * there and back (20 to 65 us between idle shards on these VMs, issue 19).
+ * there and back (20 to 65 us between idle shards on these VMs).
  * A shared heap can do better for reads: the data is already in memory
  * every thread can address. A SharedMap is made in one shard's memory and
  * found from any thread by its handle (a number: post it); a lookup takes
@@ -29,11 +29,13 @@
  *
  * Writers: segments, and each writer's own memory
  * ------------------------------------------------
- * Every change (set, reserve/publish, delete, unlink, clear, the resizes,
- * reclaim, destroy) runs on any thread that owns a shard of the heap, and
- * what it allocates (the entry's payload, descriptors, a grown table) is
- * made in that shard's memory: the allocator's rule (only a shard's owner
- * allocates in it) holds, and a write needs no message. A thread that owns
+ * Every change (set, reserve/publish and its conditional forms, delete,
+ * unlink, clear, the resizes, reclaim, destroy) runs on any thread that
+ * owns a shard of the heap, and what it allocates (the entry's payload,
+ * descriptors, a grown table) is made in that shard's memory: the
+ * allocator's rule (only a shard's owner allocates in it) holds, and a
+ * write needs no message (prepare makes a writer's descriptors ahead of
+ * its entries). A thread that owns
  * no shard gets HeapOwnershipError. The keys are split into 2^k segments
  * (Java's ConcurrentHashMap before Java 8), each with its own table, move
  * count, entry count and lock, the segment picked by a second mix of the
@@ -116,6 +118,9 @@
  *            RESERVED), store(refs, 1) (before the lock); then state
  *            LINKED, then store(slot) (new key: an empty slot; existing
  *            key: over the old entry's slot, one store)
+ *   publishIf (exchangeIf) publish, once the probe under the lock found the
+ *            key's entry to be the descriptor the caller holds a reference
+ *            to (or no entry, when it expected none); else nothing is stored
  *   unlink   (delete, replace's old entry, clear) store(slot) away from the
  *            descriptor, then state UNLINKED and the index's reference
  *            dropped in one 8-byte compareExchange of (refs, state)
@@ -205,7 +210,15 @@
  *    is a miss at that instant.
  *  - No lost update: the writers of a key's segment take turns, and a
  *    replace is one store, so a key is never absent in between; readers
- *    never write a slot.
+ *    never write a slot. A conditional publish compares under the lock,
+ *    and the entry it compares with is held by the caller (a hazard or a
+ *    count), so it cannot have been freed and its descriptor recycled as
+ *    another entry of the key since the caller read it (no ABA): the slot
+ *    still naming that descriptor means no other write of the key was
+ *    linked in between. A read-modify-write that retries until publishIf
+ *    answers true is then atomic per key against every writer on every
+ *    thread (test/shared-map-writers.test.ts: threads incrementing the
+ *    same keys lose no increment; adding one key, exactly one wins).
  *  - No leaked reference: every protection R2 takes is returned as a
  *    reference or dropped (R3's, R4's); check() balances the counts and
  *    the hazard slots against the table and the lists.
@@ -278,6 +291,12 @@ export interface SharedMapOptions {
    */
   capacity?: number;
   /**
+   * Descriptors made at once for the home shard's writer (default:
+   * `capacity`): a map that several shards will fill gives the home its
+   * share, and the other writers make theirs with prepare().
+   */
+  descriptors?: number;
+  /**
    * Reader records: how many SharedMap objects (one per thread, usually)
    * may read with hazard references at once (default 64, at most 1024;
    * 64 bytes each). Readers past them use counted references.
@@ -312,9 +331,10 @@ export class SharedMap extends MapWriter {
    */
   static create(heap: SharedHeap, o: SharedMapOptions): SharedMap {
     if (o === null || typeof o !== "object") throw new TypeError("SharedMap.create: options must be an object");
-    rejectUnknownKeys(o, ["shard", "capacity", "readers", "segments"], "SharedMap.create: options");
+    rejectUnknownKeys(o, ["shard", "capacity", "descriptors", "readers", "segments"], "SharedMap.create: options");
     const shard = parseInteger(o.shard, "SharedMap.create: options.shard", 0, heap.shards - 1);
     const capacity = o.capacity === undefined ? 64 : parseInteger(o.capacity, "SharedMap.create: options.capacity", 0, L.MAX_ENTRIES);
+    const descriptors = o.descriptors === undefined ? capacity : parseInteger(o.descriptors, "SharedMap.create: options.descriptors", 0, L.MAX_ENTRIES);
     const readers = o.readers === undefined ? L.DEFAULT_READER_RECORDS : parseInteger(o.readers, "SharedMap.create: options.readers", 0, L.MAX_READER_RECORDS);
     const segments = o.segments === undefined ? defaultSegments(heap.shards) : parseInteger(o.segments, "SharedMap.create: options.segments", 1, L.MAX_SEGMENTS);
     if ((segments & (segments - 1)) !== 0) throw new RangeError(`SharedMap.create: options.segments must be a power of two, got ${segments}`);
@@ -346,7 +366,7 @@ export class SharedMap extends MapWriter {
         made.push(table);
         i32[(hdr + L.SEGMENTS + s * L.SEGMENT_BYTES + L.SG_TABLE) >>> 2] = table;
       }
-      // The descriptors for `capacity` entries, now, on the home writer's
+      // The descriptors for `capacity` entries (or `descriptors`), now, on the home writer's
       // free list: a map that stays within it allocates no structure
       // later, so its objects sit together where an empty region put them
       // instead of pinning pages among the entries (with chunks made as
@@ -361,7 +381,7 @@ export class SharedMap extends MapWriter {
         if (last >= 0) i32[(last >>> 2) + L.W_NEXT] = L.chunkFirstId(e);
         last = chunk + (L.chunkSize(e) - 1) * L.DESCRIPTOR_BYTES;
         e++;
-      } while (e < L.CHUNK_COUNT && L.chunkFirstId(e) <= capacity);
+      } while (e < L.CHUNK_COUNT && L.chunkFirstId(e) <= descriptors);
       const records = zeroed(heap, a.allocateAligned(64, Math.max(1, readers) * L.READER_BYTES), Math.max(1, readers) * L.READER_BYTES);
       made.push(records);
       i32[w + (L.M_NEXT_CHUNK >>> 2)] = e;
@@ -495,11 +515,14 @@ export class SharedMap extends MapWriter {
     this.checkLive("stats");
     const s = countStates(this.i32, this.hdr);
     s.structureBytesByShard = new Array<number>(this.heap.shards).fill(0);
+    s.structureObjectsByShard = new Array<number>(this.heap.shards).fill(0);
     for (const p of this.ownObjects()) {
       const bytes = objectSizeIn(liveObjectRegion(this.heap, p, "SharedMap.stats"), p);
+      const shard = ownerShardOf(this.heap, p);
       s.structureObjects++;
       s.structureBytes += bytes;
-      s.structureBytesByShard[ownerShardOf(this.heap, p)]! += bytes;
+      s.structureBytesByShard[shard]! += bytes;
+      s.structureObjectsByShard[shard]!++;
     }
     return s;
   }

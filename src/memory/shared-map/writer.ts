@@ -10,6 +10,7 @@
  * is given back, so a retire and a reclaim never run inside it.
  */
 import { SharedMapError } from "../../errors.js";
+import { parseInteger } from "../../parse.js";
 import { THIS_THREAD } from "../ownership.js";
 import { checkSize } from "../pointers.js";
 import type { ShardAllocator } from "../shard-allocator.js";
@@ -26,6 +27,11 @@ const SG_LINKING = L.SG_LINKING >>> 2;
 const SG_LINKING_STATE = L.SG_LINKING_STATE >>> 2;
 const SG_UNLINKING = L.SG_UNLINKING >>> 2;
 const SG_UNLINKING_STATE = L.SG_UNLINKING_STATE >>> 2;
+
+/** link's `expected` for an unconditional link. */
+const ANY = -1;
+/** link's answer when a conditional link found another entry (or none, or one where none was expected). */
+const UNCHANGED = -1;
 
 export class MapWriter extends MapSegments {
   /**
@@ -122,12 +128,47 @@ export class MapWriter extends MapSegments {
   }
 
   /**
-   * The change behind set, publish and exchange: d linked in its key's
-   * segment, over the key's entry if it has one, whose descriptor is
-   * returned (0 when there was none); its index reference dropped unless
-   * `keep`.
+   * publish, only if `key`'s entry is still the one `expected` names (a
+   * reference this object holds to it: acquire's, retain's; or 0: only if
+   * the key has no entry), decided under the segment's lock, so that
+   * writers on several threads make a read-modify-write of one key atomic:
+   * read the entry, compute, publishIf, and on false read again (no write
+   * of the key is lost in between). Returns whether it published; when not,
+   * nothing changed and the reservation is still the caller's (publish it,
+   * publishIf it again, or release it). The replaced entry's index
+   * reference is dropped (the caller's `expected` still holds it).
    */
-  private link(ref: number, op: string, keep: boolean): number {
+  publishIf(ref: number, expected: number): boolean {
+    return this.link(ref, "publishIf", false, this.expectedEntry(expected, "publishIf")) !== UNCHANGED;
+  }
+
+  /**
+   * publishIf, handing the caller the map's reference to the entry it
+   * replaced instead of dropping it (a counted reference, as exchange):
+   * that reference when it published over `expected`, 0 when it published
+   * a key that had no entry (`expected` 0), -1 when it did not publish
+   * (the key's entry is not `expected`; the reservation is still the
+   * caller's).
+   */
+  exchangeIf(ref: number, expected: number): number {
+    const old = this.link(ref, "exchangeIf", true, this.expectedEntry(expected, "exchangeIf"));
+    return old <= 0 ? old : this.countedRef(old);
+  }
+
+  /** The descriptor a conditional publish compares with: 0 for "absent", else the one `expected` names (a reference this object holds). */
+  private expectedEntry(expected: number, op: string): number {
+    return expected === 0 ? 0 : this.descriptorOf(expected, op);
+  }
+
+  /**
+   * The change behind set, publish, exchange and their conditional forms:
+   * d linked in its key's segment, over the key's entry if it has one,
+   * whose descriptor is returned (0 when there was none); its index
+   * reference dropped unless `keep`. `expected`: ANY (link whatever the
+   * key holds), 0 (only if the key has none) or the descriptor the key's
+   * entry must be; UNCHANGED when it is not (nothing done).
+   */
+  private link(ref: number, op: string, keep: boolean, expected = ANY): number {
     const a = this.writer(op);
     const d = this.descriptorOf(ref, op);
     const i32 = this.i32;
@@ -136,11 +177,11 @@ export class MapWriter extends MapSegments {
     if (i32[w + W_NEXT] !== THIS_THREAD) throw new SharedMapError("ERR_SHARDHEAP_MAP_REFERENCE", `SharedMap.${op}(${ref}): a reservation is published by the thread that made it`);
     scratch.length = i32[w + W_KEY_LENGTH]!;
     this.loadKey(i32[w + W_PAYLOAD]! >>> 0);
-    return this.linkDescriptor(a, d, keep);
+    return this.linkDescriptor(a, d, keep, expected);
   }
 
   /** link of reservation d, its key in the scratch. */
-  private linkDescriptor(a: ShardAllocator, d: number, keep: boolean): number {
+  private linkDescriptor(a: ShardAllocator, d: number, keep: boolean, expected = ANY): number {
     const i32 = this.i32;
     const w = d >>> 2;
     const state = i32[w + W_STATE]!;
@@ -158,6 +199,8 @@ export class MapWriter extends MapSegments {
       i32[sw + SG_LINKING_STATE] = state;
       let T = this.table(seg);
       let i = this.findSlot(T, hash);
+      // A conditional publish: the key's entry (or its absence) is still what the writer read, under the lock.
+      if (expected !== ANY && (i >= 0 ? this.slotDescriptor(T, i) !== expected : expected !== 0)) return UNCHANGED;
       if (i >= 0) {
         old = this.slotDescriptor(T, i);
         const oldState = i32[(old >>> 2) + W_STATE]!;
@@ -323,6 +366,19 @@ export class MapWriter extends MapSegments {
         if ((state & STATE_MASK) === LINKED && L.refGeneration(state) === (ref & L.GENERATION_MASK)) fn(ref);
       }
     }
+  }
+
+  /**
+   * Make room now for `entries` more entries written by this thread: their
+   * descriptors, made in its shard at once (chunks on its free list), so a
+   * writer that will write many makes them together, before its entries,
+   * instead of chunk by chunk among them later. Returns how many it made:
+   * at least `entries`, whole chunks. OutOfMemoryError or
+   * ERR_SHARDHEAP_MAP_FULL part way keeps what was made.
+   */
+  prepare(entries: number): number {
+    const a = this.writer("prepare");
+    return this.addDescriptors(a, parseInteger(entries, "SharedMap.prepare: entries", 0, L.MAX_ENTRIES));
   }
 
   /**
