@@ -7,9 +7,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, type Holding } from "../dist/apps/memcached/backpressure.js";
+import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, type Holding } from "../dist/apps/memcached/network/backpressure.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { totals } from "../dist/apps/memcached/stats.js";
+import { totals } from "../dist/apps/memcached/stats/stats.js";
 import { waitFor } from "./helpers.js";
 import { RawClient } from "./memcached-client.js";
 import { shardMemory, waitForMemoryBack, type ShardMemory } from "./memcached-shard-memory.js";

@@ -8,9 +8,9 @@
  * reference they held is dropped and the items' memory comes back.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, MAX_UNSENT_PIECES } from "../dist/apps/memcached/backpressure.js";
+import { MAX_HELD_BYTES, MAX_UNSENT_BYTES, MAX_UNSENT_PIECES } from "../dist/apps/memcached/network/backpressure.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { totals } from "../dist/apps/memcached/stats.js";
+import { totals } from "../dist/apps/memcached/stats/stats.js";
 import { census, hogs, until, untilStopped, worst, type Census } from "./memcached-census.js";
 import { RawClient } from "./memcached-client.js";
 import { shardMemory, waitForMemoryBack } from "./memcached-shard-memory.js";

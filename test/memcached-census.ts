@@ -3,7 +3,7 @@
  * (backpressure.ts): each shard's census (shard.ts), the most one
  * connection held, clients that send and never read, and a bounded wait.
  */
-import type { Holding } from "../dist/apps/memcached/backpressure.js";
+import type { Holding } from "../dist/apps/memcached/network/backpressure.js";
 import type { MemcachedServer } from "../dist/apps/memcached/server.js";
 import type { SharedMapStats } from "../dist/index.js";
 import { RawClient } from "./memcached-client.js";

@@ -16,7 +16,7 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { runMemcached } from "../dist/apps/memcached/run.js";
 import { startMemcached } from "../dist/apps/memcached/server.js";
-import { totals } from "../dist/apps/memcached/stats.js";
+import { totals } from "../dist/apps/memcached/stats/stats.js";
 import { runCli, spawnCli, waitFor, type CliChild } from "./helpers.js";
 import { freePort, installed, lines, RawClient } from "./memcached-client.js";
 import { shardMemory, waitForMemoryBack } from "./memcached-shard-memory.js";

@@ -7,11 +7,11 @@
  */
 import { describe, expect, it } from "vitest";
 import { SharedHeap } from "../dist/index.js";
-import { createIndex, indexBytes, indexCapacity, shardBytesForItems } from "../dist/apps/memcached/cache-memory.js";
-import { ANY, LINKED } from "../dist/apps/memcached/item-cache.js";
-import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
-import { itemClass } from "../dist/apps/memcached/item-classes.js";
-import { STAT, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
+import { createIndex, indexBytes, indexCapacity, shardBytesForItems } from "../dist/apps/memcached/store/cache-memory.js";
+import { ANY, LINKED } from "../dist/apps/memcached/store/item-cache.js";
+import { ItemViews, itemSize } from "../dist/apps/memcached/store/item.js";
+import { itemClass } from "../dist/apps/memcached/stats/item-classes.js";
+import { STAT, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats/stats.js";
 import { cacheOn } from "./memcached-store-fixture.js";
 
 const VALUE = "v".repeat(1000);

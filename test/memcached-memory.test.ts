@@ -11,11 +11,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { itemSize } from "../dist/apps/memcached/item.js";
+import { itemSize } from "../dist/apps/memcached/store/item.js";
 import { parseMemcachedArgs } from "../dist/apps/memcached/run.js";
 import { classOf, classSize } from "../dist/memory/size-classes.js";
 import { startMemcached, type MemcachedOptions, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { shardCounters, STAT, totals } from "../dist/apps/memcached/stats.js";
+import { shardCounters, STAT, totals } from "../dist/apps/memcached/stats/stats.js";
 import { waitFor } from "./helpers.js";
 import { clientPerShard } from "./memcached-census.js";
 import { lines, RawClient } from "./memcached-client.js";

@@ -5,8 +5,8 @@
  * memcached too): test/memcached-protocol.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { MAX_CAS_IN, answerFlags, decodeKey, encodeKey, exptimePlan, parseFlags, parseMeta, type MetaFlags } from "../dist/apps/memcached/meta-protocol.js";
-import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET } from "../dist/apps/memcached/protocol.js";
+import { MAX_CAS_IN, answerFlags, decodeKey, encodeKey, exptimePlan, parseFlags, parseMeta, type MetaFlags } from "../dist/apps/memcached/protocol/meta-protocol.js";
+import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET } from "../dist/apps/memcached/protocol/protocol.js";
 
 const tokens = (line: string): string[] => line.split(" ").filter((t) => t !== "");
 const meta = (line: string): ReturnType<typeof parseMeta> => parseMeta(tokens(line));

@@ -6,9 +6,9 @@
  * wire: test/memcached-protocol.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_SET, type StoreMode } from "../dist/apps/memcached/protocol.js";
-import { STAT } from "../dist/apps/memcached/stats.js";
-import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_NON_NUMERIC, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaStore } from "../dist/apps/memcached/store.js";
+import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_SET, type StoreMode } from "../dist/apps/memcached/protocol/protocol.js";
+import { STAT } from "../dist/apps/memcached/stats/stats.js";
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_NON_NUMERIC, R_EXISTS, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaStore } from "../dist/apps/memcached/store/store.js";
 import { NOW, cleanStore, storeFixture } from "./memcached-store-fixture.js";
 
 /** The fixture, with a set as a connection makes it, and metaGet's and metaArith's answers as text. */

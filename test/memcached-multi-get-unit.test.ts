@@ -5,9 +5,9 @@
  * and going on from the next, END once at the end.
  */
 import { describe, expect, it } from "vitest";
-import { KeyCursor, countKeys } from "../dist/apps/memcached/get-keys.js";
-import { MultiGet, getKey, type GetContext, type GetHost } from "../dist/apps/memcached/multi-get.js";
-import { parseCommand } from "../dist/apps/memcached/protocol.js";
+import { KeyCursor, countKeys } from "../dist/apps/memcached/protocol/get-keys.js";
+import { MultiGet, getKey, type GetContext, type GetHost } from "../dist/apps/memcached/commands/multi-get.js";
+import { parseCommand } from "../dist/apps/memcached/protocol/protocol.js";
 
 /** What the stand-in was asked to do, in order, as text. */
 interface Stand {

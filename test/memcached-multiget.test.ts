@@ -9,10 +9,10 @@
  * held goes.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MAX_UNSENT_BYTES, MAX_UNSENT_PIECES } from "../dist/apps/memcached/backpressure.js";
-import { MAX_GET_LINE } from "../dist/apps/memcached/reader.js";
+import { MAX_UNSENT_BYTES, MAX_UNSENT_PIECES } from "../dist/apps/memcached/network/backpressure.js";
+import { MAX_GET_LINE } from "../dist/apps/memcached/protocol/reader.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { totals, type StatName } from "../dist/apps/memcached/stats.js";
+import { totals, type StatName } from "../dist/apps/memcached/stats/stats.js";
 import { census, hogs, until, untilStopped, worst, type Census } from "./memcached-census.js";
 import { lines, RawClient } from "./memcached-client.js";
 

@@ -11,7 +11,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { totals } from "../dist/apps/memcached/stats.js";
+import { totals } from "../dist/apps/memcached/stats/stats.js";
 import { clientPerShard } from "./memcached-census.js";
 import type { RawClient } from "./memcached-client.js";
 import { shardMemory, waitForMemoryBack, type ShardMemory } from "./memcached-shard-memory.js";

@@ -13,9 +13,9 @@ import { createServer, type AddressInfo } from "node:net";
 import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import { AcceptBalance, acceptState, createAcceptBuffer, type AcceptSwitch } from "../dist/smp/accept-balance.js";
-import { listenMode } from "../dist/apps/memcached/listener.js";
+import { listenMode } from "../dist/apps/memcached/network/listener.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
-import { shardCounters, STAT } from "../dist/apps/memcached/stats.js";
+import { shardCounters, STAT } from "../dist/apps/memcached/stats/stats.js";
 import { waitFor } from "./helpers.js";
 import { installed, RawClient } from "./memcached-client.js";
 

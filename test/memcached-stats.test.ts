@@ -7,7 +7,7 @@
  * both): each figure is the sum of what each shard counted.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { itemSize } from "../dist/apps/memcached/item.js";
+import { itemSize } from "../dist/apps/memcached/store/item.js";
 import { startMemcached, type MemcachedServer } from "../dist/apps/memcached/server.js";
 import { PAGE_SIZE, serveAdmin } from "../dist/index.js";
 import { clientPerShard } from "./memcached-census.js";

@@ -6,13 +6,13 @@
  */
 import { expect } from "vitest";
 import { SharedHeap } from "../dist/index.js";
-import { createIndex, indexShare } from "../dist/apps/memcached/cache-memory.js";
-import { createInboxes } from "../dist/apps/memcached/hand-over.js";
-import { ItemCache } from "../dist/apps/memcached/item-cache.js";
-import { ItemViews, itemSize } from "../dist/apps/memcached/item.js";
-import type { StoreMode } from "../dist/apps/memcached/protocol.js";
-import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats.js";
-import { ItemStore, type MetaStore, type Stored } from "../dist/apps/memcached/store.js";
+import { createIndex, indexShare } from "../dist/apps/memcached/store/cache-memory.js";
+import { createInboxes } from "../dist/apps/memcached/store/hand-over.js";
+import { ItemCache } from "../dist/apps/memcached/store/item-cache.js";
+import { ItemViews, itemSize } from "../dist/apps/memcached/store/item.js";
+import type { StoreMode } from "../dist/apps/memcached/protocol/protocol.js";
+import { STAT, classCounters, createStatsBuffer, shardCounters } from "../dist/apps/memcached/stats/stats.js";
+import { ItemStore, type MetaStore, type Stored } from "../dist/apps/memcached/store/store.js";
 
 export const NOW = 1_800_000_000;
 

@@ -8,8 +8,8 @@
  * the wire: test/memcached-protocol.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET } from "../dist/apps/memcached/protocol.js";
-import { R_DELETED, R_EXISTS, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED } from "../dist/apps/memcached/store.js";
+import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET } from "../dist/apps/memcached/protocol/protocol.js";
+import { R_DELETED, R_EXISTS, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED } from "../dist/apps/memcached/store/store.js";
 import { NOW, cleanStore as clean, storeFixture as setup, type StoreFixture } from "./memcached-store-fixture.js";
 
 describe("the store commands", () => {

@@ -5,10 +5,10 @@
  */
 import { describe, expect, it } from "vitest";
 import { SharedHeap, SharedMap } from "../dist/index.js";
-import { HEADER_BYTES, ItemViews, itemSize } from "../dist/apps/memcached/item.js";
-import { listenMode } from "../dist/apps/memcached/listener.js";
-import { parseCommand } from "../dist/apps/memcached/protocol.js";
-import { RequestReader, type ReaderSink } from "../dist/apps/memcached/reader.js";
+import { HEADER_BYTES, ItemViews, itemSize } from "../dist/apps/memcached/store/item.js";
+import { listenMode } from "../dist/apps/memcached/network/listener.js";
+import { parseCommand } from "../dist/apps/memcached/protocol/protocol.js";
+import { RequestReader, type ReaderSink } from "../dist/apps/memcached/protocol/reader.js";
 import { itemSizeLimit, startMemcached } from "../dist/apps/memcached/server.js";
 
 /** A sink that records what the reader hands it, as text. */

@@ -62,12 +62,9 @@
  * to another shard's store) are plain heap objects with this layout,
  * freed by the connection that made them.
  */
-import type { SharedHeap } from "../../memory/shared-heap.js";
+import type { SharedHeap } from "../../../memory/shared-heap.js";
 
 export const HEADER_BYTES = 44;
-/** memcached's KEY_MAX_LENGTH. */
-export const MAX_KEY_LENGTH = 250;
-
 // Word indexes (i32/u32) and byte offsets of the header fields.
 const W_ACCESSED = 0;
 const W_FLAGS = 1;

@@ -44,8 +44,8 @@
  * large, shifting and trickle traces), a change of the heap's contract
  * left to be decided.
  */
-import { PAGE_SIZE, dataPagesFor, defaultProfilerSites } from "../../memory/layout.js";
-import { MAX_SMALL_SIZE, classAlignment, classOf, classSize } from "../../memory/size-classes.js";
+import { PAGE_SIZE, dataPagesFor, defaultProfilerSites } from "../../../memory/layout.js";
+import { MAX_SMALL_SIZE, classAlignment, classOf, classSize } from "../../../memory/size-classes.js";
 import {
   CHUNK_COUNT,
   DEFAULT_READER_RECORDS,
@@ -57,9 +57,9 @@ import {
   chunkFirstId,
   chunkSize,
   headerBytes,
-} from "../../memory/shared-map/layout.js";
-import type { SharedHeap } from "../../memory/shared-heap.js";
-import { SharedMap } from "../../memory/shared-map/shared-map.js";
+} from "../../../memory/shared-map/layout.js";
+import type { SharedHeap } from "../../../memory/shared-heap.js";
+import { SharedMap } from "../../../memory/shared-map/shared-map.js";
 
 /**
  * The index is made at start for an entry per this many bytes of the

@@ -20,8 +20,8 @@
  * in its row of the statistics block (stats.ts), so any shard reads every
  * shard's figures without a message.
  */
-import { GRANULE_SHIFT } from "../../memory/layout.js";
-import { CLASS_COUNT, MAX_SMALL_SIZE, classOf, classSize } from "../../memory/size-classes.js";
+import { GRANULE_SHIFT } from "../../../memory/layout.js";
+import { CLASS_COUNT, MAX_SMALL_SIZE, classOf, classSize } from "../../../memory/size-classes.js";
 
 /** memcached 1.6's default chunk sizes (slabs_init: 48 + item header, x1.25, 8-aligned, then slab_chunk_max). */
 function memcachedChunkSizes(): number[] {

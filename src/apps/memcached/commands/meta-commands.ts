@@ -16,13 +16,13 @@
  * success), errors are always sent. The TTL flag t reports the TTL in
  * flag order, as memcached does: t before T gives the old one.
  */
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
-import { CLASS_COUNT, classSize } from "../../memory/size-classes.js";
-import { MARK_KEY_BINARY, type ItemViews } from "./item.js";
-import { META_REPLY, answerFlags, encodeKey, exptimePlan, parseMeta, type ExptimePlan, type MetaFlags } from "./meta-protocol.js";
-import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "./protocol.js";
-import { STAT } from "./stats.js";
-import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaGot, type Stored } from "./store.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
+import { CLASS_COUNT, classSize } from "../../../memory/size-classes.js";
+import { MARK_KEY_BINARY, type ItemViews } from "../store/item.js";
+import { META_REPLY, answerFlags, encodeKey, exptimePlan, parseMeta, type ExptimePlan, type MetaFlags } from "../protocol/meta-protocol.js";
+import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "../protocol/protocol.js";
+import { STAT } from "../stats/stats.js";
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaGot, type Stored } from "../store/store.js";
 
 export type Chunk = Buffer | string;
 

@@ -21,7 +21,9 @@
  * where signed, no '+' (incr by "+1" or "-0", gat 2147483648: refused).
  */
 import { countKeys, type KeyList } from "./get-keys.js";
-import { MAX_KEY_LENGTH } from "./item.js";
+
+/** memcached's KEY_MAX_LENGTH (the store keeps keys of at most this many bytes). */
+export const MAX_KEY_LENGTH = 250;
 
 /** Answers, as memcached words them (without the \r\n). */
 export const REPLY = {

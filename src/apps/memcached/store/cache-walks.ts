@@ -5,11 +5,11 @@
  * for them; each runs on the shard's own thread, which alone moves the
  * order's links.
  */
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
 import type { ItemViews } from "./item.js";
-import { classSlot, itemClass } from "./item-classes.js";
+import { classSlot, itemClass } from "../stats/item-classes.js";
 import type { LruOrder } from "./lru-order.js";
-import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
+import { MAX_PREFIXES, keyPrefix } from "../stats/prefix-stats.js";
 
 /** What a walk reads: the order, the index its links name entries of, the items' views, the shard's per-class counts. */
 export interface Walked {

@@ -21,8 +21,7 @@
  *     (the connection's: meta-commands.ts).
  * Answers are built by meta-commands.ts, in the order the flags came.
  */
-import { MAX_KEY_LENGTH } from "./item.js";
-import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, REPLY, parseI32, parseU32, parseU64, type StoreMode } from "./protocol.js";
+import { MAX_KEY_LENGTH, MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, REPLY, parseI32, parseU32, parseU64, type StoreMode } from "./protocol.js";
 
 /** memcached's MFLAG_MAX_OPT_LENGTH: tokens a meta line may have, command and key included. */
 export const MAX_META_TOKENS = 20;

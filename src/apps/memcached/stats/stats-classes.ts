@@ -28,11 +28,11 @@
  * evicted_active are not given, nor tailrepairs (no tail repair) and
  * crawler_* (no LRU crawler).
  */
-import { P_CAPACITY, PAGE_SIZE } from "../../memory/layout.js";
-import type { SharedHeap } from "../../memory/shared-heap.js";
-import { SAMPLED_POOL_BASE, classSpanPages } from "../../memory/size-classes.js";
-import { poolBytes, poolObjectsInUse, poolRecord } from "../../memory/small-pool.js";
-import type { ServerConfig } from "./config.js";
+import { P_CAPACITY, PAGE_SIZE } from "../../../memory/layout.js";
+import type { SharedHeap } from "../../../memory/shared-heap.js";
+import { SAMPLED_POOL_BASE, classSpanPages } from "../../../memory/size-classes.js";
+import { poolBytes, poolObjectsInUse, poolRecord } from "../../../memory/small-pool.js";
+import type { ServerConfig } from "../config.js";
 import { ITEM_CLASSES, classChunkSize, classSlot, heapClassesOf, type ClassStatName } from "./item-classes.js";
 import { classCounters, statLines } from "./stats.js";
 

@@ -27,9 +27,9 @@
  */
 import { ANY, CHANGED, LINKED, type ItemCache } from "./item-cache.js";
 import { MARK_KEY_BINARY, MARK_STALE, MARK_TOKEN_SENT, itemSize, type ItemViews } from "./item.js";
-import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, type StoreMode } from "./protocol.js";
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
-import { STAT } from "./stats.js";
+import { MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, type StoreMode } from "../protocol/protocol.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
+import { STAT } from "../stats/stats.js";
 
 /** Outcomes of the store's operations. */
 export const R_STORED = 0;

@@ -9,7 +9,7 @@
  * next flush; and, oldest first, whether each item had been fetched, for
  * the next links to count as they reuse them (t/issue_183.t).
  */
-import { STAT } from "./stats.js";
+import { STAT } from "../stats/stats.js";
 
 /**
  * Keys kept: a get on another shard asks the owner about a miss only

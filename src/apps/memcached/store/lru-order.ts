@@ -35,7 +35,7 @@
  * before it (0 for the head); the list holds `size` items. Written by the
  * owner's thread only; readers on other shards never read these words.
  */
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
 import type { ItemViews } from "./item.js";
 
 export class LruOrder {

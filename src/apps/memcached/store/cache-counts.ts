@@ -8,8 +8,8 @@
  * drains its inbox (hand-over.ts).
  */
 import type { ItemViews } from "./item.js";
-import { classSlot, itemClass } from "./item-classes.js";
-import { STAT } from "./stats.js";
+import { classSlot, itemClass } from "../stats/item-classes.js";
+import { STAT } from "../stats/stats.js";
 
 export class CacheCounts {
   /** Allocated bytes of the items on the order (their entries' entryBytes: what the budget counts). */

@@ -12,8 +12,8 @@
  * bounds them in bytes too; it records as "(other labels)"): kept here it
  * would hold the bytes that bound is for.
  */
-import { heapLabelSet, type HeapLabelSet } from "../../memory/profiler/heap-labels.js";
-import { MAX_PREFIXES, keyPrefix } from "./prefix-stats.js";
+import { heapLabelSet, type HeapLabelSet } from "../../../memory/profiler/heap-labels.js";
+import { MAX_PREFIXES, keyPrefix } from "../stats/prefix-stats.js";
 
 /** The label's name. */
 export const PREFIX_LABEL = "prefix";

@@ -69,15 +69,15 @@
  * counted reclaimed there), when eviction reaches it, or when it is among
  * the RECLAIM_LOOKS oldest as a new item takes memory.
  */
-import { OutOfMemoryError } from "../../errors.js";
-import { enterHeapLabels, leaveHeapLabels } from "../../memory/profiler/heap-labels.js";
-import { PAGE_SIZE } from "../../memory/layout.js";
-import type { ShardAllocator } from "../../memory/shard-allocator.js";
-import type { SharedHeap } from "../../memory/shared-heap.js";
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
-import { MAX_SMALL_SIZE } from "../../memory/size-classes.js";
+import { OutOfMemoryError } from "../../../errors.js";
+import { enterHeapLabels, leaveHeapLabels } from "../../../memory/profiler/heap-labels.js";
+import { PAGE_SIZE } from "../../../memory/layout.js";
+import type { ShardAllocator } from "../../../memory/shard-allocator.js";
+import type { SharedHeap } from "../../../memory/shared-heap.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
+import { MAX_SMALL_SIZE } from "../../../memory/size-classes.js";
 import type { ItemViews } from "./item.js";
-import { ITEM_CLASSES, itemClass } from "./item-classes.js";
+import { ITEM_CLASSES, itemClass } from "../stats/item-classes.js";
 import { CacheCounts } from "./cache-counts.js";
 import { FlushedItems } from "./flushed-items.js";
 import { HandOver } from "./hand-over.js";
@@ -85,8 +85,8 @@ import { CacheTimers } from "./cache-timers.js";
 import { LruOrder } from "./lru-order.js";
 import { bytesByPrefix, classAges, dump, type Walked } from "./cache-walks.js";
 import { PrefixLabels } from "./prefix-labels.js";
-import { expired } from "./protocol.js";
-import { STAT } from "./stats.js";
+import { expired } from "../protocol/protocol.js";
+import { STAT } from "../stats/stats.js";
 
 /** Share of the region's object pages the items may take (--memory). */
 const BUDGET = 0.9;

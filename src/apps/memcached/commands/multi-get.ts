@@ -23,12 +23,12 @@
  * connection's own later requests wait behind the get (its reader is
  * suspended).
  */
-import { KeyCursor, type KeyList } from "./get-keys.js";
-import type { ItemViews } from "./item.js";
+import { KeyCursor, type KeyList } from "../protocol/get-keys.js";
+import type { ItemViews } from "../store/item.js";
 import type { Chunk } from "./meta-commands.js";
-import type { PrefixStats } from "./prefix-stats.js";
-import { REPLY } from "./protocol.js";
-import type { ItemStore } from "./store.js";
+import type { PrefixStats } from "../stats/prefix-stats.js";
+import { REPLY } from "../protocol/protocol.js";
+import type { ItemStore } from "../store/store.js";
 
 export const END = Buffer.from(`${REPLY.END}\r\n`, "latin1");
 

@@ -5,8 +5,8 @@
  * spans back once both are done. A busy shard does all this on its own
  * requests; the timers cost nothing while a request comes every few ms.
  */
-import type { ShardAllocator } from "../../memory/shard-allocator.js";
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
+import type { ShardAllocator } from "../../../memory/shard-allocator.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
 
 /** How long an owner with entries waiting to be freed waits for more before it reclaims them itself (ms). */
 const RECLAIM_AFTER_MS = 10;

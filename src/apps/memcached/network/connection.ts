@@ -27,22 +27,22 @@
  * of backpressure.ts, whatever the reader is doing.
  */
 import type { Socket } from "node:net";
-import type { SharedHeap } from "../../memory/shared-heap.js";
-import type { SharedMap } from "../../memory/shared-map/shared-map.js";
-import { VERSION, cacheBytesPerShard, type ServerConfig } from "./config.js";
-import { MARK_KEY_BINARY, itemSize, type ItemViews } from "./item.js";
-import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "./protocol.js";
+import type { SharedHeap } from "../../../memory/shared-heap.js";
+import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
+import { VERSION, cacheBytesPerShard, type ServerConfig } from "../config.js";
+import { MARK_KEY_BINARY, itemSize, type ItemViews } from "../store/item.js";
+import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "../protocol/protocol.js";
 import { MAX_HELD_BYTES, UnsentAnswers, type Holding } from "./backpressure.js";
-import { MetaCommands, type MetaStoreCommand } from "./meta-commands.js";
-import { END, getKey, itemAnswer, MultiGet, type GetHost } from "./multi-get.js";
-import { RequestReader, type ReaderSink } from "./reader.js";
-import type { PrefixCounts, PrefixStats } from "./prefix-stats.js";
-import { formatPrefixDump } from "./prefix-stats.js";
-import { ITEM_CLASSES } from "./item-classes.js";
-import { formatItems, formatSlabs } from "./stats-classes.js";
-import { addressText, descriptorOf, formatConns, type ConnEntry } from "./stats-conns.js";
-import { formatSettings, formatStats, STAT } from "./stats.js";
-import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "./store.js";
+import { MetaCommands, type MetaStoreCommand } from "../commands/meta-commands.js";
+import { END, getKey, itemAnswer, MultiGet, type GetHost } from "../commands/multi-get.js";
+import { RequestReader, type ReaderSink } from "../protocol/reader.js";
+import type { PrefixCounts, PrefixStats } from "../stats/prefix-stats.js";
+import { formatPrefixDump } from "../stats/prefix-stats.js";
+import { ITEM_CLASSES } from "../stats/item-classes.js";
+import { formatItems, formatSlabs } from "../stats/stats-classes.js";
+import { addressText, descriptorOf, formatConns, type ConnEntry } from "../stats/stats-conns.js";
+import { formatSettings, formatStats, STAT } from "../stats/stats.js";
+import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "../store/store.js";
 
 /** What a connection needs of its shard (shard.ts builds it). */
 export interface ConnectionContext {
