@@ -46,7 +46,7 @@ function setup(o: { shardBytes?: string | number; evict?: boolean; itemBytes?: n
   const hit = (key: string): void => {
     const ref = cache.map.acquire(key);
     expect(ref).not.toBe(0);
-    cache.bump(cache.map.valuePointer(ref));
+    cache.markHit(cache.map.valuePointer(ref));
     cache.map.release(ref);
   };
   const stat = (name: keyof typeof STAT): number => counters[STAT[name]]!;

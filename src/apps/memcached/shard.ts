@@ -18,7 +18,8 @@ import type { SharedMap, SharedMapStats } from "../../memory/shared-map/shared-m
 import type { ShardContext } from "../../smp/current-shard.js";
 import type { Holding } from "./network/backpressure.js";
 import { cacheBytesPerShard, type ServerConfig } from "./config.js";
-import { Connection, type ConnectionContext } from "./network/connection.js";
+import type { CommandContext } from "./commands/command-host.js";
+import { Connection } from "./network/connection.js";
 import { ItemViews } from "./store/item.js";
 import { listenOn, type ListenSpec } from "./network/listener.js";
 import { absoluteExptime } from "./protocol/protocol.js";
@@ -32,7 +33,7 @@ import { ItemStore } from "./store/store.js";
 
 interface ShardState {
   shard: ShardContext;
-  ctx: ConnectionContext;
+  ctx: CommandContext;
   server: Server | undefined;
   connections: Set<Connection>;
   /** -o idle_timeout: the timer that closes idle connections. */
@@ -94,7 +95,7 @@ export function configure({ config, index }: { config: ServerConfig; index: numb
   const all = [...Array(shard.shards).keys()];
   const others = all.filter((s) => s !== shard.id);
   const rows = all.map((s) => shardCounters(config.statsBuffer, s));
-  const ctx: ConnectionContext = {
+  const ctx: CommandContext = {
     shard: shard.id,
     shards: shard.shards,
     views,

@@ -1,5 +1,5 @@
 /**
- * The meta protocol's commands on a connection (connection.ts hands them
+ * The meta protocol's commands on a connection (classic-commands.ts hands them
  * over; meta-protocol.ts reads their lines): each run where the classic
  * commands run theirs, and answered as memcached 1.6 answers them.
  *
@@ -16,50 +16,14 @@
  * success), errors are always sent. The TTL flag t reports the TTL in
  * flag order, as memcached does: t before T gives the old one.
  */
-import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
 import { CLASS_COUNT, classSize } from "../../../memory/size-classes.js";
-import { MARK_KEY_BINARY, type ItemViews } from "../store/item.js";
-import { META_REPLY, answerFlags, encodeKey, exptimePlan, parseMeta, type ExptimePlan, type MetaFlags } from "../protocol/meta-protocol.js";
-import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired, type Command } from "../protocol/protocol.js";
+import { MARK_KEY_BINARY } from "../store/item.js";
+import type { Chunk } from "../protocol/answers.js";
+import type { CommandHost } from "./command-host.js";
+import { META_REPLY, answerFlags, encodeKey, exptimePlan, parseMeta, type ExptimePlan, type MetaFlags, type MetaStoreRequest } from "../protocol/meta-protocol.js";
+import { MODE_APPEND, MODE_CAS, MODE_PREPEND, REPLY, absoluteExptime, expired } from "../protocol/protocol.js";
 import { STAT } from "../stats/stats.js";
-import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type ItemStore, type MetaGot, type Stored } from "../store/store.js";
-
-export type Chunk = Buffer | string;
-
-/** An ms: a storage command with the meta protocol's part. */
-export type MetaStoreCommand = Extract<Command, { kind: "store" }> & { meta?: MetaStoreRequest };
-
-export interface MetaStoreRequest {
-  flags: MetaFlags;
-  /** E, or -1. */
-  casIn: number;
-  /** I with a cas command: a lower compared CAS stores the value as stale. */
-  invalidate: boolean;
-  /** N with append / prepend: a miss stores the value as a new item. */
-  vivify: boolean;
-}
-
-/** What the meta commands need of their shard (connection.ts ConnectionContext has it). */
-export interface MetaContext {
-  readonly views: ItemViews;
-  readonly store: ItemStore;
-  /** This thread's object of the cache's index. */
-  readonly map: SharedMap;
-  readonly counters: Float64Array;
-  /** The server's start (Unix seconds): the t flag of an item long expired counts from it, as memcached's clock. */
-  readonly config: { readonly startedAt: number };
-}
-
-/** What the meta commands need of their connection (connection.ts). */
-export interface MetaHost {
-  readonly ctx: MetaContext;
-  /** Unix seconds of the current socket read. */
-  now(): number;
-  /** An answer ready now (behind any still waiting); `refs`: the held references its chunks are views of. */
-  answer(chunks: Chunk[], refs: number[]): void;
-  /** Begin a storage command: the bytes of data (and \r\n) to read after its line. */
-  beginStore(cmd: MetaStoreCommand): number;
-}
+import { MG_CREATED, MG_FETCHED, MG_STALE, MG_TOKEN_SENT, MG_WON, R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, type MetaGot, type Stored } from "../store/store.js";
 
 const MN = Buffer.from("MN\r\n", "latin1");
 const EN = Buffer.from("EN\r\n", "latin1");
@@ -102,9 +66,9 @@ const until = (ttl: number | undefined, now: number, startedAt: number): number 
 const noBumpOf = (f: MetaFlags): boolean => f.noBump || (f.opaqueTooLong && f.tokens.some((t) => "TNRhl".includes(t[0]!)));
 
 export class MetaCommands {
-  private readonly host: MetaHost;
+  private readonly host: CommandHost;
 
-  constructor(host: MetaHost) {
+  constructor(host: CommandHost) {
     this.host = host;
   }
 
@@ -114,7 +78,7 @@ export class MetaCommands {
     const host = this.host;
     switch (cmd.kind) {
       case "mn":
-        host.answer([MN], []);
+        host.answerAll([MN], []);
         return 0;
       case "me":
         this.debug(cmd.key);
@@ -146,20 +110,9 @@ export class MetaCommands {
         });
       }
       case "meta-error":
-        host.answer([errorLine(cmd.reply)], []);
+        host.answerAll([errorLine(cmd.reply)], []);
         return cmd.swallow;
     }
-  }
-
-  /** ms's answer, from what the store did (store.ts storeMeta); undefined: nothing (q). */
-  storeAnswer(req: MetaStoreRequest, bytes: number, outcome: Stored): Chunk | undefined {
-    const { result: code, cas, length } = outcome;
-    if (code === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY_STORING);
-    // The suite's memcached stores, then finds the opaque too long (1.6.18: before it stores).
-    if (req.flags.opaqueTooLong) return OPAQUE_TOO_LONG;
-    if (code === R_STORED && req.flags.quiet) return undefined;
-    const stored = code === R_STORED;
-    return `${CODE[code] ?? "SERVER_ERROR Unhandled storage type."}${answerFlags(req.flags, { c: stored ? cas : 0, s: stored ? length : bytes })}\r\n`;
   }
 
   // ---- mg ----
@@ -186,7 +139,7 @@ export class MetaCommands {
 
   private missAnswer(f: MetaFlags): void {
     const chunks: Chunk[] = f.opaqueTooLong ? [OPAQUE_TOO_LONG] : f.quiet ? [] : f.tokens.length === 0 ? [EN] : [`EN${answerFlags(f)}\r\n`];
-    if (chunks.length > 0) this.host.answer(chunks, []);
+    if (chunks.length > 0) this.host.answerAll(chunks, []);
   }
 
   /**
@@ -200,7 +153,7 @@ export class MetaCommands {
     const now = host.now();
     if (f.opaqueTooLong) {
       // The change (T, N, R) is made; the answer is the error (memcached).
-      host.answer([OPAQUE_TOO_LONG], [ref]);
+      host.answerAll([OPAQUE_TOO_LONG], [ref]);
       return;
     }
     const ptr = host.ctx.map.valuePointer(ref);
@@ -215,7 +168,7 @@ export class MetaCommands {
     if (bits & MG_WON) line += " W";
     const chunks: Chunk[] = [`${line}\r\n`];
     if (value) chunks.push(v.getsValueView(ptr, false));
-    host.answer(chunks, [ref]);
+    host.answerAll(chunks, [ref]);
   }
 
   // ---- md, ma ----
@@ -229,8 +182,8 @@ export class MetaCommands {
     // md's T applies only with I (and x, which makes a new item).
     const touchTo = until(f.ttl, now, ctx.config.startedAt);
     const r = ctx.store.metaDelete(f.key, now, cas, casIn, touchTo, f.invalidate, f.removeValue, f.clientFlags);
-    if (r === R_NO_MEMORY) host.answer([errorLine(REPLY.NO_MEMORY)], []);
-    else if (r !== R_DELETED || !f.quiet) host.answer([`${CODE[r]}${answerFlags(f)}\r\n`], []);
+    if (r === R_NO_MEMORY) host.answerAll([errorLine(REPLY.NO_MEMORY)], []);
+    else if (r !== R_DELETED || !f.quiet) host.answerAll([`${CODE[r]}${answerFlags(f)}\r\n`], []);
   }
 
   private arith(f: MetaFlags, incr: boolean): void {
@@ -243,17 +196,17 @@ export class MetaCommands {
     const vivifyTo = f.vivify === undefined ? -1 : plan.created;
     const r = ctx.store.metaArith(f.key, now, incr, f.delta, f.compareCas ?? "", f.casIn ?? -1, vivifyTo, f.initial, plan.touch);
     if (typeof r === "number") {
-      if (r === R_NON_NUMERIC) host.answer([errorLine(REPLY.NON_NUMERIC)], []);
-      else if (r === R_NO_MEMORY) host.answer([errorLine(REPLY.NO_MEMORY)], []);
-      else host.answer([f.opaqueTooLong ? OPAQUE_TOO_LONG : `${CODE[r]}${answerFlags(f)}\r\n`], []);
+      if (r === R_NON_NUMERIC) host.answerAll([errorLine(REPLY.NON_NUMERIC)], []);
+      else if (r === R_NO_MEMORY) host.answerAll([errorLine(REPLY.NO_MEMORY)], []);
+      else host.answerAll([f.opaqueTooLong ? OPAQUE_TOO_LONG : `${CODE[r]}${answerFlags(f)}\r\n`], []);
       return;
     }
     // Done, and then the opaque is found too long (memcached).
-    if (f.opaqueTooLong) return host.answer([OPAQUE_TOO_LONG], []);
+    if (f.opaqueTooLong) return host.answerAll([OPAQUE_TOO_LONG], []);
     if (f.quiet) return;
     const exptime = r.created ? plan.createdAtT : plan.touchedAtT ? r.exptime : r.before;
     const line = (f.value ? `VA ${r.value.length}` : "HD") + answerFlags(f, { c: r.cas, t: ttlFlag(exptime, now, ctx.config.startedAt) });
-    host.answer([f.value ? `${line}\r\n${r.value}\r\n` : `${line}\r\n`], []);
+    host.answerAll([f.value ? `${line}\r\n${r.value}\r\n` : `${line}\r\n`], []);
   }
 
   // ---- me ----
@@ -262,7 +215,7 @@ export class MetaCommands {
   private debug(key: string): void {
     // memcached's cmd_meta counts me commands, hit or miss (the others count as gets, sets...).
     this.host.ctx.counters[STAT.cmd_meta]++;
-    this.host.answer([this.debugLine(key)], []);
+    this.host.answerAll([this.debugLine(key)], []);
   }
 
   /** me's answer: ME, the key as the item's binary mark says (memcached re-encodes it so), its figures; or EN. */
@@ -286,4 +239,15 @@ export class MetaCommands {
     map.release(ref);
     return line;
   }
+}
+
+/** ms's answer, from what the store did (store.ts storeMeta); undefined: nothing (q). */
+export function metaStoreAnswer(req: MetaStoreRequest, bytes: number, outcome: Stored): Chunk | undefined {
+  const { result: code, cas, length } = outcome;
+  if (code === R_NO_MEMORY) return errorLine(REPLY.NO_MEMORY_STORING);
+  // The suite's memcached stores, then finds the opaque too long (1.6.18: before it stores).
+  if (req.flags.opaqueTooLong) return OPAQUE_TOO_LONG;
+  if (code === R_STORED && req.flags.quiet) return undefined;
+  const stored = code === R_STORED;
+  return `${CODE[code] ?? "SERVER_ERROR Unhandled storage type."}${answerFlags(req.flags, { c: stored ? cas : 0, s: stored ? length : bytes })}\r\n`;
 }

@@ -1,11 +1,11 @@
 /**
- * get, gets, gat and gats on a connection (connection.ts hands them over,
+ * get, gets, gat and gats on a connection (classic-commands.ts hands them over,
  * protocol.ts reads their lines): each key answered in order, a hit's
  * answer a view of its item in the shared heap (item.ts), END once, after
  * the last key's answer (in the last hit's view when the last key hits).
  *
  * Every key is answered at once, on the connection's shard: a get reads
- * the cache's one index in place (connection.ts lookup), a gat changes
+ * the cache's one index in place (classic-commands.ts lookup), a gat changes
  * the item's exptime there too (store.ts get), whichever shard's memory
  * holds the item. No message, so nothing waits for another shard.
  *
@@ -25,26 +25,26 @@
  */
 import { KeyCursor, type KeyList } from "../protocol/get-keys.js";
 import type { ItemViews } from "../store/item.js";
-import type { Chunk } from "./meta-commands.js";
+import type { Chunk } from "../protocol/answers.js";
 import type { PrefixStats } from "../stats/prefix-stats.js";
 import { REPLY } from "../protocol/protocol.js";
 import type { ItemStore } from "../store/store.js";
 
 export const END = Buffer.from(`${REPLY.END}\r\n`, "latin1");
 
-/** What a get needs of its shard (connection.ts ConnectionContext has it). */
+/** What a get needs of its shard (command-host.ts CommandContext has it). */
 export interface GetContext {
   readonly views: ItemViews;
   readonly store: ItemStore;
   readonly detail: PrefixStats;
 }
 
-/** What a get needs of its connection (connection.ts). */
+/** What a get needs of its connection (classic-commands.ts builds it over command-host.ts CommandHost). */
 export interface GetHost {
   readonly ctx: GetContext;
   /** Unix seconds of the current socket read. */
   now(): number;
-  /** A get's lookup in the cache's index, counted (connection.ts lookup): a reference to the live item, or 0. */
+  /** A get's lookup in the cache's index, counted (classic-commands.ts lookup): a reference to the live item, or 0. */
   lookup(key: string): number;
   /** A hit's answer now (behind any still waiting): the item `ref` names, the reference held until written. */
   hit(ref: number, withCas: boolean, last: boolean): void;

@@ -15,7 +15,7 @@
  * yielding (-R), an answer of another shard ahead of it in line, the
  * socket's buffer.
  */
-import type { Chunk } from "../commands/meta-commands.js";
+import type { Chunk } from "../protocol/answers.js";
 
 /**
  * A connection stops reading once its answers not yet written pass this

@@ -1,9 +1,11 @@
 /**
- * One client connection, on the shard that accepted it: bytes in
- * (reader.ts frames them, protocol.ts reads each line), each request run
- * here, on this shard, whatever its key (store.ts: the cache's one index,
- * read and written by every shard), answers out in request order. A get
- * reads the index in place: no message (lookup).
+ * One client connection, on the shard that accepted it: the socket side
+ * of it. Bytes in (protocol/reader.ts frames them), each line handed to
+ * the commands (commands/classic-commands.ts, which run it here, on this
+ * shard, whatever its key), answers out in request order; this file is
+ * the commands' host (commands/command-host.ts CommandHost): the order of
+ * the answers, the references they hold, the socket's writes, reading
+ * stopped and resumed (backpressure.ts), a value's data copied in place.
  *
  * Answers: a request answered at once appends its answer to `out`; one
  * that waits for other shards (flush_all, stats) takes a place in `queue`,
@@ -27,52 +29,17 @@
  * of backpressure.ts, whatever the reader is doing.
  */
 import type { Socket } from "node:net";
-import type { SharedHeap } from "../../../memory/shared-heap.js";
-import type { SharedMap } from "../../../memory/shared-map/shared-map.js";
-import { VERSION, cacheBytesPerShard, type ServerConfig } from "../config.js";
-import { MARK_KEY_BINARY, itemSize, type ItemViews } from "../store/item.js";
-import { MODE_SET, REPLY, absoluteExptime, expired, parseCommand, parseU32 } from "../protocol/protocol.js";
-import { MAX_HELD_BYTES, UnsentAnswers, type Holding } from "./backpressure.js";
-import { MetaCommands, type MetaStoreCommand } from "../commands/meta-commands.js";
-import { END, getKey, itemAnswer, MultiGet, type GetHost } from "../commands/multi-get.js";
+import type { CommandContext, CommandHost } from "../commands/command-host.js";
+import { ClassicCommands } from "../commands/classic-commands.js";
+import { reserveItem, storeReceived } from "../commands/storing.js";
+import { itemAnswer, type MultiGet } from "../commands/multi-get.js";
+import { line, serverError, word, type Chunk } from "../protocol/answers.js";
+import type { MetaStoreCommand } from "../protocol/meta-protocol.js";
+import { REPLY } from "../protocol/protocol.js";
 import { RequestReader, type ReaderSink } from "../protocol/reader.js";
-import type { PrefixCounts, PrefixStats } from "../stats/prefix-stats.js";
-import { formatPrefixDump } from "../stats/prefix-stats.js";
-import { ITEM_CLASSES } from "../stats/item-classes.js";
-import { formatItems, formatSlabs } from "../stats/stats-classes.js";
-import { addressText, descriptorOf, formatConns, type ConnEntry } from "../stats/stats-conns.js";
-import { formatSettings, formatStats, STAT } from "../stats/stats.js";
-import { R_DELETED, R_EXISTS, R_NO_MEMORY, R_NON_NUMERIC, R_NOT_FOUND, R_NOT_STORED, R_STORED, R_TOUCHED, type ItemStore } from "../store/store.js";
-
-/** What a connection needs of its shard (shard.ts builds it). */
-export interface ConnectionContext {
-  readonly shard: number;
-  readonly shards: number;
-  readonly views: ItemViews;
-  readonly store: ItemStore;
-  /** This thread's SharedMap object of the cache's index (the store's). */
-  readonly map: SharedMap;
-  readonly heap: SharedHeap;
-  readonly config: ServerConfig;
-  /** This shard's row of counters. */
-  readonly counters: Float64Array;
-  /** Every shard's row of counters, by shard (read only: each is its shard's to write). */
-  readonly rows: readonly Float64Array[];
-  /** This shard's `stats detail` counts (on or off on every shard at once). */
-  readonly detail: PrefixStats;
-  /** Run a task (shard.ts) on every shard, this one too; results in shard order. */
-  everyShard<T>(task: string, arg?: unknown): Promise<T[]>;
-  /** flush_all on every shard: this one at once, the others by message. */
-  flushAll(delay: number): Promise<void>;
-  /** Every shard has taken back what others handed over to it (item-cache.ts drain): its counts are those of its items. */
-  settled(): Promise<void>;
-  /** A get found no item for `key`: get_flushed, here or on the shard whose flush_all removed it. */
-  missed(key: string): void;
-  /** stats reset on every shard. */
-  resetStats(): Promise<void>;
-}
-
-type Chunk = Buffer | string;
+import { addressText, descriptorOf, type ConnEntry } from "../stats/stats-conns.js";
+import { STAT } from "../stats/stats.js";
+import { MAX_HELD_BYTES, UnsentAnswers, type Holding } from "./backpressure.js";
 
 /** An answer in the queue: waiting for other shards, or ready behind one that is. */
 interface Pending {
@@ -99,22 +66,6 @@ interface Incoming {
   at: number;
 }
 
-const line = (text: string): Buffer => Buffer.from(`${text}\r\n`, "latin1");
-/** Fixed answers as buffers, made once. */
-const WORDS = new Map<string, Buffer>(Object.values(REPLY).map((w) => [w, line(w)]));
-const word = (w: string): Buffer => WORDS.get(w) ?? line(w);
-const VERSION_LINE = line(`VERSION ${VERSION}`);
-/** Store results (store.ts R_*) -> answers. */
-const STORE_ANSWER: Record<number, string> = {
-  [R_STORED]: REPLY.STORED,
-  [R_NOT_STORED]: REPLY.NOT_STORED,
-  [R_EXISTS]: REPLY.EXISTS,
-  [R_NOT_FOUND]: REPLY.NOT_FOUND,
-  [R_DELETED]: REPLY.DELETED,
-  [R_TOUCHED]: REPLY.TOUCHED,
-  [R_NO_MEMORY]: REPLY.NO_MEMORY_STORING,
-};
-const noop = (): void => {};
 /** The bytes `chunks` will write (strings are written as latin1: one byte a char). */
 const lengthOf = (chunks: readonly Chunk[]): number => {
   let bytes = 0;
@@ -123,21 +74,12 @@ const lengthOf = (chunks: readonly Chunk[]): number => {
 };
 /** An answer ready in line. */
 const ready = (chunks: Chunk[], refs: number[], close = false): Pending => ({ chunks, refs, ready: true, close, promised: 0, dropped: false });
-/** cache_memlimit's bounds, in megabytes, and its answers, as memcached's. */
-const MIN_MEMLIMIT_MB = 8;
-const MAX_MEMLIMIT_MB = 1_000_000_000;
-const MEMLIMIT_TOO_SMALL = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
-const MEMLIMIT_NOT_BYTES = "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes";
-const MEMLIMIT_FAILED = "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust";
-/** memcached's cap on a cachedump answer. */
-const CACHEDUMP_BYTES = 2 << 20;
-const DETAIL_USAGE = "CLIENT_ERROR usage: stats detail on|off|dump";
 /** A binary request's answer: the response magic, status 0x0083 "not supported", a text body. */
 const BINARY_REFUSAL = "shardheap memcached speaks the ASCII protocol only";
 
-export class Connection implements ReaderSink {
+export class Connection implements ReaderSink, CommandHost {
   private readonly socket: Socket;
-  private readonly ctx: ConnectionContext;
+  readonly ctx: CommandContext;
   private readonly reader: RequestReader;
   private readonly queue: Pending[] = [];
   private out: Chunk[] = [];
@@ -166,7 +108,7 @@ export class Connection implements ReaderSink {
   private peakHeld = 0;
   private incoming: Incoming | undefined;
   /** Unix seconds, read once per socket read. */
-  private now = 0;
+  private readAt = 0;
   private closed = false;
   private paused = false;
   /** The client half-closed while the reader was suspended: end once what it sent is done. */
@@ -174,10 +116,9 @@ export class Connection implements ReaderSink {
   /** `stats conns`: the socket's descriptor, and when (Unix seconds) its last command came. */
   readonly id: number;
   private lastCommand = Math.floor(Date.now() / 1000);
-  /** mg, ms, md, ma, mn, me (meta-commands.ts). */
-  private readonly meta: MetaCommands;
-  /** get, gets, gat, gats (multi-get.ts), and the one of many keys waiting between two keys for the socket, if any. */
-  private readonly gets: GetHost;
+  /** Every command a line asks for (the classic ones, which hand meta commands on). */
+  private readonly commands: ClassicCommands;
+  /** A get of many keys waiting between two keys for the socket, if any (multi-get.ts). */
   private getting: MultiGet | undefined;
   /** Requests run since the last socket read or yield (-R). */
   private requestsThisEvent = 0;
@@ -193,28 +134,12 @@ export class Connection implements ReaderSink {
     this.resumeIfFree();
   };
 
-  constructor(socket: Socket, ctx: ConnectionContext) {
+  constructor(socket: Socket, ctx: CommandContext) {
     this.socket = socket;
     this.ctx = ctx;
     this.reader = new RequestReader(this, ctx.config.protocol === "auto");
     this.id = descriptorOf(socket);
-    this.meta = new MetaCommands({
-      ctx,
-      now: () => this.now,
-      answer: (chunks, refs) => this.deliver(chunks, refs),
-      beginStore: (cmd) => this.beginStore(cmd),
-    });
-    this.gets = {
-      ctx,
-      now: () => this.now,
-      lookup: (key) => this.lookup(key),
-      hit: (ref, withCas, last) => this.hit(ref, withCas, last),
-      answer: (chunk) => this.answer(chunk),
-      full: () => {
-        this.checkUnsent();
-        return this.unsentFull;
-      },
-    };
+    this.commands = new ClassicCommands(this);
     ctx.counters[STAT.curr_connections]++;
     ctx.counters[STAT.total_connections]++;
     socket.setNoDelay(true);
@@ -237,7 +162,7 @@ export class Connection implements ReaderSink {
 
   private received(chunk: Buffer): void {
     if (this.closed) return;
-    this.lastRead = this.now = Math.floor(Date.now() / 1000);
+    this.lastRead = this.readAt = Math.floor(Date.now() / 1000);
     if (!this.yielded) this.requestsThisEvent = 0;
     this.ctx.counters[STAT.bytes_read] += chunk.length;
     this.feed(chunk);
@@ -255,7 +180,7 @@ export class Connection implements ReaderSink {
 
   /** Push bytes to the reader (or, with none, resume it), then write the answers. */
   private feed(chunk: Buffer | undefined): void {
-    this.now = Math.floor(Date.now() / 1000);
+    this.readAt = Math.floor(Date.now() / 1000);
     try {
       if (chunk !== undefined) this.reader.push(chunk);
       // A get of many keys waiting for the socket goes on first: what the reader holds came after it.
@@ -277,87 +202,12 @@ export class Connection implements ReaderSink {
   // ---- ReaderSink ----
 
   line(text: string, bytes: number): number {
-    const data = this.command(text, bytes);
-    this.checkUnsent();
-    return data;
-  }
-
-  private command(text: string, bytes: number): number {
     // -R: after that many requests in one read, the others on this shard get a turn (memcached's conn_yields).
     if (++this.requestsThisEvent >= this.ctx.config.requestsPerEvent) this.yieldAfterThis();
-    const cmd = parseCommand(text, bytes);
-    this.lastCommand = this.now;
-    switch (cmd.kind) {
-      case "get": {
-        const touchTo = cmd.touch ? absoluteExptime(cmd.exptime, this.now) : undefined;
-        if (typeof cmd.keys === "string") getKey(this.gets, cmd.keys, cmd.withCas, touchTo, true, this.ctx.detail.enabled);
-        else this.getMany(new MultiGet(this.gets, cmd.keys, cmd.withCas, touchTo));
-        return 0;
-      }
-      case "store":
-        if (this.ctx.detail.enabled) this.ctx.detail.set(cmd.key);
-        return this.beginStore(cmd);
-      case "delete":
-        if (this.ctx.detail.enabled) this.ctx.detail.delete(cmd.key);
-        this.result(this.ctx.store.delete(cmd.key, this.now), cmd.noreply);
-        return 0;
-      case "arith":
-        this.result(this.ctx.store.arith(cmd.key, cmd.incr, cmd.delta, this.now), cmd.noreply);
-        return 0;
-      case "touch":
-        this.result(this.ctx.store.touch(cmd.key, absoluteExptime(cmd.exptime, this.now), this.now), cmd.noreply);
-        return 0;
-      case "flush": {
-        this.ctx.counters[STAT.cmd_flush]++;
-        // As memcached: counted, then refused (-F), then the delay read.
-        if (!this.ctx.config.flushAllowed || cmd.delay === undefined) {
-          if (!cmd.noreply) this.answer(word(this.ctx.config.flushAllowed ? REPLY.BAD_EXPTIME : REPLY.FLUSH_REFUSED));
-          return 0;
-        }
-        const done = this.ctx.flushAll(cmd.delay);
-        this.whenDone(done, word(REPLY.OK), cmd.noreply);
-        // Nothing after it runs until every shard has flushed: a get reads the index directly, and saw
-        // the other shard's items still there (memcached-memory.test.ts: flush_all, then a get, pipelined).
-        this.flushing = true;
-        this.reader.suspend();
-        const go = (): void => {
-          this.flushing = false;
-          this.resumeIfFree();
-        };
-        done.then(go, go);
-        return 0;
-      }
-      case "version":
-        this.answer(VERSION_LINE);
-        return 0;
-      case "verbosity":
-        if (!cmd.noreply) this.answer(word(REPLY.OK));
-        return 0;
-      case "stats":
-        this.stats(cmd.args);
-        return 0;
-      case "memlimit":
-        this.memoryLimit(cmd.megabytes, cmd.noreply);
-        return 0;
-      case "quit":
-        this.reader.stop();
-        this.endAfter();
-        return 0;
-      case "meta":
-        return this.meta.run(cmd.tokens);
-      case "answer":
-        this.answer(word(cmd.reply));
-        return 0;
-      case "error":
-        if (!cmd.noreply) this.answer(word(cmd.reply));
-        if (cmd.close) {
-          this.reader.stop();
-          this.endAfter();
-          return 0;
-        }
-        // A malformed storage line's data block: skipped, never run as commands.
-        return cmd.swallow;
-    }
+    this.lastCommand = this.readAt;
+    const data = this.commands.run(text, bytes);
+    this.checkUnsent();
+    return data;
   }
 
   data(chunk: Buffer, start: number, end: number): void {
@@ -371,22 +221,7 @@ export class Connection implements ReaderSink {
     const inc = this.incoming;
     this.incoming = undefined;
     if (inc === undefined || inc.ptr === 0) return;
-    const { ctx } = this;
-    const { cmd, ptr } = inc;
-    if (!ctx.views.terminated(ptr)) {
-      ctx.store.giveUp(inc.ref);
-      if (!cmd.noreply) this.answer(word(REPLY.BAD_DATA_CHUNK));
-      return;
-    }
-    const meta = cmd.meta;
-    if (meta === undefined) {
-      const result = ctx.store.storeReserved(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now);
-      if (!cmd.noreply) this.answer(word(STORE_ANSWER[result]!));
-      return;
-    }
-    const stored = ctx.store.storeMeta(cmd.mode, cmd.key, inc.ref, cmd.cas, this.now, { casIn: meta.casIn, invalidate: meta.invalidate, vivify: meta.vivify });
-    const chunk = this.meta.storeAnswer(meta, cmd.bytes, stored);
-    if (chunk !== undefined) this.answer(chunk);
+    storeReceived(this, inc.cmd, inc.ptr, inc.ref);
   }
 
   binary(request: Buffer): void {
@@ -411,8 +246,14 @@ export class Connection implements ReaderSink {
 
   // ---- requests ----
 
+  // ---- CommandHost ----
+
+  now(): number {
+    return this.readAt;
+  }
+
   /** A get of many keys: answered until done, or until the socket has written half the connection's unsent answers (the reader suspended meanwhile: checkUnsent). */
-  private getMany(g: MultiGet): void {
+  runGet(g: MultiGet): void {
     if (!g.run()) this.getting = g;
   }
 
@@ -423,38 +264,8 @@ export class Connection implements ReaderSink {
     return true;
   }
 
-  /**
-   * A get's lookup, on this thread, in the cache's index: a reference to
-   * the live item, or 0. Counted by this shard: cmd_get, and a hit or a
-   * miss. An expired item is a miss, taken out of the map here.
-   */
-  private lookup(key: string): number {
-    const { ctx } = this;
-    const c = ctx.counters;
-    c[STAT.cmd_get]++;
-    const map = ctx.map;
-    const ref = map.acquire(key);
-    if (ref !== 0) {
-      const ptr = map.valuePointer(ref);
-      if (!expired(ctx.views.exptime(ptr), this.now)) {
-        c[STAT.get_hits]++;
-        ctx.views.setReferenced(ptr, true);
-        // The meta protocol's l and me's la: the last hit, in the header line the referenced byte is in.
-        ctx.views.setAccessed(ptr, this.now);
-        return ref;
-      }
-      c[STAT.get_expired]++;
-      ctx.store.cache.expire(ref, ptr);
-      map.release(ref);
-    } else {
-      ctx.missed(key);
-    }
-    c[STAT.get_misses]++;
-    return 0;
-  }
-
   /** A get's hit: its answer now, straight into `out` when nothing waits, its reference dropped once written. */
-  private hit(ref: number, withCas: boolean, last: boolean): void {
+  hit(ref: number, withCas: boolean, last: boolean): void {
     const ptr = this.ctx.map.valuePointer(ref);
     if (this.queue.length === 0) {
       const out = this.out;
@@ -470,18 +281,31 @@ export class Connection implements ReaderSink {
     }
   }
 
-  /** A storage command's line: an entry reserved in this shard's memory for the item its data fills (0: refused). */
-  private beginStore(cmd: MetaStoreCommand): number {
-    const { ctx } = this;
-    const size = itemSize(cmd.key.length, cmd.flags, cmd.bytes);
-    if (size > ctx.config.maxItemSize) {
-      ctx.counters[STAT.store_too_large]++;
-      if (!cmd.noreply) this.answer(word(REPLY.TOO_LARGE));
-      this.beginData(cmd, 0, true);
-    } else {
-      this.beginData(cmd, ctx.store.reserve(cmd.key, size), false);
-    }
+  full(): boolean {
+    this.checkUnsent();
+    return this.unsentFull;
+  }
+
+  /** A storage command's line: its data goes into the entry reserved for it (storing.ts reserveItem), or nowhere when refused. */
+  beginStore(cmd: MetaStoreCommand): number {
+    const { ptr, ref } = reserveItem(this, cmd);
+    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : this.ctx.views.dataStart(ptr) };
     return cmd.bytes + 2;
+  }
+
+  holdReadingUntil(done: Promise<unknown>): void {
+    this.flushing = true;
+    this.reader.suspend();
+    const go = (): void => {
+      this.flushing = false;
+      this.resumeIfFree();
+    };
+    done.then(go, go);
+  }
+
+  endAfterAnswers(): void {
+    this.reader.stop();
+    this.endAfter();
   }
 
   /** Go on reading unless something else still holds the reader: a yield, unsent answers. */
@@ -533,141 +357,6 @@ export class Connection implements ReaderSink {
     this.socket.destroy();
   }
 
-  /**
-   * Where the data goes: the entry `ref` reserved for it, or, with 0,
-   * nowhere (refused: for want of memory, answered here, unless
-   * `answered` says the refusal was answered already).
-   */
-  private beginData(cmd: MetaStoreCommand, ref: number, answered: boolean): void {
-    const { ctx } = this;
-    const ptr = ref === 0 ? 0 : ctx.map.valuePointer(ref);
-    if (ptr === 0) {
-      if (!answered) {
-        ctx.counters[STAT.store_no_memory]++;
-        if (!cmd.noreply) this.answer(word(REPLY.NO_MEMORY_STORING));
-      }
-      // memcached: a set that fails leaves no stale value behind.
-      if (cmd.mode === MODE_SET) ctx.store.forget(cmd.key);
-    } else {
-      // The allocated size is the store's to write when it links the item (item-cache.ts link).
-      ctx.views.writeHead(ptr, 0, cmd.key, cmd.flags, absoluteExptime(cmd.exptime, this.now), cmd.bytes);
-      if (cmd.meta?.flags.binary) ctx.views.setMarks(ptr, MARK_KEY_BINARY);
-    }
-    this.incoming = { cmd, ptr, ref, at: ptr === 0 ? 0 : ctx.views.dataStart(ptr) };
-  }
-
-  /** A one-key command's result, answered unless noreply. */
-  private result(r: string | number, noreply: boolean): void {
-    if (!noreply) this.answer(this.resultLine(r, REPLY.NO_MEMORY));
-  }
-
-  /**
-   * `stats` and its subcommands, as memcached 1.6 answers them (extra
-   * arguments ignored, as memcached does). A plain `stats` (and settings,
-   * slabs, cachedump...) after operations this connection sent to other
-   * shards waits for their answers, so what it shows counts them.
-   */
-  private stats(args: string[]): void {
-    const { ctx } = this;
-    const sub = args[0];
-    const config = ctx.config;
-    switch (sub) {
-      case undefined:
-        return this.statsAnswer(() => formatStats(config, ctx.heap));
-      case "reset":
-        return this.whenDone(ctx.resetStats(), word(REPLY.RESET), false);
-      case "settings":
-        return this.statsAnswer(() => formatSettings(config, ctx.detail.enabled));
-      case "slabs":
-        return this.statsAnswer(() => formatSlabs(config, ctx.heap));
-      case "items":
-        return this.statsLater(() => ctx.everyShard<number[]>("classAges").then((ages) => formatItems(config, ages)));
-      case "sizes":
-        // memcached tracks the item size histogram only with -o track_sizes, which this server does not offer.
-        return this.answer("STAT sizes_status disabled\r\nEND\r\n");
-      case "detail":
-      case "cachedump":
-        // memcached's -X turns both off, in its words.
-        if (!config.dumpEnabled) return this.answer(line(`CLIENT_ERROR stats ${sub} not allowed`));
-        return sub === "detail" ? this.statsDetail(args[1], args[2]) : this.cachedump(args);
-      case "conns": {
-        const asking = ctx.shard * 2 ** 32 + this.id;
-        return this.statsLater(() => ctx.everyShard<ConnEntry[]>("connectionList", asking).then(formatConns));
-      }
-      default:
-        return this.answer(word(REPLY.ERROR));
-    }
-  }
-
-  /** A stats answer made here, once every shard has taken back what others handed over (so the counts are its items'). */
-  private statsAnswer(make: () => string): void {
-    this.statsLater(async () => make());
-  }
-
-  /** A stats answer other shards help make, once every shard has taken back what others handed over. */
-  private statsLater(make: () => Promise<string>): void {
-    const pending = this.later();
-    this.ctx
-      .settled()
-      .then(make)
-      .then(
-        (text) => this.settle(pending, [text], []),
-        (e: unknown) => this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
-      );
-  }
-
-  /** `stats detail on|off|dump`; `dump bytes` adds each prefix's live item bytes (prefix-stats.ts). */
-  private statsDetail(what: string | undefined, extra: string | undefined): void {
-    const { ctx } = this;
-    if (what === "on" || what === "off") {
-      // Here at once, so the commands that follow on this connection are counted (or not); the other shards by message.
-      ctx.detail.enabled = what === "on";
-      this.whenDone(ctx.everyShard("statsDetail", what === "on").then(noop), word(REPLY.OK), false);
-    }
-    else if (what === "dump") this.statsLater(() => ctx.everyShard<PrefixCounts[]>("prefixCounts", extra === "bytes").then(formatPrefixDump));
-    else this.answer(line(DETAIL_USAGE));
-  }
-
-  /** `stats cachedump <class> <limit>`: the class's items, each shard's most recent first, up to 2 MB as memcached. */
-  private cachedump(args: string[]): void {
-    if (args.length < 3) return this.answer(line("CLIENT_ERROR bad command line"));
-    const id = parseU32(args[1]!);
-    const limit = parseU32(args[2]!);
-    if (id < 0 || limit < 0) return this.answer(word(REPLY.BAD_FORMAT));
-    // memcached's MAX_NUMBER_OF_SLAB_CLASSES (64) bounds the id; its classes past 39 are empty, as here.
-    if (id >= 64) return this.answer(line("CLIENT_ERROR Illegal slab id"));
-    if (id === 0 || id > ITEM_CLASSES) return this.answer(END);
-    this.statsLater(async () => {
-      const perShard = await this.ctx.everyShard<Array<[string, number, number]>>("cacheDump", [id, limit, CACHEDUMP_BYTES]);
-      let out = "";
-      let shown = 0;
-      for (const rows of perShard) {
-        for (const [key, bytes, exptime] of rows) {
-          if (limit !== 0 && shown >= limit) break;
-          const text = `ITEM ${key} [${bytes} b; ${exptime} s]\r\n`;
-          if (out.length + text.length + 5 > CACHEDUMP_BYTES) break;
-          out += text;
-          shown++;
-        }
-      }
-      return out + "END\r\n";
-    });
-  }
-
-  /** cache_memlimit: the cache's size, split over the shards; no more than the heap holds (memcached's answers otherwise). */
-  private memoryLimit(megabytes: number, noreply: boolean): void {
-    const say = (text: string): void => {
-      if (!noreply) this.answer(line(text));
-    };
-    if (megabytes < MIN_MEMLIMIT_MB) return say(MEMLIMIT_TOO_SMALL);
-    if (megabytes > MAX_MEMLIMIT_MB) return say(MEMLIMIT_NOT_BYTES);
-    const { config } = this.ctx;
-    const bytes = megabytes * 1024 * 1024;
-    // Each shard's items live in its region: a limit past the regions would promise memory that is not there.
-    if (bytes > config.shards * cacheBytesPerShard(config)) return say(MEMLIMIT_FAILED);
-    this.whenDone(this.ctx.everyShard("setMemoryLimit", bytes).then(noop), word(REPLY.OK), noreply);
-  }
-
   /** `stats conns`: this connection's lines; `asking`: it is the one that asked. */
   describe(now: number, asking: boolean): ConnEntry {
     const s = this.socket;
@@ -683,45 +372,33 @@ export class Connection implements ReaderSink {
     };
   }
 
-  /** An operation's result as its answer line. */
-  private resultLine(r: string | number, noMemory: string): Chunk {
-    if (typeof r === "string") return `${r}\r\n`;
-    if (r === R_NON_NUMERIC) return word(REPLY.NON_NUMERIC);
-    if (r === R_NO_MEMORY) return word(noMemory);
-    return word(STORE_ANSWER[r]!);
-  }
-
-  /** Other shards could not answer (one failed or is stopping). */
-  private failure(e: Error): Buffer {
-    return line(`SERVER_ERROR ${e.message}`.replace(/[\r\n]+/g, " "));
-  }
-
-  private whenDone(done: Promise<void>, answer: Buffer, noreply: boolean): void {
-    const pending = noreply ? undefined : this.later();
-    done.then(
-      () => pending && this.settle(pending, [answer], []),
-      (e: unknown) => pending && this.settle(pending, [this.failure(e instanceof Error ? e : new Error(String(e)))], []),
-    );
-  }
-
   // ---- answers in order ----
 
   /** An answer ready now: straight to `out`, or behind the answers still waiting. */
-  private answer(chunk: Chunk): void {
+  answer(chunk: Chunk): void {
     this.unsent.add(chunk);
     if (this.queue.length === 0) this.out.push(chunk);
     else this.queue.push(ready([chunk], []));
   }
 
+  /** A place in line now for an answer other shards will complete (a SERVER_ERROR if they fail: one failed, or is stopping). */
+  answerLater(answer: Promise<Chunk>): void {
+    const place = this.placeInLine();
+    answer.then(
+      (chunk) => this.settle(place, [chunk], []),
+      (e: unknown) => this.settle(place, [serverError(e)], []),
+    );
+  }
+
   /** A place in line for an answer other shards will complete. */
-  private later(): Pending {
+  private placeInLine(): Pending {
     const p: Pending = { chunks: [], refs: [], ready: false, close: false, promised: 0, dropped: false };
     this.queue.push(p);
     return p;
   }
 
   /** An answer of several pieces ready now (meta-commands.ts), behind any still waiting. */
-  private deliver(chunks: Chunk[], refs: number[]): void {
+  answerAll(chunks: Chunk[], refs: number[]): void {
     this.unsent.addAll(chunks);
     if (this.queue.length === 0) {
       for (const c of chunks) this.out.push(c);

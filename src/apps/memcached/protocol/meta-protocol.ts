@@ -21,7 +21,7 @@
  *     (the connection's: meta-commands.ts).
  * Answers are built by meta-commands.ts, in the order the flags came.
  */
-import { MAX_KEY_LENGTH, MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, REPLY, parseI32, parseU32, parseU64, type StoreMode } from "./protocol.js";
+import { MAX_KEY_LENGTH, MODE_ADD, MODE_APPEND, MODE_CAS, MODE_PREPEND, MODE_REPLACE, MODE_SET, REPLY, parseI32, parseU32, parseU64, type Command, type StoreMode } from "./protocol.js";
 
 /** memcached's MFLAG_MAX_OPT_LENGTH: tokens a meta line may have, command and key included. */
 export const MAX_META_TOKENS = 20;
@@ -424,4 +424,17 @@ export function exptimePlan(f: MetaFlags, touchTo: number, vivifyTo: number): Ex
 /** The k flag of an answer. */
 export function keyFlag(key: string, binary: boolean): string {
   return binary ? ` k${encodeKey(key, true)} b` : ` k${key}`;
+}
+
+/** An ms: a storage command with the meta protocol's part. */
+export type MetaStoreCommand = Extract<Command, { kind: "store" }> & { meta?: MetaStoreRequest };
+
+export interface MetaStoreRequest {
+  flags: MetaFlags;
+  /** E, or -1. */
+  casIn: number;
+  /** I with a cas command: a lower compared CAS stores the value as stale. */
+  invalidate: boolean;
+  /** N with append / prepend: a miss stores the value as a new item. */
+  vivify: boolean;
 }

@@ -387,7 +387,7 @@ export class ItemCache {
    * per hit were 4% of the server's CPU under memcaslap (perf), where a
    * byte in the item costs nothing, and can be set by a hit on any shard.
    */
-  bump(ptr: number): void {
+  markHit(ptr: number): void {
     this.v.setReferenced(ptr, true);
   }
 

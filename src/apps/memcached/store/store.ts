@@ -172,7 +172,7 @@ export class ItemStore {
     c[STAT.touch_hits]++;
     const ptr = this.map.valuePointer(ref);
     this.v.setExptime(ptr, touchTo);
-    this.cache.bump(ptr);
+    this.cache.markHit(ptr);
     this.v.setAccessed(ptr, now);
     return ref;
   }
@@ -348,7 +348,7 @@ export class ItemStore {
     this.c[STAT.touch_hits]++;
     const ptr = this.map.valuePointer(ref);
     this.v.setExptime(ptr, exptime);
-    this.cache.bump(ptr);
+    this.cache.markHit(ptr);
     this.map.release(ref);
     return R_TOUCHED;
   }
@@ -466,7 +466,7 @@ export class ItemStore {
       bits |= v.addMarks(ptr, MARK_TOKEN_SENT) & MARK_TOKEN_SENT ? MG_TOKEN_SENT : MG_WON;
     }
     if (!noBump) {
-      this.cache.bump(ptr);
+      this.cache.markHit(ptr);
       v.setAccessed(ptr, now);
     }
     return { ref, bits, idle: Math.max(0, idle), exptime, before };
