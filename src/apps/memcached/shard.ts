@@ -239,7 +239,7 @@ export function connectionList(asking: number): ConnEntry[] {
 
 /**
  * cache_memlimit: the whole cache may take `bytes` (at most every shard's
- * region: connection.ts checks), split evenly; this shard's store keeps
+ * region: stats/stats-commands.ts memoryLimit checks), split evenly; this shard's store keeps
  * its share of its budget (item-cache.ts setLimit).
  */
 export function setMemoryLimit(bytes: number): void {

@@ -12,7 +12,7 @@
  * O(n^2) for a long line sent in small packets).
  *
  * The sink may suspend the reader from line() (a store whose item another
- * shard must first allocate, connection.ts): the bytes after that line,
+ * shard must first allocate, network/connection.ts): the bytes after that line,
  * and every chunk pushed meanwhile, wait here in order until resume().
  *
  * Limits, as memcached: a line with no \n within 2048 bytes ends the

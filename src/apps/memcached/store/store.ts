@@ -156,7 +156,7 @@ export class ItemStore {
    * gat / gats of one key: a reference to the key's live item held on this
    * thread's map object (the caller releases it once written), or 0,
    * its exptime now `touchTo` (absolute). Plain gets read the map
-   * themselves (connection.ts lookup).
+   * themselves (commands/classic-commands.ts lookup).
    */
   get(key: string, now: number, touchTo: number): number {
     const c = this.c;
