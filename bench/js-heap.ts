@@ -31,7 +31,7 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Smp } from "../src/index.js";
-import { installed } from "../test/memcached-client.js";
+import { installed } from "../test/apps/memcached/client.js";
 import { cpuSeconds, processTree } from "./process-cpu.js";
 import { compare, type BenchContext, type BenchModule } from "./report.js";
 import { startServer, stopServer, type ServerProcess } from "./servers.js";

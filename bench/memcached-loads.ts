@@ -23,7 +23,7 @@ import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { installed } from "../test/memcached-client.js";
+import { installed } from "../test/apps/memcached/client.js";
 
 export const fixture = (name: string): string => fileURLToPath(new URL(`../../bench/fixtures/${name}`, import.meta.url));
 

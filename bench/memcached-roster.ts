@@ -21,7 +21,7 @@
  *                            cache per thread, MiB / N each
  */
 import { fileURLToPath } from "node:url";
-import { RawClient, installed } from "../test/memcached-client.js";
+import { RawClient, installed } from "../test/apps/memcached/client.js";
 import { KEY_BYTES, VALUE_BYTES, fixture, type Load } from "./memcached-loads.js";
 import { cpuSeconds, processTree, rssBytes } from "./process-cpu.js";
 import { startServer, type ServerProcess } from "./servers.js";

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { connect } from "node:net";
-import { freePort } from "../test/memcached-client.js";
+import { freePort } from "../test/apps/memcached/client.js";
 
 const START_MS = 30_000;
 const STOP_MS = 15_000;

@@ -139,7 +139,7 @@ function callSiteOf(f: Frame): NodeJS.CallSite {
  * `shardheap memcached ...` run as root gets `-u root` unless it names a
  * user, as memcached's own test harness adds it: memcached, and shardheap
  * memcached after it, refuse to serve as root without -u
- * (memcached-service.test.ts tests the refusal itself, with asRootAsIs).
+ * (apps/memcached/service.test.ts tests the refusal itself, with asRootAsIs).
  */
 export function withRootUser(args: readonly string[]): readonly string[] {
   if (args[0] !== "memcached" || process.getuid?.() !== 0 || args.includes("-u") || args.includes("--user") || args.some((a) => a.startsWith("--user="))) return args;

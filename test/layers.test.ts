@@ -31,8 +31,37 @@ describe("src/ layers", () => {
     // The real graph has the edges the rules are about, so a pass means something.
     const edges = [...real].flatMap(([from, to]) => to.map((t) => [roomOf(from), roomOf(t)].join(" -> ")));
     expect(edges).toEqual(expect.arrayContaining(["memory/profiler -> memory", "memory/heap-image -> memory/profiler", "memory/shared-map -> memory"]));
-    expect(Object.keys(ROOMS).sort()).toEqual([...new Set([...real.keys()].filter((f) => layerOf(f) === "memory").map(roomOf))].sort());
+    expect(Object.keys(ROOMS).filter((r) => layerOf(`${r}/x.ts`) === "memory").sort()).toEqual([...new Set([...real.keys()].filter((f) => layerOf(f) === "memory").map(roomOf))].sort());
     expect(findRoomViolations(real)).toEqual([]);
+  });
+
+  it("inside src/apps, memcached's rooms import only what ROOMS allows (the store no command, network or config; the protocol no other room)", () => {
+    const edges = [...real].flatMap(([from, to]) => to.map((t) => [roomOf(from), roomOf(t)].join(" -> ")));
+    const m = "apps/memcached";
+    expect(edges).toEqual(
+      expect.arrayContaining([`${m}/store -> ${m}/stats`, `${m}/store -> ${m}/protocol`, `${m}/commands -> ${m}/store`, `${m}/network -> ${m}/commands`, `${m} -> ${m}/network`, `${m}/stats -> ${m}`]),
+    );
+    expect(Object.keys(ROOMS).filter((r) => layerOf(`${r}/x.ts`) === "apps").sort()).toEqual([...new Set([...real.keys()].filter((f) => layerOf(f) === "apps").map(roomOf))].sort());
+    expect(findRoomViolations(real)).toEqual([]);
+  });
+
+  it("flags an import planted in the real graph against memcached's rooms: the store reaching a connection, the protocol the store, the store the config", () => {
+    const planted = new Map(real);
+    const plant = (from: string, to: string): void => {
+      expect(real.has(from) && real.has(to), `${from} and ${to} exist`).toBe(true);
+      planted.set(from, [...planted.get(from)!, to]);
+    };
+    const m = "apps/memcached";
+    plant(`${m}/store/store.ts`, `${m}/network/connection.ts`);
+    plant(`${m}/protocol/protocol.ts`, `${m}/store/item.ts`);
+    plant(`${m}/store/item-cache.ts`, `${m}/config.ts`);
+    plant(`${m}/stats/stats.ts`, `${m}/server.ts`);
+    expect(findRoomViolations(planted).sort()).toEqual([
+      `${m}/protocol/protocol.ts (${m}/protocol) imports ${m}/store/item.ts (${m}/store), a room ${m}/protocol may not import`,
+      `${m}/stats/stats.ts (${m}/stats) imports ${m}/server.ts (${m}), a room ${m}/stats may not import`,
+      `${m}/store/item-cache.ts (${m}/store) imports ${m}/config.ts (${m}), a room ${m}/store may not import`,
+      `${m}/store/store.ts (${m}/store) imports ${m}/network/connection.ts (${m}/network), a room ${m}/store may not import`,
+    ]);
   });
 });
 

@@ -11,7 +11,7 @@
  * thread, where Smp lives) each time someone asks, about once a second
  * with a dashboard open, so it should be cheap and synchronous: read
  * counters the shards keep in shared memory, as memcached's stats block
- * (apps/memcached/stats.ts totals(): 36 float64 slots per shard, a few
+ * (apps/memcached/stats/stats.ts totals(): 36 float64 slots per shard, a few
  * microseconds), never a round trip to the shards. A reader that throws,
  * returns a promise or gives something that is not a figure does not reach
  * the caller: that app's answer carries `error` instead (and the figures

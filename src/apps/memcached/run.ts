@@ -19,13 +19,13 @@ import { HEAP_HEADER_BYTES, MAX_HEAP_BYTES } from "../../memory/layout.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
 import { DEFAULT_MEMORY_PER_SHARD, fillSmpOptions } from "../../smp/options.js";
 import { formatCount, formatSize, parseSize } from "../../units.js";
-import { shardBytesForItems } from "./cache-memory.js";
+import { shardBytesForItems } from "./store/cache-memory.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
 import { MEMCACHED_FLAGS_HELP, finishMemcachedFlags, ignoredOptions, newMemcachedFlags, parseMemcachedLetter, parseMemcachedLongFlag, MEMCACHED_FLAG_TABLE } from "./memcached-flags.js";
 import { removePidFile, runAs, writePidFile } from "./service.js";
 import { daemonLink, daemonize } from "./daemon.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
-import { totals } from "./stats.js";
+import { totals } from "./stats/stats.js";
 
 export const MEMCACHED_USAGE = `       shardheap memcached [--smp N] [--memory SIZE] [--port P] [--host H] [--heapprof[=RATE]]
                         [--heapprof-sites N] [--jsheapprof[=RATE]] [--admin-port P [--admin-heap-image]] [--max-item-size SIZE]

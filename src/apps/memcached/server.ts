@@ -8,12 +8,12 @@ import { InvalidValueError } from "../../errors.js";
 import { Smp } from "../../smp/smp.js";
 import { fillSmpOptions } from "../../smp/options.js";
 import { DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, DEFAULT_PREFIX_DELIMITER, DEFAULT_REQUESTS_PER_EVENT, DEFAULT_TCP_BACKLOG, type ServerConfig } from "./config.js";
-import { listenMode, type ListenMode, type ListenSpec } from "./listener.js";
+import { listenMode, type ListenMode, type ListenSpec } from "./network/listener.js";
 import { formatSize, parseSize } from "../../units.js";
 import { MIN_SHARD_BYTES } from "../../memory/shared-heap.js";
-import { shardBytesForItems } from "./cache-memory.js";
-import { createStatsBuffer, panelFigures } from "./stats.js";
-import { createInboxes } from "./hand-over.js";
+import { shardBytesForItems } from "./store/cache-memory.js";
+import { createStatsBuffer, panelFigures } from "./stats/stats.js";
+import { createInboxes } from "./store/hand-over.js";
 
 const SHARD_MODULE = new URL("./shard.js", import.meta.url);
 /** memcached's -I bounds. */

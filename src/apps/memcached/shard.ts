@@ -16,23 +16,24 @@ import { createServer, type Server } from "node:net";
 import { getHeapStatistics } from "node:v8";
 import type { SharedMap, SharedMapStats } from "../../memory/shared-map/shared-map.js";
 import type { ShardContext } from "../../smp/current-shard.js";
-import type { Holding } from "./backpressure.js";
+import type { Holding } from "./network/backpressure.js";
 import { cacheBytesPerShard, type ServerConfig } from "./config.js";
-import { Connection, type ConnectionContext } from "./connection.js";
-import { ItemViews } from "./item.js";
-import { listenOn, type ListenSpec } from "./listener.js";
-import { absoluteExptime } from "./protocol.js";
-import { attachIndex, createIndex, indexShare } from "./cache-memory.js";
-import { ITEM_CLASSES } from "./item-classes.js";
-import { PrefixStats, type PrefixCounts } from "./prefix-stats.js";
-import { descriptorOf, addressText, type ConnEntry } from "./stats-conns.js";
-import { classCounters, resetCounters, shardCounters, STAT, totals } from "./stats.js";
-import { ItemCache } from "./item-cache.js";
-import { ItemStore } from "./store.js";
+import type { CommandContext } from "./commands/command-host.js";
+import { Connection } from "./network/connection.js";
+import { ItemViews } from "./store/item.js";
+import { listenOn, type ListenSpec } from "./network/listener.js";
+import { absoluteExptime } from "./protocol/protocol.js";
+import { attachIndex, createIndex, indexShare } from "./store/cache-memory.js";
+import { ITEM_CLASSES } from "./stats/item-classes.js";
+import { PrefixStats, type PrefixCounts } from "./stats/prefix-stats.js";
+import { descriptorOf, addressText, type ConnEntry } from "./stats/stats-conns.js";
+import { classCounters, resetCounters, shardCounters, STAT, totals } from "./stats/stats.js";
+import { ItemCache } from "./store/item-cache.js";
+import { ItemStore } from "./store/store.js";
 
 interface ShardState {
   shard: ShardContext;
-  ctx: ConnectionContext;
+  ctx: CommandContext;
   server: Server | undefined;
   connections: Set<Connection>;
   /** -o idle_timeout: the timer that closes idle connections. */
@@ -94,7 +95,7 @@ export function configure({ config, index }: { config: ServerConfig; index: numb
   const all = [...Array(shard.shards).keys()];
   const others = all.filter((s) => s !== shard.id);
   const rows = all.map((s) => shardCounters(config.statsBuffer, s));
-  const ctx: ConnectionContext = {
+  const ctx: CommandContext = {
     shard: shard.id,
     shards: shard.shards,
     views,
@@ -238,7 +239,7 @@ export function connectionList(asking: number): ConnEntry[] {
 
 /**
  * cache_memlimit: the whole cache may take `bytes` (at most every shard's
- * region: connection.ts checks), split evenly; this shard's store keeps
+ * region: stats/stats-commands.ts memoryLimit checks), split evenly; this shard's store keeps
  * its share of its budget (item-cache.ts setLimit).
  */
 export function setMemoryLimit(bytes: number): void {

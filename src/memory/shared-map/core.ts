@@ -43,11 +43,11 @@ export class MapCore {
   protected readonly atomics: MapAtomics;
   protected readonly probe: (hdr: number, hash: number, hazard: number) => number;
   protected readonly probeNext: (hdr: number, hash: number) => number;
-  /** The count drops this object makes (but the probe's own, inside it) go through here: test/shared-map-unlink-order.test.ts wraps it to see the map at each. */
+  /** The count drops this object makes (but the probe's own, inside it) go through here: test/memory/shared-map/shared-map-unlink-order.test.ts wraps it to see the map at each. */
   protected readonly releaseStep: (d: number) => number;
   /**
    * Every atomic store, compareExchange, pair unlink and step pair a change makes
-   * goes through these fields: test/shared-map-writer-death.test.ts wraps
+   * goes through these fields: test/memory/shared-map/shared-map-writer-death.test.ts wraps
    * them to stop a writer dead before any one of them.
    */
   protected readonly store: (address: number, value: number) => void;

@@ -84,7 +84,7 @@ export const M_DIRECTORY = 64;
  * a map's chunks past its first capacity then came as 16 KiB objects of
  * the small pools among its entries' pages, and a memcached shard of
  * 8 MiB filled with 100,000 items of 100 B had room for 3 items of
- * 900 KB where it had 5 (test/memcached-memory.test.ts); from groups of
+ * 900 KB where it had 5 (test/apps/memcached/memory.test.ts); from groups of
  * 4, a map made for 4,096 entries grows by chunks of 32 KiB and more,
  * page spans taken from the top of the shard.
  */

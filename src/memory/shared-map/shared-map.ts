@@ -217,7 +217,7 @@
  *    still naming that descriptor means no other write of the key was
  *    linked in between. A read-modify-write that retries until publishIf
  *    answers true is then atomic per key against every writer on every
- *    thread (test/shared-map-writers.test.ts: threads incrementing the
+ *    thread (test/memory/shared-map/shared-map-writers.test.ts: threads incrementing the
  *    same keys lose no increment; adding one key, exactly one wins).
  *  - No leaked reference: every protection R2 takes is returned as a
  *    reference or dropped (R3's, R4's); check() balances the counts and
@@ -350,7 +350,7 @@ export class SharedMap extends MapWriter {
     // power of two above it leaves most some room for the spread of a
     // random split). Not three standard deviations more: that doubled the
     // tables of a 1 MiB memcached shard's index, and its full shard then
-    // failed 102 mallocs where it failed 4 (test/memcached-memory.test.ts).
+    // failed 102 mallocs where it failed 4 (test/apps/memcached/memory.test.ts).
     const share = capacity / segments;
     let slots = L.MIN_CAPACITY;
     while (slots * L.MAX_LOAD < share) slots *= 2;
