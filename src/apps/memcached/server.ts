@@ -171,6 +171,11 @@ export async function startMemcached(o: MemcachedOptions = {}): Promise<Memcache
     heapprof: options.heapprofRate,
     heapprofSites: options.heapprofSites,
     module: SHARD_MODULE,
+    // A cache lives full: its items fill their budget (-m, 89% of the heap that -m 256 makes) and
+    // eviction keeps them there, so the 80% and 90% lines would be printed by every warm server, for
+    // nothing anyone must act on. What can run out is answered per request (SERVER_ERROR out of
+    // memory) and counted in stats (store_no_memory) and the admin API's failed allocations.
+    memoryPressure: false,
   });
   let index = 0;
   try {

@@ -60,6 +60,23 @@ async function flood(c: RawClient, pieces: Buffer[]): Promise<void> {
 }
 
 describe("shardheap memcached on the shared heap", () => {
+  it("a cache filled past its budget, evicting, raises no memory-pressure event: full is its normal state", async () => {
+    const server = await start({ shards: 1, memoryPerShard: "2MiB" });
+    let events = 0;
+    server.smp.on("memoryPressure", () => events++);
+    const c = await open(server);
+    const value = "v".repeat(1000);
+    for (let batch = 0; counter(server, 0, "evictions") === 0; batch++) {
+      expect(batch, "evictions within 40 batches of 100 sets").toBeLessThan(40);
+      const keys = Array.from({ length: 100 }, (_, i) => `full${batch}-${i}`);
+      await c.request(keys.map((k) => `set ${k} 0 0 ${value.length}\r\n${value}\r\n`).join(""), lines("STORED", keys.length));
+    }
+    // The heap is as full as the cache makes it: past both default thresholds.
+    expect(server.smp.stats(0).allocatedMemory / server.smp.stats(0).totalMemory).toBeGreaterThan(0.8);
+    await new Promise((r) => setTimeout(r, 100)); // the watch runs on the main thread's ticks
+    expect(events).toBe(0);
+  });
+
   it("a connection on shard 0 reads shard 1's item in place and writes it from the heap; deleted meanwhile from shard 0, the item lives until written, then shard 1 frees it", async () => {
     const server = await start({ shards: 2, memoryPerShard: "64MiB", maxItemSize: 16 << 20 });
     const key = "big";
