@@ -21,7 +21,7 @@ export { SharedHeap, type SharedHeapOptions } from "./memory/shared-heap.js";
 export { type LiveCheckOptions } from "./memory/live-check.js";
 export { ShardAllocator } from "./memory/shard-allocator.js";
 export { SharedMap, type SharedMapOptions, type SharedMapStats } from "./memory/shared-map/shared-map.js";
-export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/stats.js";
+export { type MemoryStats, MEMORY_STAT_FIELDS } from "./memory/memory-stats.js";
 export { MAX_SMALL_SIZE, MIN_OBJECT_SIZE } from "./memory/size-classes.js";
 export {
   HeapError,

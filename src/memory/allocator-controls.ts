@@ -16,7 +16,7 @@ import { largestFreeSpanPages } from "./page-spans.js";
 import { liveObjectRegion, objectSizeIn, ownerShardOf } from "./pointers.js";
 import { POOL_COUNT, SAMPLED_POOL_BASE } from "./size-classes.js";
 import { trimPool } from "./small-pool.js";
-import { readStats, type MemoryStats } from "./stats.js";
+import { readStats, type MemoryStats } from "./memory-stats.js";
 
 export abstract class AllocatorControls extends AllocatorSlowPaths {
   /**

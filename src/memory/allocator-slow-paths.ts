@@ -35,7 +35,7 @@ import { holdInQuarantine, quarantineBudget, quarantinedBytes, takeOldest } from
 import { HeapViews, ShardRegion } from "./region.js";
 import * as sizeClasses from "./size-classes.js";
 import { refillPool, releaseClean, sampledTagIndex, trimPool } from "./small-pool.js";
-import { readStats } from "./stats.js";
+import { readStats } from "./memory-stats.js";
 
 // Module-local copies, as in shard-allocator.ts (which has the measurement):
 // these paths run on every refill, trim, sample and page-span allocation.

@@ -50,7 +50,7 @@ import { spanListMinPages, spanListOf } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
 import { POOL_COUNT, SAMPLED_POOL_BASE, classFallbackSpanPages, classSpanPages, objectsPerSpan, poolStride } from "./size-classes.js";
 import { poolRecord, sampledTagIndex } from "./small-pool.js";
-import { readStats } from "./stats.js";
+import { readStats } from "./memory-stats.js";
 
 /** Violations reported at most, per shard and in all. */
 export const MAX_REPORTS = 50;

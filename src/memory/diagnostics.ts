@@ -25,7 +25,7 @@ import { largestFreeSpanPages } from "./page-spans.js";
 import type { ShardRegion } from "./region.js";
 import { CLASS_COUNT, POOL_COUNT, classSize, classSpanPages } from "./size-classes.js";
 import { poolBytes, poolObjectsInUse } from "./small-pool.js";
-import { readStats } from "./stats.js";
+import { readStats } from "./memory-stats.js";
 import { sampleRateOf, type AllocationSite } from "./heap-profile.js";
 import { profilerHooks } from "./hooks.js";
 

@@ -242,7 +242,7 @@ export const S_PROF_HEAP_UNITS = 73;
  * Float64 counters (index relative to region start / 8), bytes 512-575.
  * Small objects are counted per size class in their pool record (the cache
  * line malloc and free already touch); these count page-span objects, and
- * the totals are sums (stats.ts).
+ * the totals are sums (memory-stats.ts).
  */
 export const C_BASE = 64; // byte 512
 export const C_MALLOCS = 0; // large objects only

@@ -55,7 +55,7 @@ import { classFallbackSpanPages } from "./size-classes.js";
 import { initPools } from "./small-pool.js";
 import type { HeapProfile, PeakProfile, ProfilerFill, SiteTimeline } from "./heap-profile.js";
 import { imageHooks, profilerHooks, type ProfilerHooks } from "./hooks.js";
-import { readStats, sumStats, type MemoryStats } from "./stats.js";
+import { readStats, sumStats, type MemoryStats } from "./memory-stats.js";
 import { STORED_HEADER_BYTES, storedLengthIn } from "./stored-values.js";
 
 const utf8 = new TextEncoder();

@@ -12,7 +12,7 @@
  */
 import { Counter, Gauge, Registry } from "prom-client";
 import type { SharedHeap } from "../memory/shared-heap.js";
-import { MEMORY_STAT_FIELDS, type MemoryStatName } from "../memory/stats.js";
+import { MEMORY_STAT_FIELDS, type MemoryStatName } from "../memory/memory-stats.js";
 import { readPeakSlots } from "../memory/profiler/peaks.js";
 import { readPressure } from "../memory/pressure.js";
 import type { ProfilerFill } from "../memory/heap-profile.js";

@@ -2,7 +2,7 @@
  * The main side of every shard's JavaScript heap (Smp's
  * setJsHeapProfiling, jsHeapProfile, jsHeapStats): a shard's JS heap is
  * its own thread's V8 isolate, so switching its profiler and reading its
- * profile go to that thread as control requests (protocol.ts; the shard
+ * profile go to that thread as control requests (control-messages.ts; the shard
  * answers with js-heap-profiler.ts), while its heap figures are read from
  * the board (js-heap-board.ts), with no request. The main thread's shard
  * (mainShard) is this thread: its profiler runs here, its figures are
@@ -17,7 +17,7 @@ import type { HeapProfile } from "../memory/heap-profile.js";
 import { JsHeapBoard, type JsHeapStats } from "./js-heap-board.js";
 import { JsHeapProfiler } from "./js-heap-profiler.js";
 import { jsHeapprofRate } from "./options.js";
-import type { ShardRequest } from "./protocol.js";
+import type { ShardRequest } from "./control-messages.js";
 
 /** What JsHeaps needs of its Smp. */
 export interface JsHeapHost {

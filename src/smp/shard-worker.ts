@@ -9,7 +9,7 @@
  *   4. on the "init" request, join the messaging buffer (endpoint.ts: from
  *      then on tasks arrive through its rings, from the main thread and
  *      from every shard) and import the user's module.
- * The default export answers piscina's control requests (protocol.ts);
+ * The default export answers piscina's control requests (control-messages.ts);
  * piscina runs with atomics "disabled" so this thread's event loop keeps
  * turning between requests (the rings' doorbell, timers and sockets inside
  * a shard depend on it).
@@ -25,7 +25,7 @@ import { Endpoint } from "./endpoint.js";
 import type { TaskFunction } from "./incoming.js";
 import { encodeThrown } from "./error-codec.js";
 import { idleTrimmer } from "./idle-trimmer.js";
-import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./protocol.js";
+import type { ShardBootData, ShardReply, ShardRequest, ShardTakeover } from "./control-messages.js";
 import { queueGeometry } from "./queue-layout.js";
 import { ShardSideLinks } from "./side-links.js";
 import { invokeOnAllVia, submitVia } from "./submit.js";

@@ -11,7 +11,7 @@
  * endpoint (endpoint.ts) beside the shards, who call each other the same
  * way. Piscina keeps the lifecycle: starting the threads, replacing one
  * that dies, terminating them, and three control requests (init, heapprof,
- * stop: protocol.ts).
+ * stop: control-messages.ts).
  *
  * A shard that dies: every call pending on it (from here or from another
  * shard) rejects with ShardError and calls to it fail at once; piscina
@@ -31,7 +31,7 @@ import { rejectUnknownKeys } from "../parse.js";
 import { SharedHeap } from "../memory/shared-heap.js";
 import "../memory/profiler/plug-in.js";
 import "../memory/heap-image/plug-in.js";
-import type { MemoryStats } from "../memory/stats.js";
+import type { MemoryStats } from "../memory/memory-stats.js";
 import { fillSmpOptions, heapprofRate, timeoutMs, type FilledSmpOptions, type SmpOptions } from "./options.js";
 import type { HeapProfile, PeakProfile, SiteTimeline } from "../memory/heap-profile.js";
 import type { ShardAllocator } from "../memory/shard-allocator.js";
@@ -40,7 +40,7 @@ import { decodeError } from "./error-codec.js";
 import { Endpoint } from "./endpoint.js";
 import { wakeEndpoint } from "./endpoint-loop.js";
 import { errorMessage } from "./call-errors.js";
-import { describeRequest, type ShardBootData, type ShardReply, type ShardRequest, type ShardTakeover } from "./protocol.js";
+import { describeRequest, type ShardBootData, type ShardReply, type ShardRequest, type ShardTakeover } from "./control-messages.js";
 import { JsHeaps } from "./js-heap.js";
 import type { JsHeapBoard, JsHeapStats } from "./js-heap-board.js";
 import { formatSize } from "../units.js";

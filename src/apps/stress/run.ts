@@ -10,7 +10,7 @@
 import { mkdir, mkdtemp, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Writable } from "node:stream";
-import type { MemoryStats } from "../../memory/stats.js";
+import type { MemoryStats } from "../../memory/memory-stats.js";
 import { formatJsHeapRunProfile, formatRunProfile, profilerRan } from "../../report/run-profile.js";
 import { renderProfile } from "../../report/render.js";
 import { mapProfileToSources } from "../../report/source-map.js";

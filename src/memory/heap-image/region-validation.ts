@@ -56,7 +56,7 @@ import { siteTableProblem } from "../profiler/site-table.js";
 import { peaksProblem } from "../profiler/peaks.js";
 import { timelineProblem } from "../profiler/timeline.js";
 import { pressureProblem } from "../pressure.js";
-import { readStats } from "../stats.js";
+import { readStats } from "../memory-stats.js";
 
 /** Float64 shard counters (layout.ts C_*): mallocs through cross-shard frees received. */
 const SHARD_COUNTERS = 8;

@@ -4,7 +4,7 @@
  * or the error memcached answers. The rules follow memcached 1.6's
  * doc/protocol.txt and the suite's revision (proto_parser.c,
  * _meta_flag_preparse), checked against it by t/metaget.t and against
- * Debian's 1.6.18 by test/apps/memcached/protocol.test.ts:
+ * Debian's 1.6.18 by test/apps/memcached/protocol-reference.test.ts:
  *   - `<cm> <key> [<datalen>] <flag>*`: a flag is one character, its
  *     token (if any) the rest of the word ("T30", "Oabc");
  *   - a flag twice: "CLIENT_ERROR duplicate flag"; a flag it does not

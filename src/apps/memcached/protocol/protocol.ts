@@ -4,7 +4,8 @@
  * to a malformed one. The rules follow memcached 1.6 (proto_text.c:
  * tokenize_command, the WANT_TOKENS checks, set_noreply_maybe,
  * safe_strto*), checked against Debian's memcached 1.6.18 by
- * test/apps/memcached/protocol.test.ts, which sends the same bytes to both:
+ * test/apps/memcached/protocol-reference.test.ts, which sends the table
+ * test/apps/memcached/protocol.test.ts sends shardheap (protocol-cases.ts):
  *   - tokens are split on spaces only; a NUL ends the line (strlen);
  *   - a wrong number of tokens, or an unknown command: "ERROR";
  *   - a malformed field: "CLIENT_ERROR bad command line format" (or the

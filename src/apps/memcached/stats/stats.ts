@@ -12,7 +12,7 @@
  * the sums over the shards; `shardN:` lines give each shard's own.
  */
 import type { SharedHeap } from "../../../memory/shared-heap.js";
-import { MEMORY_STAT_FIELDS } from "../../../memory/stats.js";
+import { MEMORY_STAT_FIELDS } from "../../../memory/memory-stats.js";
 import type { AppFigure } from "../../../smp/app-stats.js";
 import { VERSION, shardheapVersion, type ServerConfig } from "../config.js";
 import { CLASS_BLOCK_SLOTS, CLASS_GAUGES, CLASS_STAT_NAMES } from "./item-classes.js";
