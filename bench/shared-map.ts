@@ -75,6 +75,8 @@ type Message = { type: string; handle?: number; lookups?: number; ns?: number; m
 class Thread {
   readonly worker: Worker;
   private waiting: Array<{ type: string; resolve(m: Message): void; reject(e: Error): void }> = [];
+  /** Messages that came before anyone asked for them: two writers told to stop answer in either order. */
+  private arrived: Message[] = [];
   private failure: Error | undefined;
   constructor(data: object) {
     this.worker = new Worker(workerUrl, { workerData: data });
@@ -82,12 +84,15 @@ class Thread {
       if (m.type === "error") return this.fail(new Error(`${BENCH} thread: ${m.message}`));
       const i = this.waiting.findIndex((w) => w.type === m.type);
       if (i >= 0) this.waiting.splice(i, 1)[0]!.resolve(m);
+      else this.arrived.push(m);
     });
     this.worker.on("error", (e) => this.fail(e));
     this.worker.on("exit", (code) => this.fail(new Error(`${BENCH} thread exited (code ${code})`)));
   }
   next(type: string): Promise<Message> {
     if (this.failure) return Promise.reject(this.failure);
+    const early = this.arrived.findIndex((m) => m.type === type);
+    if (early >= 0) return Promise.resolve(this.arrived.splice(early, 1)[0]!);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${BENCH}: no "${type}" from a thread within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
       this.waiting.push({ type, resolve: (m) => (clearTimeout(timer), resolve(m)), reject: (e) => (clearTimeout(timer), reject(e)) });
