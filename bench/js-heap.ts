@@ -34,7 +34,7 @@ import { Smp } from "../src/index.js";
 import { installed } from "../test/apps/memcached/client.js";
 import { cpuSeconds, processTree } from "./process-cpu.js";
 import { compare, type BenchContext, type BenchModule } from "./report.js";
-import { startServer, stopServer, type ServerProcess } from "./servers.js";
+import { ROOT_USER_ARGS, startServer, stopServer, type ServerProcess } from "./servers.js";
 import { median } from "./timing.js";
 
 const BENCH = "js-heap";
@@ -82,7 +82,7 @@ async function cost(ctx: BenchContext): Promise<void> {
   }
   const rounds = ctx.timing.rounds ?? DEFAULT_ROUNDS;
   const seconds = ctx.timing.roundMs === undefined ? ROUND_SECONDS : Math.max(1, Math.round(ctx.timing.roundMs / 1000));
-  const args = (extra: string[]) => (port: number) => [CLI, "memcached", "--smp", "2", "--memory", "512MiB", "--port", String(port), ...(process.getuid?.() === 0 ? ["-u", "root"] : []), ...extra];
+  const args = (extra: string[]) => (port: number) => [CLI, "memcached", "--smp", "2", "--memory", "512MiB", "--port", String(port), ...ROOT_USER_ARGS, ...extra];
   const servers: Server[] = [];
   try {
     for (const [name, extra] of [["off", []], ["--jsheapprof", ["--jsheapprof"]], ["off, again", []], ["--jsheapprof=32KiB", ["--jsheapprof=32KiB"]]] as const) {

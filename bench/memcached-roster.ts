@@ -24,7 +24,7 @@ import { fileURLToPath } from "node:url";
 import { RawClient, installed } from "../test/apps/memcached/client.js";
 import { KEY_BYTES, VALUE_BYTES, fixture, type Load } from "./memcached-loads.js";
 import { cpuSeconds, processTree, rssBytes } from "./process-cpu.js";
-import { startServer, type ServerProcess } from "./servers.js";
+import { ROOT_USER_ARGS, startServer, type ServerProcess } from "./servers.js";
 
 const CLI = fileURLToPath(new URL("../../dist/cli.js", import.meta.url));
 /** How long a `stats` answer may take. */
@@ -90,10 +90,10 @@ export function roster(cacheMiB: number): Roster {
   const memcached = (threads: number): Server =>
     server(`memcached -t ${threads}`, noMemcached, true, "memcached", (port) => [
       ...["-p", String(port), "-U", "0", "-l", "127.0.0.1", "-t", String(threads), "-m", String(cacheMiB)],
-      ...(process.getuid?.() === 0 ? ["-u", "root"] : []),
+      ...ROOT_USER_ARGS,
     ]);
   const shardheap = (name: string, shards: number, extra: string[] = []): Server =>
-    server(name, undefined, true, process.execPath, (port) => [CLI, "memcached", "--smp", String(shards), "-m", String(cacheMiB), "--port", String(port), ...(process.getuid?.() === 0 ? ["-u", "root"] : []), ...extra]);
+    server(name, undefined, true, process.execPath, (port) => [CLI, "memcached", "--smp", String(shards), "-m", String(cacheMiB), "--port", String(port), ...ROOT_USER_ARGS, ...extra]);
   const node = (name: string, file: string, flag: string, count: number, extra: string[] = []): Server =>
     server(name, undefined, false, process.execPath, (port) => [fixture(file), "--port", String(port), flag, String(count), "--memory", String(cacheMiB), ...extra]);
   return {

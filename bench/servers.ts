@@ -12,6 +12,9 @@ const START_MS = 30_000;
 const STOP_MS = 15_000;
 const STDERR_TAIL = 2000;
 
+/** What a memcached command line (memcached's or shardheap's) needs as root: both refuse root without -u. */
+export const ROOT_USER_ARGS: readonly string[] = process.getuid?.() === 0 ? ["-u", "root"] : [];
+
 export interface ServerProcess {
   readonly port: number;
   readonly process: ChildProcess;

@@ -22,7 +22,7 @@ import { formatCount, formatSize, parseSize } from "../../units.js";
 import { shardBytesForItems } from "./store/cache-memory.js";
 import { DEFAULT_MAX_ITEM_SIZE, DEFAULT_PORT, VERSION } from "./config.js";
 import { MEMCACHED_FLAGS_HELP, finishMemcachedFlags, ignoredOptions, newMemcachedFlags, parseMemcachedLetter, parseMemcachedLongFlag, MEMCACHED_FLAG_TABLE } from "./memcached-flags.js";
-import { removePidFile, runAs, writePidFile } from "./service.js";
+import { removePidFile, runAs, runningAsRoot, writePidFile } from "./service.js";
 import { daemonLink, daemonize } from "./daemon.js";
 import { MAX_ITEM_SIZE, MIN_ITEM_SIZE, itemSizeLimit, startMemcached, type MemcachedOptions } from "./server.js";
 import { totals } from "./stats/stats.js";
@@ -188,7 +188,7 @@ export interface RunOptions extends MemcachedArgs {
 export async function runMemcached(o: RunOptions): Promise<void> {
   // memcached's rule and words: root serves only as a user it was told to become (-u root included), so
   // a service line that forgot -u does not serve the network as root.
-  if (process.getuid?.() === 0 && o.user === undefined) throw new UsageError("can't run as root without the -u switch");
+  if (o.user === undefined && runningAsRoot()) throw new UsageError("can't run as root without the -u switch");
   const out = o.out ?? process.stdout;
   const say = (line: string): void => void out.write(`${line}\n`);
   const server = await startMemcached(o);

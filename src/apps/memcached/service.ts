@@ -27,6 +27,11 @@ function lookUp(user: string): { uid: number; gid: number } {
   return { uid, gid };
 }
 
+/** Whether this process runs as root (its real or effective user id 0), as memcached asks before -u applies. */
+export function runningAsRoot(): boolean {
+  return process.getuid?.() === 0 || process.geteuid?.() === 0;
+}
+
 /**
  * memcached's -u: a process running as root becomes `user` (groups
  * dropped, then the group, then the user id); any other process goes on
@@ -35,7 +40,7 @@ function lookUp(user: string): { uid: number; gid: number } {
  * error's code (EPERM: exit 2, one line) with memcached's words first.
  */
 export function runAs(user: string): void {
-  if (process.getuid?.() !== 0 && process.geteuid?.() !== 0) return;
+  if (!runningAsRoot()) return;
   const { uid, gid } = lookUp(user);
   try {
     try {

@@ -87,9 +87,7 @@ export class CacheTimers {
    */
   freed(): void {
     this.freedSinceTrim = true;
-    if (this.reclaimTimer !== undefined) return;
-    this.reclaimTimer = setTimeout(this.reclaimLater, RECLAIM_AFTER_MS);
-    this.reclaimTimer.unref();
+    this.scheduleReclaim();
   }
 
   private scheduleReclaim(): void {
