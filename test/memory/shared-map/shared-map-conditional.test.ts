@@ -10,17 +10,11 @@
  * Afterwards the map's check() is [], the heap's check() is [] and every
  * shard holds what it held before the map.
  */
-import { once } from "node:events";
-import { Worker } from "node:worker_threads";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SharedHeap, SharedMap, SharedMapError, type SharedMapStats } from "../../../src/index.js";
+import { expectNoFailures, raceThreads } from "./racing-threads.js";
 
 const workerUrl = new URL("../../fixtures/map-conditional-worker.mjs", import.meta.url);
-let running: Worker[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((w) => w.terminate()));
-  running = [];
-});
 
 interface Report {
   index: number;
@@ -35,27 +29,14 @@ interface Report {
   error?: string;
 }
 
-// Below vitest's testTimeout (60 s), so that this message is the one seen.
-const RACE_TIMEOUT_MS = 45_000;
-
 async function race(o: { scenario: "incr" | "add"; writers: number; keys: number; ops: number }): Promise<Report[]> {
   const heap = SharedHeap.create({ shards: o.writers, shardBytes: 8 << 20 });
   const ctl = new SharedArrayBuffer(4 * 16);
-  const threads = Array.from(
-    { length: o.writers },
-    (_, index) => new Worker(workerUrl, { workerData: { heap: heap.memory, ctl, index, workers: o.writers, scenario: o.scenario, keys: o.keys, ops: o.ops, shard: index } }),
+  const reports = await raceThreads<Report>(
+    workerUrl,
+    Array.from({ length: o.writers }, (_, index) => ({ heap: heap.memory, ctl, index, workers: o.writers, scenario: o.scenario, keys: o.keys, ops: o.ops, shard: index })),
   );
-  running.push(...threads);
-  let timer: NodeJS.Timeout | undefined;
-  const reports = await Promise.race([
-    Promise.all(threads.map(async (t) => ((await once(t, "message")) as [Report])[0])),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the racing threads did not finish within ${RACE_TIMEOUT_MS} ms`)), RACE_TIMEOUT_MS);
-    }),
-  ]).finally(() => clearTimeout(timer));
-  expect(reports.filter((r) => r.error !== undefined).map((r) => `writer ${r.index}: ${r.error}`)).toEqual([]);
-  await Promise.all(threads.map((t) => t.terminate()));
-  for (const r of reports) expect(r.failures, `writer ${r.index}`).toEqual([]);
+  expectNoFailures(reports, (r) => `writer ${r.index}`);
   expect(reports[0]!.stats, "the map's books at the end").toMatchObject({ held: 0, retired: 0, unlinkedHeld: 0, reserved: 0 });
   for (const r of reports) expect(r.live, `writer ${r.index}: its shard holds what it held before the map`).toBe(0);
   expect(heap.check()).toEqual([]);

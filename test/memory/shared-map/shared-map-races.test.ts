@@ -19,17 +19,11 @@
  * to each other; some own a shard (their frees of the owner's payloads are
  * cross-shard frees, batched or not), one owns none.
  */
-import { once } from "node:events";
-import { Worker } from "node:worker_threads";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SharedHeap, type SharedMapStats } from "../../../src/index.js";
+import { expectNoFailures, raceThreads } from "./racing-threads.js";
 
 const workerUrl = new URL("../../fixtures/map-race-worker.mjs", import.meta.url);
-let running: Worker[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((w) => w.terminate()));
-  running = [];
-});
 
 interface Report {
   role: string;
@@ -57,9 +51,6 @@ interface RaceOptions {
   readers: Array<{ shard: number; attach: "memory" | "buffer" }>;
 }
 
-// Below vitest's testTimeout (60 s), so that this message, with the rounds done, is the one seen.
-const RACE_TIMEOUT_MS = 45_000;
-
 async function race(o: RaceOptions): Promise<{ owner: Report; readers: Report[] }> {
   const shards = 1 + Math.max(0, ...o.readers.map((r) => r.shard));
   const heap = SharedHeap.create({ shards, shardBytes: 16 << 20 });
@@ -67,28 +58,15 @@ async function race(o: RaceOptions): Promise<{ owner: Report; readers: Report[] 
   const workers = 1 + o.readers.length;
   const ctl = new SharedArrayBuffer(4 * (16 + o.readers.length * 4096 + o.keys));
   const roles = [{ role: "owner", shard: 0, attach: "memory" }, ...o.readers.map((r) => ({ role: "reader", ...r }))];
-  const threads = roles.map(
-    (r, index) =>
-      new Worker(workerUrl, {
-        workerData: {
-          heap: r.attach === "memory" ? heap.memory : heap.buffer, ctl, role: r.role, index, workers,
-          scenario: o.scenario, rounds: o.rounds, keys: o.keys, ops: o.ops, shard: r.role === "owner" ? 0 : r.shard,
-        },
-      }),
+  const reports = await raceThreads<Report>(
+    workerUrl,
+    roles.map((r, index) => ({
+      heap: r.attach === "memory" ? heap.memory : heap.buffer, ctl, role: r.role, index, workers,
+      scenario: o.scenario, rounds: o.rounds, keys: o.keys, ops: o.ops, shard: r.role === "owner" ? 0 : r.shard,
+    })),
+    () => `: ${Atomics.load(new Int32Array(ctl), 2)} of ${o.rounds} rounds done`,
   );
-  running.push(...threads);
-  let timer: NodeJS.Timeout | undefined;
-  const reports = await Promise.race([
-    Promise.all(threads.map(async (t) => ((await once(t, "message")) as [Report])[0])),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the racing threads did not finish within ${RACE_TIMEOUT_MS} ms: ${Atomics.load(new Int32Array(ctl), 2)} of ${o.rounds} rounds done`)), RACE_TIMEOUT_MS);
-    }),
-  ]).finally(() => clearTimeout(timer));
-  // The thread that failed first, not the others it stopped.
-  const errors = reports.filter((r) => r.error !== undefined).sort((a, b) => Number(/another thread failed/.test(a.error!)) - Number(/another thread failed/.test(b.error!)));
-  expect(errors.map((r) => `${r.role} ${r.index}: ${r.error}`)).toEqual([]);
-  for (const r of reports) expect(r.failures, `${r.role} ${r.index}`).toEqual([]);
-  await Promise.all(threads.map((t) => t.terminate()));
+  expectNoFailures(reports, (r) => `${r.role} ${r.index}`);
   const owner = reports[0]!;
   expect(owner.stats, "the map's books at the end").toMatchObject({ held: 0, retired: 0, unlinkedHeld: 0, reserved: 0, readers: 0 });
   expect(owner.live, "after destroy, shard 0 holds what it held before the map").toBe(0);

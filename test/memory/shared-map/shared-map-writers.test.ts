@@ -13,17 +13,11 @@
  * descriptor is accounted for, the heap's check() is [] and every shard's
  * memory is back where it started.
  */
-import { once } from "node:events";
-import { Worker } from "node:worker_threads";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SharedHeap, type SharedMapStats } from "../../../src/index.js";
+import { expectNoFailures, raceThreads } from "./racing-threads.js";
 
 const workerUrl = new URL("../../fixtures/map-writers-worker.mjs", import.meta.url);
-let running: Worker[] = [];
-afterEach(async () => {
-  await Promise.all(running.map((w) => w.terminate()));
-  running = [];
-});
 
 interface Report {
   role: string;
@@ -50,33 +44,17 @@ interface RaceOptions {
   readers: number[];
 }
 
-// Below vitest's testTimeout (60 s), so that this message is the one seen.
-const RACE_TIMEOUT_MS = 45_000;
-
 async function race(o: RaceOptions): Promise<{ writers: Report[]; readers: Report[] }> {
   const shards = Math.max(o.writers, 1 + Math.max(-1, ...o.readers));
   const heap = SharedHeap.create({ shards, shardBytes: 16 << 20 });
   const start = Array.from({ length: shards }, (_, s) => heap.stats(s));
   const roles = [...Array.from({ length: o.writers }, (_, i) => ({ role: "writer", shard: i })), ...o.readers.map((shard) => ({ role: "reader", shard }))];
   const ctl = new SharedArrayBuffer(4 * (16 + o.writers));
-  const threads = roles.map(
-    (r, index) =>
-      new Worker(workerUrl, {
-        workerData: { heap: heap.memory, ctl, role: r.role, index, workers: roles.length, writers: o.writers, scenario: o.scenario, keys: o.keys, ops: o.ops, shard: r.shard },
-      }),
+  const reports = await raceThreads<Report>(
+    workerUrl,
+    roles.map((r, index) => ({ heap: heap.memory, ctl, role: r.role, index, workers: roles.length, writers: o.writers, scenario: o.scenario, keys: o.keys, ops: o.ops, shard: r.shard })),
   );
-  running.push(...threads);
-  let timer: NodeJS.Timeout | undefined;
-  const reports = await Promise.race([
-    Promise.all(threads.map(async (t) => ((await once(t, "message")) as [Report])[0])),
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`the racing threads did not finish within ${RACE_TIMEOUT_MS} ms`)), RACE_TIMEOUT_MS);
-    }),
-  ]).finally(() => clearTimeout(timer));
-  const errors = reports.filter((r) => r.error !== undefined).sort((a, b) => Number(/another thread failed/.test(a.error!)) - Number(/another thread failed/.test(b.error!)));
-  expect(errors.map((r) => `${r.role} ${r.index}: ${r.error}`)).toEqual([]);
-  for (const r of reports) expect(r.failures, `${r.role} ${r.index}`).toEqual([]);
-  await Promise.all(threads.map((t) => t.terminate()));
+  expectNoFailures(reports, (r) => `${r.role} ${r.index}`);
   const writers = reports.slice(0, o.writers);
   expect(writers[0]!.stats, "the map's books at the end").toMatchObject({ held: 0, retired: 0, unlinkedHeld: 0, reserved: 0, readers: 0 });
   expect(writers[0]!.stats!.freeDescriptors, "every descriptor back on its writer's lists").toBe(writers[0]!.stats!.descriptors - writers[0]!.stats!.entries);
