@@ -5,7 +5,7 @@
  * is the Int32Array index), kept in step with it: the tests run the races
  * on both kinds.
  */
-import { D_REFS, D_STATE, HAZARDS_PER_READER, LINKED, M_DIRECTORY, M_SEGMENT_MASK, READER_BYTES, R_HAZARDS, SEGMENTS, SG_MOVES, SG_TABLE, STATE_MASK, TABLE_HEADER_BYTES, T_MASK, UNLINKED, descriptorAt, segmentIndex } from "./layout.js";
+import { D_REFS, D_STATE, HAZARDS_PER_READER, LINKED, M_DIRECTORY, M_SEGMENT_MASK, READER_BYTES, R_HAZARDS, SEGMENTS, SG_MOVES, SG_TABLE, STATE_MASK, TABLE_HEADER_BYTES, T_MASK, UNLINKED, WRITER_BYTES, WR_REPLACING, WR_REPLACING_SEGMENT, descriptorAt, segmentIndex } from "./layout.js";
 
 /** The steps a SharedMap object works through (atomics.ts has what each returns). */
 export interface MapAtomics {
@@ -16,7 +16,10 @@ export interface MapAtomics {
   unlinkEntry(d: number, expected: number, drop: number): number;
   reserveSteps(d: number, state: number): void;
   linkSteps(d: number, state: number, slot: number, word: number): void;
+  announce(record: number, token: number, lock: number): number;
+  swapSteps(d: number, state: number, slot: number, seen: number, word: number): number;
   findHazard(records: number, count: number, id: number): number;
+  findReplacer(at: number, count: number, seg: number): number;
   load(address: number): number;
   store(address: number, value: number): void;
   compareExchange(address: number, expected: number, replacement: number): number;
@@ -136,6 +139,16 @@ export class AtomicsMapSteps implements MapAtomics {
     Atomics.store(this.i32, slot >>> 2, word);
   };
 
+  announce = (record: number, token: number, lock: number): number => {
+    Atomics.store(this.i32, record >>> 2, token);
+    return Atomics.load(this.i32, lock >>> 2);
+  };
+
+  swapSteps = (d: number, state: number, slot: number, seen: number, word: number): number => {
+    Atomics.store(this.i32, (d + D_STATE) >>> 2, state);
+    return Atomics.compareExchange(this.i32, slot >>> 2, seen, word);
+  };
+
   unlinkEntry = (d: number, expected: number, drop: number): number => {
     const pair = new BigInt64Array(this.i32.buffer, d, 1);
     for (;;) {
@@ -151,6 +164,13 @@ export class AtomicsMapSteps implements MapAtomics {
     for (let r = 0; r < count; r++) {
       const first = (records + r * READER_BYTES + R_HAZARDS) >>> 2;
       for (let j = 0; j < HAZARDS_PER_READER; j++) if (Atomics.load(this.i32, first + j) === id) return 1;
+    }
+    return 0;
+  };
+
+  findReplacer = (at: number, count: number, seg: number): number => {
+    for (let r = 0; r < count; r++, at += WRITER_BYTES) {
+      if (Atomics.load(this.i32, at >>> 2) !== 0 && Atomics.load(this.i32, (at + WR_REPLACING_SEGMENT - WR_REPLACING) >>> 2) === seg) return at;
     }
     return 0;
   };

@@ -43,6 +43,10 @@
  *     caller holds d, by a count or a hazard).
  *   findHazard(records, count, id): 1 if a hazard slot of the first
  *     `count` reader records holds id, else 0.
+ *   findReplacer(at, count, seg): the address of the first of `count`
+ *     writer records' replacing words, from `at`, that holds a token with
+ *     `seg` as its segment, else 0 (one call for every shard's record: an
+ *     Atomics.load each cost an insert 5-8 ns).
  */
 import type { WasmMemory } from "../atomics.js";
 import {
@@ -55,6 +59,9 @@ import {
   M_SEGMENT_MASK,
   READER_BYTES,
   R_HAZARDS,
+  WRITER_BYTES,
+  WR_REPLACING,
+  WR_REPLACING_SEGMENT,
   SEGMENTS,
   SEGMENT_MULTIPLIER,
   SG_MOVES,
@@ -456,6 +463,38 @@ const FIND_HAZARD = `
   end
   unreachable`;
 
+const FIND_REPLACER = `
+  loop $record
+    local.get $count
+    i32.eqz
+    if
+      i32.const 0
+      return
+    end
+    local.get $at
+    i32.atomic.load
+    if
+      local.get $at
+      i32.atomic.load offset=${WR_REPLACING_SEGMENT - WR_REPLACING}
+      local.get $seg
+      i32.eq
+      if
+        local.get $at
+        return
+      end
+    end
+    local.get $at
+    i32.const ${WRITER_BYTES}
+    i32.add
+    local.set $at
+    local.get $count
+    i32.const 1
+    i32.sub
+    local.set $count
+    br $record
+  end
+  unreachable`;
+
 /**
  * unlinkEntry(d, expected, drop): if d's state word is still `expected`
  * (LINKED or RESERVED, of one generation), make it UNLINKED and take
@@ -517,9 +556,20 @@ export const MAP_MODULE: readonly WasmFunction[] = [
     name: "linkSteps", params: ["d", "state", "slot", "word"], result: false, exported: true,
     body: `local.get $d\nlocal.get $state\ni32.atomic.store offset=${D_STATE}\nlocal.get $slot\nlocal.get $word\ni32.atomic.store`,
   },
+  {
+    // replaceUnlocked's handshake in one call: its token in its record, then the segment's lock read (waitForReplacers has the other half).
+    name: "announce", params: ["record", "token", "lock"], result: true, exported: true,
+    body: "local.get $record\nlocal.get $token\ni32.atomic.store\nlocal.get $lock\ni32.atomic.load",
+  },
+  {
+    // replaceUnlocked's swap: d's state LINKED, then the slot from `seen` to d's word; what the slot held.
+    name: "swapSteps", params: ["d", "state", "slot", "seen", "word"], result: true, exported: true,
+    body: `local.get $d\nlocal.get $state\ni32.atomic.store offset=${D_STATE}\nlocal.get $slot\nlocal.get $seen\nlocal.get $word\ni32.atomic.rmw.cmpxchg`,
+  },
   { name: "release", params: ["d"], locals: ["c", "seen"], result: true, exported: true, body: RELEASE },
   { name: "retain", params: ["d"], result: true, exported: true, body: RETAIN },
   { name: "findHazard", params: ["records", "count", "id"], locals: ["j", "a"], result: true, exported: true, body: FIND_HAZARD },
+  { name: "findReplacer", params: ["at", "count", "seg"], result: true, exported: true, body: FIND_REPLACER },
   { name: "load", params: ["a"], result: true, exported: true, body: "local.get $a\ni32.atomic.load" },
   { name: "store", params: ["a", "v"], result: false, exported: true, body: "local.get $a\nlocal.get $v\ni32.atomic.store" },
   {
@@ -552,7 +602,7 @@ export function mapAtomics(buffer: SharedArrayBuffer, memory: WasmMemory | undef
       compiled ??= new WA.Module(encodeMapModule());
       const e = new WA.Instance(compiled, { heap: { memory } }).exports as MapAtomics;
       a = {
-        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, unlinkEntry: e.unlinkEntry, reserveSteps: e.reserveSteps, linkSteps: e.linkSteps, findHazard: e.findHazard,
+        probe: e.probe, probeNext: e.probeNext, release: e.release, retain: e.retain, unlinkEntry: e.unlinkEntry, reserveSteps: e.reserveSteps, linkSteps: e.linkSteps, announce: e.announce, swapSteps: e.swapSteps, findHazard: e.findHazard, findReplacer: e.findReplacer,
         load: e.load, store: e.store, compareExchange: e.compareExchange, exchange: e.exchange,
       };
     } else {

@@ -11,7 +11,8 @@
  * that dies") is named in sentences that say "lost": one descriptor off
  * every list, a reservation nobody will publish, a chunk claimed and never
  * recorded, a segment still locked by the dead thread (its next writer
- * repairs it). Every other sentence is a broken invariant.
+ * repairs it), a replace without the lock cut short (the segment's next
+ * change repairs it). Every other sentence is a broken invariant.
  */
 import { ownerToken, describeOwner } from "../ownership.js";
 import { liveObjectRegion, objectSizeIn, ownerShardOf } from "../pointers.js";
@@ -218,6 +219,12 @@ export function checkMap(heap: SharedHeap, i32: Int32Array, hdr: number): string
   const listed = new Uint8Array(maxId);
   for (let s = 0; s < writers; s++) {
     const rec = hdr + L.writerOffset(segments, s);
+    const replacing = Atomics.load(i32, (rec + L.WR_REPLACING) >>> 2);
+    if (replacing !== 0) {
+      say(ownsAShard(heap, replacing)
+        ? `shard ${s}'s writer ${describeOwner(replacing)} is replacing an entry (a change in progress: check a quiet map)`
+        : `shard ${s}'s writer ${describeOwner(replacing)}, which owns no shard any more, was replacing an entry: lost until the segment's next change repairs it (a writer died mid-change)`);
+    }
     const lists: Array<[string, number, number]> = [
       ["free list", L.WR_FREE, L.FREE],
       ["returned stack", L.WR_RETURNED, L.FREE],

@@ -57,6 +57,12 @@ export class MapCore {
   protected readonly reserveSteps: (d: number, state: number) => void;
   /** Two stores in one call: d's state LINKED, then the slot that names it. */
   protected readonly linkSteps: (d: number, state: number, slot: number, word: number) => void;
+  /** A replacer's token stored in its record, then the segment's lock loaded (its word returned). */
+  protected readonly announce: (record: number, token: number, lock: number) => number;
+  /** d's state LINKED, then compareExchange of the slot from `seen` to d's word (what it held returned). */
+  protected readonly swapSteps: (d: number, state: number, slot: number, seen: number, word: number) => number;
+  /** The first writer record (of `count` from the replacing word at `at`) replacing in seg: its replacing word's address, or 0. */
+  protected readonly findReplacer: (at: number, count: number, seg: number) => number;
   /** Bytes of the map's own objects (structureBytes), -1 until first asked. */
   protected ownBytes = -1;
   /** Byte address of this object's first hazard slot (0 until it claims a reader record, or when none was left). */
@@ -91,6 +97,9 @@ export class MapCore {
     this.unlinkEntry = this.atomics.unlinkEntry;
     this.reserveSteps = this.atomics.reserveSteps;
     this.linkSteps = this.atomics.linkSteps;
+    this.announce = this.atomics.announce;
+    this.swapSteps = this.atomics.swapSteps;
+    this.findReplacer = this.atomics.findReplacer;
   }
 
   /**

@@ -160,6 +160,21 @@ export const WR_FREE = 0;
 export const WR_RETIRED_LIST = 4;
 export const WR_RETIRED_COUNT = 8;
 export const WR_RETIRED_BYTES = 12;
+/**
+ * A replace made without the segment's lock (writer.ts, replaceUnlocked):
+ * the replacing thread's owner token while it is at it (0: none; stored
+ * last, after the words below, and cleared when it is done), the segment,
+ * and what a repair needs if the thread dies in between: the descriptor
+ * being linked and the one being replaced, with their states then. Zero in
+ * a map made before these words were used, which is such a map's right
+ * value: the layout version did not change.
+ */
+export const WR_REPLACING = 16;
+export const WR_REPLACING_SEGMENT = 20;
+export const WR_LINKING = 24;
+export const WR_LINKING_STATE = 28;
+export const WR_UNLINKING = 32;
+export const WR_UNLINKING_STATE = 36;
 // Line B (bytes 64-127): the only words other threads write.
 /**
  * This writer's descriptors freed on other threads: a lock-free stack

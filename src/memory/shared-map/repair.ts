@@ -26,6 +26,9 @@ import { MapReader } from "./reader.js";
 
 const { LINKED, STATE_MASK, W_HASH } = L;
 const SG_LOCK = L.SG_LOCK;
+// waitForReplacers' constants as module-local values (V8 folds these; an imported binding costs a load and a hole check).
+const { SEGMENTS, SEGMENT_BYTES, WR_REPLACING } = L;
+const WRITER_BYTES = L.WRITER_BYTES;
 /** Failed looks at a held lock before the waiter starts sleeping between them. */
 const SPINS = 64;
 /** Sleeps between two asks whether the holder is alive. */
@@ -34,33 +37,100 @@ const LIVENESS_EVERY = 16;
 export class MapSegments extends MapReader {
   /** Take segment seg's lock (repairing the segment first if its holder died). */
   protected lock(seg: number): void {
-    if (this.compareExchange(seg + SG_LOCK, 0, THIS_THREAD) !== 0) this.lockSlow(seg);
+    const tookOver = this.compareExchange(seg + SG_LOCK, 0, THIS_THREAD) !== 0 && this.lockSlow(seg);
+    this.waitForReplacers(seg);
+    if (tookOver) this.repair(seg);
   }
 
   protected unlock(seg: number): void {
     this.store(seg + SG_LOCK, 0);
   }
 
-  private lockSlow(seg: number): void {
+  /** The lock taken after a wait; whether it was taken over from a dead holder (the segment then needs a repair). */
+  private lockSlow(seg: number): boolean {
     const word = (seg + SG_LOCK) >>> 2;
     for (let tries = 1; ; tries++) {
       const holder = this.atomics.load(seg + SG_LOCK);
       if (holder === 0) {
-        if (this.compareExchange(seg + SG_LOCK, 0, THIS_THREAD) === 0) return;
+        if (this.compareExchange(seg + SG_LOCK, 0, THIS_THREAD) === 0) return false;
         continue;
       }
       if (holder === THIS_THREAD) throw new Error(`SharedMap: segment ${seg} is locked by this thread already (a change made from inside another)`);
       if (tries <= SPINS) continue;
       if ((tries - SPINS) % LIVENESS_EVERY === 0 && !this.alive(holder)) {
-        if (this.compareExchange(seg + SG_LOCK, holder, THIS_THREAD) === holder) return this.repair(seg);
+        if (this.compareExchange(seg + SG_LOCK, holder, THIS_THREAD) === holder) return true;
         continue;
       }
       Atomics.wait(this.i32, word, holder, 0.05);
     }
   }
 
+  /**
+   * The other half of replaceUnlocked's handshake (writer.ts): a replacer
+   * stores its token in its record, then loads the lock; the lock's new
+   * holder has stored the lock, then loads every record here. In the one
+   * order of those four atomics, either the replacer sees the lock (and
+   * takes it instead) or this sees the replacer, and waits until its
+   * replace is done: no slot of the segment is moved, copied or emptied
+   * under a replace made without the lock. A replacer that died mid-way
+   * is repaired from its record (repairReplacer).
+   */
+  private waitForReplacers(seg: number): void {
+    let shards = this.heap.shards;
+    let at = this.hdr + SEGMENTS + (this.segmentMask + 1) * SEGMENT_BYTES + WR_REPLACING;
+    for (let r = this.findReplacer(at, shards, seg); r !== 0; r = this.findReplacer(at, shards, seg)) {
+      this.waitForReplacer(r, seg);
+      shards -= (r - at) / WRITER_BYTES + 1;
+      at = r + WRITER_BYTES;
+    }
+  }
+
+  /** Wait until the replacer whose token is at byte address `at` is done in seg, or repair it if it died. */
+  private waitForReplacer(at: number, seg: number): void {
+    const i32 = this.i32;
+    for (let tries = 1; ; tries++) {
+      const token = Atomics.load(i32, at >>> 2);
+      if (token === 0 || i32[(at + L.WR_REPLACING_SEGMENT - L.WR_REPLACING) >>> 2] !== seg) return;
+      if (token === THIS_THREAD) throw new Error(`SharedMap: segment ${seg} is being replaced in by this thread already (a change made from inside another)`);
+      if (tries <= SPINS) continue;
+      if ((tries - SPINS) % LIVENESS_EVERY === 0 && !this.alive(token)) return this.repairReplacer(at - L.WR_REPLACING, seg);
+      Atomics.wait(i32, at >>> 2, token, 0.05);
+    }
+  }
+
+  /**
+   * Finish or undo the replace a dead thread was making without the lock
+   * (this thread holds the segment's lock, so no other repair and no
+   * change runs beside it): the entry it linked stays if a slot names it,
+   * else its reservation is dropped; the entry it replaced is unlinked if
+   * no slot names it any more (the state recorded guards against a
+   * descriptor reused since); then its record says it is done.
+   */
+  private repairReplacer(rec: number, seg: number): void {
+    const i32 = this.i32;
+    const rw = rec >>> 2;
+    Atomics.add(i32, (this.hdr + L.M_REPAIRS) >>> 2, 1);
+    this.finishIntent(this.table(seg), i32[rw + (L.WR_LINKING >>> 2)]!, i32[rw + (L.WR_LINKING_STATE >>> 2)]!, i32[rw + (L.WR_UNLINKING >>> 2)]!, i32[rw + (L.WR_UNLINKING_STATE >>> 2)]!);
+    i32[rw + (L.WR_LINKING >>> 2)] = 0;
+    i32[rw + (L.WR_UNLINKING >>> 2)] = 0;
+    this.store(rec + L.WR_REPLACING, 0);
+  }
+
+  /**
+   * A writer's own record still says it is replacing: the thread that owned
+   * this shard before died there, and this one took the shard over. Its
+   * replace is repaired (under that segment's lock) before the record is
+   * used again.
+   */
+  protected repairOwnRecord(): void {
+    const rec = this.writerRecord;
+    const seg = this.i32[(rec + L.WR_REPLACING_SEGMENT) >>> 2]!;
+    this.lock(seg); // waits for it: a dead token, so repairReplacer runs
+    this.unlock(seg);
+  }
+
   /** Whether the thread whose owner token is `token` owns a shard of the heap (so may be inside a change). */
-  private alive(token: number): boolean {
+  protected alive(token: number): boolean {
     for (const r of this.heap.regions) if (ownerToken(r) === token) return true;
     return false;
   }
@@ -95,23 +165,30 @@ export class MapSegments extends MapReader {
     }
     const T = this.table(seg);
     this.removeDuplicate(seg, T);
-    const linking = i32[sw + (L.SG_LINKING >>> 2)]!;
-    if (linking !== 0 && !this.inTable(T, linking)) {
-      const d = descriptorAddress(i32, this.hdr, linking);
-      const state = i32[sw + (L.SG_LINKING_STATE >>> 2)]!;
-      let r = this.unlinkEntry(d, state, 1);
-      if (r < 0) r = this.unlinkEntry(d, (state & ~STATE_MASK) | LINKED, 1);
-      if (r === 0) this.countGone(d);
-    }
-    const unlinking = i32[sw + (L.SG_UNLINKING >>> 2)]!;
-    if (unlinking !== 0 && !this.inTable(T, unlinking)) {
-      const d = descriptorAddress(i32, this.hdr, unlinking);
-      if (this.unlinkEntry(d, i32[sw + (L.SG_UNLINKING_STATE >>> 2)]!, 1) === 0) this.countGone(d);
-    }
+    this.finishIntent(T, i32[sw + (L.SG_LINKING >>> 2)]!, i32[sw + (L.SG_LINKING_STATE >>> 2)]!, i32[sw + (L.SG_UNLINKING >>> 2)]!, i32[sw + (L.SG_UNLINKING_STATE >>> 2)]!);
     let used = 0;
     for (let i = 0, mask = this.mask(T); i <= mask; i++) if (i32[slotAddress(T, i) >>> 2] !== 0) used++;
     i32[sw + (L.SG_COUNT >>> 2)] = used;
     this.clearIntent(seg);
+  }
+
+  /**
+   * Steps 3 and 4 of a repair, for a segment's intent or a replacer's
+   * record: the entry being linked (id, its reserved state) is kept if in
+   * T, else its reservation or link is dropped; the one being taken out is
+   * unlinked if no slot of T names it.
+   */
+  private finishIntent(T: number, linking: number, linkingState: number, unlinking: number, unlinkingState: number): void {
+    if (linking !== 0 && !this.inTable(T, linking)) {
+      const d = descriptorAddress(this.i32, this.hdr, linking);
+      let r = this.unlinkEntry(d, linkingState, 1);
+      if (r < 0) r = this.unlinkEntry(d, (linkingState & ~STATE_MASK) | LINKED, 1);
+      if (r === 0) this.countGone(d);
+    }
+    if (unlinking !== 0 && !this.inTable(T, unlinking)) {
+      const d = descriptorAddress(this.i32, this.hdr, unlinking);
+      if (this.unlinkEntry(d, unlinkingState, 1) === 0) this.countGone(d);
+    }
   }
 
   protected clearIntent(seg: number): void {

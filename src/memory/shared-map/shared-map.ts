@@ -109,7 +109,8 @@
  *       its payload) with the key; equal: the reference is the caller's;
  *       else drop it and go on from the next slot
  * Writer (every step below under the segment's lock, taken by
- * compareExchange(lock, 0, token) and given back by store(lock, 0)):
+ * compareExchange(lock, 0, token) and given back by store(lock, 0), but
+ * the replace without it, last):
  *   intent   before its first store a reader can see, the writer writes
  *            what it is doing in the segment (the descriptor it links, the
  *            one it takes out, a table it is filling); cleared before the
@@ -135,6 +136,19 @@
  *   reclaim  take what other threads retired, read every hazard slot,
  *            then free each retired entry whose count is 0 and which no
  *            hazard named
+ *   lock     after its compareExchange, the holder loads every writer
+ *            record's replacing token and waits for each one that names
+ *            its segment to be cleared (a dead one is repaired)
+ *   replace without the lock (a set, publish or exchange of a key the
+ *            map holds, and publishIf over the entry the caller holds):
+ *            the replacer writes its segment and entries in its own
+ *            record, store(its token), then load(lock); held: clear the
+ *            token and take the lock. Free: probe (the slot it reads its
+ *            descriptor through by an atomic load), state LINKED, then
+ *            compareExchange(slot, the word it read, the new word); lost
+ *            (another replacer of the key swapped first): reserved again,
+ *            token cleared, the lock's path. Won: the old entry unlinked
+ *            (the pair step), then store(token, 0)
  *
  * Why it is safe (the memory-ordering argument)
  * ---------------------------------------------
@@ -208,9 +222,25 @@
  *    between had it absent just before). A table a resize replaced is
  *    frozen at the resize, which came after the reader's R1: a miss there
  *    is a miss at that instant.
+ *  - Replaces without the lock: store(token) then load(lock) on the
+ *    replacer's side, store(lock) (the compareExchange) then load(token)
+ *    on the holder's: in the one order of the four, either the replacer
+ *    sees the lock and takes it, or the holder sees the token and waits
+ *    for its clearing store, which comes after the replacer's last step.
+ *    So while a replacer works, no slot of its segment is moved, copied,
+ *    emptied or filled, and no table is replaced: each slot keeps its key,
+ *    and the only stores to slots are other replacers' swaps of the same
+ *    keys' words. The probe is then exact; a swap succeeds only over the
+ *    word it read, so two replacers of one key take turns as two
+ *    compareExchanges do, and each descriptor taken out of a slot is
+ *    unlinked by the one thread whose swap took it out (reused and swapped
+ *    back in meanwhile, it is unlinked in its present state). Readers see
+ *    one store of the slot, as with the lock. The holder's stores before
+ *    its store(lock, 0) come before a replacer's load(lock) that sees the
+ *    lock free, so the replacer reads the segment as the holder left it.
  *  - No lost update: the writers of a key's segment take turns, and a
- *    replace is one store, so a key is never absent in between; readers
- *    never write a slot. A conditional publish compares under the lock,
+ *    replace is one store (or one compareExchange), so a key is never
+ *    absent in between; readers never write a slot. A conditional publish compares under the lock,
  *    and the entry it compares with is held by the caller (a hazard or a
  *    count), so it cannot have been freed and its descriptor recycled as
  *    another entry of the key since the caller read it (no ABA): the slot
@@ -249,7 +279,14 @@
  * off or put on, so a death costs at most the descriptor in hand; what is
  * lost that way (that descriptor, a reservation the dead thread made, a
  * chunk it claimed and never recorded) check() names in a sentence that
- * says "lost", and destroy({ force: true }) frees it. The dead thread's
+ * says "lost", and destroy({ force: true }) frees it. A replacer that dies
+ * without the lock leaves its token in its record: the segment's next
+ * lock holder waits a while, asks whether that thread is alive, and
+ * repairs from the record (the entry it linked stays if a slot names it,
+ * else is dropped; the one it replaced is unlinked if no slot names it
+ * and its state is the one recorded); a thread that takes the dead
+ * writer's shard over repairs its record the same way before its first
+ * replace. The dead thread's
  * stores are all seen by the waiter: the thread ended before the runtime
  * learned of it and stored the new owner token the waiter loaded.
  *

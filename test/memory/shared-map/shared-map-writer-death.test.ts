@@ -17,8 +17,8 @@ import { once } from "node:events";
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { SharedHeap, SharedMap } from "../../../src/index.js";
-import { KeyScratch } from "../../../src/memory/shared-map/keys.js";
 import * as L from "../../../src/memory/shared-map/layout.js";
+import { clusterKeys as cluster } from "./cluster-keys.js";
 
 const workerUrl = new URL("../../fixtures/map-death-worker.mjs", import.meta.url);
 const TRIAL_TIMEOUT_MS = 10_000;
@@ -29,18 +29,9 @@ interface Trial {
   /** Whether the worker died (else it finished, after `steps` steps). */
   died: boolean;
   steps: number;
-  /** The dead worker held the segment's lock. */
+  /** The dead worker held the segment's lock, or was replacing without it (its record says so). */
   locked: boolean;
   problems: string[];
-}
-
-/** Keys whose home is slot 0 of a table of `slots` slots in `map` (one segment): one long cluster. */
-function cluster(map: SharedMap, slots: number, count: number, prefix: string): string[] {
-  const seed = new Int32Array(map.heap.buffer)[(map.handle + L.M_SEED) >>> 2]!;
-  const scratch = new KeyScratch();
-  const names: string[] = [];
-  for (let n = 0; names.length < count; n++) if ((scratch.ofString(`${prefix}${n}`, seed) & (slots - 1)) === 0) names.push(`${prefix}${n}`);
-  return names;
 }
 
 async function trial(op: Op, die: number): Promise<Trial> {
@@ -62,6 +53,7 @@ async function trial(op: Op, die: number): Promise<Trial> {
   const died = steps < 0;
   const seg = map.handle + L.SEGMENTS;
   const lockWord = Atomics.load(new Int32Array(heap.buffer), (seg + L.SG_LOCK) >>> 2);
+  const replacing = Atomics.load(new Int32Array(heap.buffer), (map.handle + L.writerOffset(1, 1) + L.WR_REPLACING) >>> 2);
   heap.adoptShard(1); // as Smp does for a dead shard: the dead thread's token owns nothing now
 
   // The next change of the segment: breaks a dead holder's lock and repairs.
@@ -82,7 +74,7 @@ async function trial(op: Op, die: number): Promise<Trial> {
   heap.shard(0).drainCrossShardFrees();
   expect(heap.check(), `${op} step ${die}`).toEqual([]);
   await worker.terminate();
-  return { died, steps, locked: lockWord !== 0, problems };
+  return { died, steps, locked: lockWord !== 0 || replacing !== 0, problems };
 }
 
 describe("SharedMap: a writer that dies before any one of its atomic steps", () => {
