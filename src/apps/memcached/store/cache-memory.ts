@@ -161,8 +161,9 @@ export function indexShare(itemBytes: number, totalMemory: number): number {
  * of `heap`): tables for `share` entries a shard, descriptors for the
  * home's share. Every shard reads and writes it (item-cache.ts): one map,
  * so a key is found in one probe whichever shard wrote it, and a
- * conditional write of a key compares under one segment's lock; its
- * segments (indexSegments) let writers of different keys go on at once.
+ * conditional write of a key compares in one place (its slot, swapped by
+ * compareExchange; an insert under its segment's lock); its segments
+ * (indexSegments) let writers of different keys go on at once.
  */
 export function createIndex(heap: SharedHeap, shard: number, share: number): SharedMap {
   return SharedMap.create(heap, { shard, capacity: share * heap.shards, descriptors: share, segments: indexSegments(heap.shards) });

@@ -19,7 +19,8 @@
  * one writer takes an entry out of the map, so each item leaves its
  * order exactly once. A conditional change (add, replace, cas, append,
  * incr, md and ms with C, ...) links over the entry it read, or only
- * where no entry is (the map's exchangeIf, under its segment's lock), and
+ * where no entry is (the map's exchangeIf: its slot swapped by one
+ * compareExchange, or an insert under its segment's lock), and
  * answers CHANGED when another writer got there first: the store reads
  * again.
  *

@@ -13,7 +13,8 @@
  * or x, ma, mg N) reads the key's entry (held while it computes), makes
  * the new item, and links it only over that entry, or only where the key
  * has none (the item cache's link with `expected`: the map's exchangeIf,
- * decided under the key's segment lock). When another shard's write of
+ * decided by one compareExchange of the key's slot, or under the key's
+ * segment lock where it has none). When another shard's write of
  * the key came first, the link answers CHANGED and the command starts
  * over from the read (a loop: RETRY): of two cas commands racing with the
  * same value exactly one stores, an add stores once, no incr is lost.
