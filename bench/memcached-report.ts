@@ -4,13 +4,15 @@
  * on a full cache; the fill phase's rounds in the note), then the
  * comparisons as ratios of this run's medians, each with its bound where
  * one is set on that load (Bounds); then every server's items held in its
- * memory, with the bytes per item its `stats` and `stats slabs` give.
+ * memory, with the bytes per item its `stats` and `stats slabs` give, and
+ * the floor of the items target (memcached-items.ts).
  *
  * A target missed where this machine does not give it to the references
  * or the floor either, in the same run, is a calibration error, said on
  * its line (see each comparison below for what it is checked against),
  * unless the candidate does worse than they do (machine()).
  */
+import { busiestClass, reportFloors, shardSum } from "./memcached-items.js";
 import type { Load } from "./memcached-loads.js";
 import { stat, type Round, type Roster, type Server, type Stats } from "./memcached-roster.js";
 import { compare, type BenchContext } from "./report.js";
@@ -307,22 +309,14 @@ function perItem(s: Server, stats: Stats): string {
     const malloced = slabs.get("total_malloced");
     if (malloced !== undefined) parts.push(`${(malloced / items).toFixed(0)} B allocated (stats slabs total_malloced ${(malloced / MIB).toFixed(1)} MiB / curr_items)`);
     // The class holding the most chunks in use: where the items are.
-    let busiest: string | undefined;
-    for (const [name, v] of slabs) {
-      const id = /^(\d+):used_chunks$/.exec(name)?.[1];
-      if (id !== undefined && (busiest === undefined || v > slabs.get(`${busiest}:used_chunks`)!)) busiest = id;
-    }
+    const busiest = busiestClass(slabs);
     if (busiest !== undefined) {
       parts.push(`class ${busiest}: chunk_size ${slabs.get(`${busiest}:chunk_size`)} B, ${count(slabs.get(`${busiest}:used_chunks`)!)} of ${count(slabs.get(`${busiest}:total_chunks`) ?? 0)} chunks used`);
     }
   }
   // shardheap's per-shard MemoryStats: what of -m the heap's own tables take (limit - totalMemory), and what was free when it evicted.
-  const sum = (field: string): number | undefined => {
-    const values = [...stats].filter(([name]) => new RegExp(`^shard\\d+:${field}$`).test(name)).map(([, v]) => v);
-    return values.length === 0 ? undefined : values.reduce((a, v) => a + v, 0);
-  };
-  const total = sum("totalMemory");
-  const free = sum("freeMemory");
+  const total = shardSum(stats, "totalMemory");
+  const free = shardSum(stats, "freeMemory");
   if (total !== undefined && free !== undefined) parts.push(`of -m: ${((limit - total) / MIB).toFixed(1)} MiB the heap's tables, ${(free / MIB).toFixed(1)} MiB free (shardN:totalMemory, freeMemory)`);
   parts.push(`${(limit / items).toFixed(0)} B of the cache's memory (limit_maxbytes / curr_items)`);
   if (s.rss !== undefined) parts.push(`resident ${(s.rss / MIB).toFixed(0)} MiB: ${(s.rss / items).toFixed(0)} B per item (VmRSS of its processes)`);
@@ -365,4 +359,6 @@ export function reportItems(ctx: BenchContext, servers: Roster, itemsBound: numb
       note: `${a.name} holds ${x(stat(sa, "curr_items") / stat(sb, "curr_items"))} the items of ${b.name} (${count(stat(sa, "curr_items"))} against ${count(stat(sb, "curr_items"))}) in ${x(stat(sa, "limit_maxbytes") / stat(sb, "limit_maxbytes"))} its limit_maxbytes`,
     });
   }
+  // Where an item's bytes go, and the floor of the target: limit_maxbytes over one item's allocation (memcached-items.ts).
+  reportFloors(ctx, servers, itemsBound, held);
 }

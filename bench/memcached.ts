@@ -72,7 +72,13 @@
  * gives memcached and the cluster less than the bound (the client shares
  * the two cores) or costs them both more, or the one-cache floor makes
  * less than the bound x --smp 1 or costs more; the two-cache floor itself
- * is below 0.5x memcached -t 2.
+ * is below 0.5x memcached -t 2. The items target has a floor of its own
+ * (memcached-items.ts): each shardheap item is one allocation in the
+ * heap's size classes, so limit_maxbytes / (one item's allocation,
+ * shardN:mem_allocated / curr_items) items at most; printed with items
+ * held against it for shardheap and memcached, and a target above it is
+ * a calibration error, said on its line. Per server, where an item's
+ * bytes go: header, key, value, and the rounding to its class.
  *
  * Time: the fill phase (2 s rounds until each server has evicted: 2-8
  * rounds, the one-cache floor's the most, its copies of the other thread's

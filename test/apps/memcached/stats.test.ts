@@ -8,6 +8,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { itemSize } from "../../../dist/apps/memcached/store/item.js";
+import { keyArea } from "../../../dist/memory/shared-map/layout.js";
+import { classOf, classSize } from "../../../dist/memory/size-classes.js";
 import { startMemcached, type MemcachedServer } from "../../../dist/apps/memcached/server.js";
 import { PAGE_SIZE, serveAdmin } from "../../../dist/index.js";
 import { clientPerShard } from "./census.js";
@@ -248,6 +250,28 @@ describe("shardheap memcached: stats across two shards", () => {
       const bigDump = await c.request(`stats cachedump ${ids[1]} 0\r\n`, /(^|\n)END\r\n$/);
       expect(bigDump).toMatch(new RegExp(`^ITEM ${big[0]} \\[30000 b; \\d{10} s\\]\r$`, "m"));
     } finally {
+      c.close();
+    }
+  });
+
+  it("shardN:mem_allocated: the heap bytes of each shard's items (key copy and item in one size class each), kept by stats reset", async () => {
+    const c = await RawClient.open(server.port);
+    try {
+      await c.request("flush_all\r\n");
+      const keys = [...keysOf(0, 3, "alloc"), ...keysOf(1, 3, "alloc")];
+      const value = "v".repeat(1024);
+      await c.request(keys.map((k) => `set ${k} 0 0 ${value.length}\r\n${value}\r\n`).join(""), lines("STORED", keys.length));
+      expect(await c.request("stats reset\r\n")).toBe("RESET\r\n");
+      const s = await stats(c);
+      expect(num(s, "curr_items")).toBe(keys.length);
+      // One allocation per item: the map's key area, then the item, rounded up to the heap's size class.
+      const allocation = (k: string): number => classSize[classOf[(keyArea(k.length) + itemSize(k.length, 0, value.length) + 7) >>> 3]!]!;
+      const want = keys.reduce((sum, k) => sum + allocation(k), 0);
+      expect(num(s, "shard0:mem_allocated") + num(s, "shard1:mem_allocated")).toBe(want);
+      expect(want).toBeGreaterThan(num(s, "bytes"));
+      expect(s.has("mem_allocated")).toBe(false); // shardheap's own, per shard only: not in memcached's fields
+    } finally {
+      await c.request(keysOf(0, 3, "alloc").concat(keysOf(1, 3, "alloc")).map((k) => `delete ${k} noreply\r\n`).join("") + "version\r\n", /VERSION/);
       c.close();
     }
   });

@@ -68,13 +68,21 @@ export const STAT = {
   expired_unfetched: 37,
   /** Evicted items no hit had fetched. */
   evicted_unfetched: 38,
+  /**
+   * Heap bytes this shard's items' allocations take (their map entries'
+   * entryBytes: header, key, value, the map's copy of the key and the size
+   * class's rounding): what its budget counts, against limit_maxbytes.
+   * Not memcached's (its items' chunks are chunk_size x used_chunks of
+   * `stats slabs`): given per shard only, as shardN:mem_allocated.
+   */
+  mem_allocated: 39,
 } as const;
 export type StatName = keyof typeof STAT;
 export const STAT_NAMES = Object.keys(STAT) as StatName[];
 /** Figures of the present, which `stats reset` leaves alone (as memcached's). */
-const GAUGES: ReadonlySet<StatName> = new Set(["curr_connections", "curr_items", "bytes", "limit_maxbytes", "accepting_conns", "flushed_kept"]);
+const GAUGES: ReadonlySet<StatName> = new Set(["curr_connections", "curr_items", "bytes", "limit_maxbytes", "accepting_conns", "flushed_kept", "mem_allocated"]);
 /** Per-shard lines besides MemoryStats: where connections and items are. */
-const PER_SHARD: readonly StatName[] = ["curr_connections", "curr_items", "bytes", "evictions", "get_hits", "get_misses"];
+const PER_SHARD: readonly StatName[] = ["curr_connections", "curr_items", "bytes", "mem_allocated", "evictions", "get_hits", "get_misses"];
 /** Float64 slots of a shard's row: the counters, then its class block (item-classes.ts). */
 const ROW_SLOTS = STAT_NAMES.length + CLASS_BLOCK_SLOTS;
 

@@ -12,8 +12,6 @@ import { classSlot, itemClass } from "../stats/item-classes.js";
 import { STAT } from "../stats/stats.js";
 
 export class CacheCounts {
-  /** Allocated bytes of the items on the order (their entries' entryBytes: what the budget counts). */
-  allocated = 0;
   private readonly v: ItemViews;
   private readonly c: Float64Array;
   private readonly classes: Float64Array;
@@ -25,13 +23,18 @@ export class CacheCounts {
     this.classes = classes;
   }
 
+  /** Allocated bytes of the items on the order (their entries' entryBytes: what the budget counts), kept in the shard's row (shardN:mem_allocated). */
+  get allocated(): number {
+    return this.c[STAT.mem_allocated]!;
+  }
+
   /** Add (`sign` 1) or take away (-1) the item at `ptr` in the budget and the item counts. */
   account(ptr: number, sign: number): void {
     const v = this.v;
     const allocated = v.allocated(ptr);
     const bytes = v.itemBytes(ptr);
-    this.allocated += sign * allocated;
     const c = this.c;
+    c[STAT.mem_allocated] += sign * allocated;
     c[STAT.curr_items] += sign;
     c[STAT.bytes] += sign * bytes;
     const cls = itemClass(allocated);
