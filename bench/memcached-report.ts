@@ -317,7 +317,8 @@ function perItem(s: Server, stats: Stats): string {
   // shardheap's per-shard MemoryStats: what of -m the heap's own tables take (limit - totalMemory), and what was free when it evicted.
   const total = shardSum(stats, "totalMemory");
   const free = shardSum(stats, "freeMemory");
-  if (total !== undefined && free !== undefined) parts.push(`of -m: ${((limit - total) / MIB).toFixed(1)} MiB the heap's tables, ${(free / MIB).toFixed(1)} MiB free (shardN:totalMemory, freeMemory)`);
+  // The heap holds the items' budget (-m) and, beside it, the index and the heap's own tables: it is larger than -m.
+  if (total !== undefined && free !== undefined) parts.push(`the heap's shards: ${(total / MIB).toFixed(1)} MiB for -m ${(limit / MIB).toFixed(0)} MiB of items (the index and the heap's tables beside them), ${(free / MIB).toFixed(1)} MiB free (shardN:totalMemory, freeMemory)`);
   parts.push(`${(limit / items).toFixed(0)} B of the cache's memory (limit_maxbytes / curr_items)`);
   if (s.rss !== undefined) parts.push(`resident ${(s.rss / MIB).toFixed(0)} MiB: ${(s.rss / items).toFixed(0)} B per item (VmRSS of its processes)`);
   return parts.join("; ");
