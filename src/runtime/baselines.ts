@@ -21,6 +21,7 @@
  */
 import { HttpError, InvalidValueError } from "../errors.js";
 import type { Frame, HeapProfile } from "../memory/heap-profile.js";
+import type { BaselineInfo } from "./dashboard/api.js"; // a baseline as the admin API lists it, declared once there
 import { diffProfiles, mergeProfiles, type ProfileDiff } from "../report/diff.js";
 import { formatSize } from "../units.js";
 
@@ -40,17 +41,6 @@ export interface ProfileSource {
   heapProfile(shard?: number): HeapProfile;
 }
 
-export interface BaselineInfo {
-  name: string;
-  shard: number;
-  /** When it was taken, ms since the epoch. */
-  takenAt: number;
-  totalSize: number;
-  /** Sites the profile holds. */
-  sites: number;
-  /** What holding it costs this process, estimated (estimatedProfileBytes). */
-  bytes: number;
-}
 
 interface Held {
   profile: HeapProfile;

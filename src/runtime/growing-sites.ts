@@ -26,6 +26,7 @@ import type { PathOptions } from "../report/display-paths.js";
 import { shownFrames } from "../report/shown-frames.js";
 import type { SourceMapCache } from "../report/source-map.js";
 import type { Frame } from "../memory/heap-profile.js";
+import type { GrowingSite } from "./dashboard/api.js"; // declared once, as the admin API answers it
 
 /** Fewest samples a fit is made from. */
 export const MIN_POINTS = 5;
@@ -67,22 +68,6 @@ export function fitLine(t: readonly number[], y: readonly number[]): LineFit {
 
 /** What growing sites are ranked by: live bytes or live objects. */
 export type GrowthMeasure = "bytes" | "count";
-
-export interface GrowingSite extends LineFit {
-  frames: Frame[];
-  /** The site's labels (withHeapLabels), when it has any. */
-  labels?: Record<string, string>;
-  /** Live bytes at the last sample. */
-  liveBytes: number;
-  /** Live bytes gained from the window's first sample to its last. */
-  growth: number;
-  /** The fit to the live object count: objects per second, and its r^2. */
-  countSlope: number;
-  countR2: number;
-  /** Live objects at the last sample, and gained over the window. */
-  liveCount: number;
-  countGrowth: number;
-}
 
 export interface SiteSeries {
   frames: Frame[];

@@ -21,7 +21,8 @@ import { InvalidValueError, UsageError } from "../errors.js";
 import type { AllocationSite, HeapProfile } from "../memory/heap-profile.js";
 import { mergeProfiles, type ProfileDiff } from "../report/diff.js";
 import type { Smp } from "../smp/smp.js";
-import { Baselines, type BaselineInfo } from "./baselines.js";
+import { Baselines } from "./baselines.js";
+import type { BaselineInfo } from "./dashboard/api.js";
 
 export type HeapKind = "shared" | "js" | "all";
 const HEAP_KINDS: readonly HeapKind[] = ["shared", "js", "all"];

@@ -17,8 +17,8 @@
 import { InvalidValueError } from "../errors.js";
 import { siteKey, type Frame } from "../memory/heap-profile.js";
 import type { Smp } from "../smp/smp.js";
-import type { JsHeapStats } from "../smp/js-heap-board.js";
-import { rankGrowingSites, type GrowingSite, type GrowthMeasure, type SiteSeries } from "./growing-sites.js";
+import type { GrowingSite, HistorySample, ShardSample } from "./dashboard/api.js"; // the admin API's answers, declared once there
+import { rankGrowingSites, type GrowthMeasure, type SiteSeries } from "./growing-sites.js";
 
 export interface HistoryOptions {
   /** How often to sample, in ms (default 1000; 50 to 60000). */
@@ -35,32 +35,6 @@ export const DEFAULT_HISTORY_OPTIONS: FilledHistoryOptions = { sampleIntervalMs:
 
 /** Distinct sites whose bytes are followed, at most. */
 export const MAX_TRACKED_SITES = 1024;
-
-export interface ShardSample {
-  /** allocatedMemory: bytes in use, small pools' cached objects included. */
-  used: number;
-  free: number;
-  liveObjects: number;
-  /** Cross-shard frees this shard has sent, cumulative. */
-  crossShardFrees: number;
-  /** Allocations that failed with OutOfMemoryError, cumulative. */
-  failedAllocations: number;
-  /** Bytes in the longest free page span (SharedHeap.largestFreeSpan: 0.36 us a read). */
-  largestFreeSpan: number;
-  /** The profiler's sample rate (0 off, 1 every allocation). */
-  sampleRate: number;
-  /** Allocations folded into "(other sites)" since profiling began (the dashboard warns when > 0), and the stacks the shard keeps. */
-  foldedAllocations: number;
-  siteCapacity: number;
-  /** The shard's own V8 heap as it last posted it (smp.jsHeapStats: used, total, external, arrayBuffers, its JS heap profiler's sampleRate); null before its first posting. */
-  js: JsHeapStats | null;
-}
-
-export interface HistorySample {
-  /** ms since the epoch. */
-  t: number;
-  shards: ShardSample[];
-}
 
 /** A fixed-capacity ring, oldest first when read. */
 class Ring<T> {

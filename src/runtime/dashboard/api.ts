@@ -19,7 +19,11 @@ export interface Frame {
 /** A site's labels (withHeapLabels), when it has any. */
 export type Labels = Record<string, string>;
 
-/** A shard's own V8 heap, as it last posted it. */
+/**
+ * A shard's own V8 heap, as it last posted it: smp's JsHeapStats (js-heap-board.ts),
+ * written again here because this file imports nothing (the browser's program has no
+ * Node); the server's values are JsHeapStats, which this shape must accept.
+ */
 export interface JsHeapFigures {
   t: number;
   used: number;
@@ -30,18 +34,24 @@ export interface JsHeapFigures {
   sampleRate: number;
 }
 
-/** One shard in one sample of GET /v1/memory/history. */
+/** One shard in one sample of GET /v1/memory/history (memory-history.ts samples it). */
 export interface ShardSample {
+  /** allocatedMemory: bytes in use, small pools' cached objects included. */
   used: number;
   free: number;
   liveObjects: number;
+  /** Cross-shard frees this shard has sent, cumulative. */
   crossShardFrees: number;
+  /** Allocations that failed with OutOfMemoryError, cumulative. */
   failedAllocations: number;
+  /** Bytes in the longest free page span (SharedHeap.largestFreeSpan: 0.36 us a read). */
   largestFreeSpan: number;
   /** The profiler's sample rate (0 off, 1 every allocation). */
   sampleRate: number;
+  /** Allocations folded into "(other sites)" since profiling began (the dashboard warns when > 0), and the stacks the shard keeps. */
   foldedAllocations: number;
   siteCapacity: number;
+  /** The shard's own V8 heap as it last posted it (smp.jsHeapStats); null before its first posting. */
   js: JsHeapFigures | null;
 }
 
@@ -51,14 +61,16 @@ export interface HistorySample {
   shards: ShardSample[];
 }
 
-/** A named baseline of one shard (GET /v1/memory/history, POST /v1/heapprof/baseline). */
+/** A named baseline of one shard (GET /v1/memory/history, POST /v1/heapprof/baseline; baselines.ts keeps them). */
 export interface BaselineInfo {
   name: string;
   shard: number;
-  /** ms since the epoch. */
+  /** When it was taken, ms since the epoch. */
   takenAt: number;
   totalSize: number;
+  /** Sites the profile holds. */
   sites: number;
+  /** What holding it costs this process, estimated (estimatedProfileBytes). */
   bytes: number;
 }
 
@@ -128,18 +140,22 @@ export interface PeakBody extends ProfileBody {
   peakTime: number;
 }
 
-/** A site whose live bytes or objects grow steadily (GET /v1/heapprof/growing). */
+/** A site whose live bytes or objects grow steadily (GET /v1/heapprof/growing; growing-sites.ts ranks them). */
 export interface GrowingSite {
   frames: Frame[];
+  /** The site's labels (withHeapLabels), when it has any. */
   labels?: Labels;
-  /** Bytes per second, and the fit's r squared. */
+  /** The fit to live bytes: bytes per second, and its r^2 (0..1; 0 when the bytes do not vary). */
   slope: number;
   r2: number;
+  /** Live bytes at the last sample. */
   liveBytes: number;
+  /** Live bytes gained from the window's first sample to its last. */
   growth: number;
-  /** Objects per second, and that fit's r squared. */
+  /** The fit to the live object count: objects per second, and its r^2. */
   countSlope: number;
   countR2: number;
+  /** Live objects at the last sample, and gained over the window. */
   liveCount: number;
   countGrowth: number;
 }
