@@ -121,13 +121,11 @@ export class MetaCommands {
     const host = this.host;
     const { ctx } = host;
     const now = host.now();
-    const touchTo = until(f.ttl, now, ctx.config.startedAt);
-    const plan = exptimePlan(f, touchTo, until(f.vivify, now, ctx.config.startedAt));
-    // An item N creates gets the last of T and N (the store applies T to an item it found only).
-    const vivifyTo = f.vivify === undefined ? -1 : plan.created;
+    // An item N creates gets the last of T and N (plan.vivify); the store applies T to an item it found only.
+    const plan = exptimePlan(f, until(f.ttl, now, ctx.config.startedAt), until(f.vivify, now, ctx.config.startedAt));
     const recacheBefore = until(f.recache, now, ctx.config.startedAt);
     // An O too long stops memcached's answer loop, before it marks a win (and bumps: noBumpOf).
-    const got = ctx.store.metaGet(f.key, now, plan.touch, vivifyTo, recacheBefore, f.casIn ?? -1, noBumpOf(f), plan.recacheFirst, f.opaqueTooLong);
+    const got = ctx.store.metaGet(f.key, now, plan.touch, plan.vivify, recacheBefore, f.casIn ?? -1, noBumpOf(f), plan.recacheFirst, f.opaqueTooLong);
     this.getAnswer(f, plan, got);
   }
 
@@ -190,11 +188,9 @@ export class MetaCommands {
     const host = this.host;
     const { ctx } = host;
     const now = host.now();
-    const touchTo = until(f.ttl, now, ctx.config.startedAt);
-    const plan = exptimePlan(f, touchTo, until(f.vivify, now, ctx.config.startedAt));
-    // An item N creates gets the last of T and N (the store applies T to an item it found only).
-    const vivifyTo = f.vivify === undefined ? -1 : plan.created;
-    const r = ctx.store.metaArith(f.key, now, incr, f.delta, f.compareCas ?? "", f.casIn ?? -1, vivifyTo, f.initial, plan.touch);
+    // An item N creates gets the last of T and N (plan.vivify); the store applies T to an item it found only.
+    const plan = exptimePlan(f, until(f.ttl, now, ctx.config.startedAt), until(f.vivify, now, ctx.config.startedAt));
+    const r = ctx.store.metaArith(f.key, now, incr, f.delta, f.compareCas ?? "", f.casIn ?? -1, plan.vivify, f.initial, plan.touch);
     if (typeof r === "number") {
       if (r === R_NON_NUMERIC) host.answerAll([errorLine(REPLY.NON_NUMERIC)], []);
       else if (r === R_NO_MEMORY) host.answerAll([errorLine(REPLY.NO_MEMORY)], []);

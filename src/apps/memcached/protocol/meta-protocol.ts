@@ -386,6 +386,8 @@ export interface ExptimePlan {
   touch: number;
   /** The exptime of an item the command creates (N on a miss): the last of T and N read. */
   created: number;
+  /** What the store is given for N: `created` when the command has N, else -1 (it creates nothing). */
+  vivify: number;
   /** t's exptime on an item the command created, at t's place (0 before T and N). */
   createdAtT: number;
   /** Whether t comes after T: it reports T's exptime on an item found, else the item's own. */
@@ -397,7 +399,7 @@ export interface ExptimePlan {
 export function exptimePlan(f: MetaFlags, touchTo: number, vivifyTo: number): ExptimePlan {
   let exptime = 0;
   let touched = false;
-  const plan: ExptimePlan = { touch: -1, created: 0, createdAtT: 0, touchedAtT: false, recacheFirst: false };
+  const plan: ExptimePlan = { touch: -1, created: 0, vivify: -1, createdAtT: 0, touchedAtT: false, recacheFirst: false };
   for (const token of f.tokens) {
     if (token[0] === "O" && f.opaqueTooLong) break;
     switch (token[0]) {
@@ -418,6 +420,7 @@ export function exptimePlan(f: MetaFlags, touchTo: number, vivifyTo: number): Ex
     }
   }
   plan.created = exptime;
+  if (f.vivify !== undefined) plan.vivify = exptime;
   return plan;
 }
 
