@@ -57,7 +57,7 @@ import {
 import { decodeHeapLabels, type HeapLabelSet } from "./heap-labels.js";
 import { PeakBooks, readPeakSlots } from "./peaks.js";
 import type { ShardRegion } from "../region.js";
-import type { Frame, ProfilerFill, ProfilerTable } from "../heap-profile.js";
+import type { AllocationSite, Frame, ProfilerFill, ProfilerTable } from "../heap-profile.js";
 import { frameOf, isOwnFrame, isRuntimeFrame, positionOf } from "./stack-capture.js";
 
 /** The url of the frame record that holds a label set (SR_LABELS): no script has it. */
@@ -413,16 +413,9 @@ export function siteCounters(r: ShardRegion, site: number): number {
   return (tablesOf(r).sites + site * SITE_STRIDE) >>> 1;
 }
 
-/** One site as read from the buffer: raw (unscaled, unrounded) counters. */
-export interface RawSite {
+/** One site as read from the buffer, with its id: an AllocationSite whose counters are raw (unscaled, unrounded). */
+export interface RawSite extends AllocationSite {
   id: number;
-  frames: Frame[];
-  count: number;
-  size: number;
-  allocCount: number;
-  allocSize: number;
-  /** Its label set's labels, when it has one. */
-  labels?: Record<string, string>;
 }
 
 /**
