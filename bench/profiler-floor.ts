@@ -1,0 +1,146 @@
+/**
+ * The floors of the profiler benchmark (bench/profiler.ts): V8's stack
+ * capture, the one mechanism a profiled allocation cannot do without,
+ * with nothing of the profiler's in it.
+ *
+ *   captureStackTrace  a bare Error.captureStackTrace, stackTraceLimit 16,
+ *                      its CallSites read (prepareStackTrace returning the
+ *                      array, `.stack` read), called in a loop of its own:
+ *                      the exact target's baseline.
+ *   capture floor      the churn of a heap whose profiler was never
+ *                      touched, with that bare capture made before a
+ *                      malloc whenever the bytes malloc'd since the last
+ *                      one reach `bytesPerCapture` (counted as the sampler
+ *                      counts them, in size-class bytes; a fixed interval
+ *                      where the sampler's is random with the same mean):
+ *                      every 2 MiB is what sampling at 2 MiB cannot cost
+ *                      less than; every malloc (0), what exact mode cannot.
+ *
+ * A capture in the churn costs more than one in a loop of its own: V8
+ * walks the churn loop's optimized frame, whose inlined malloc and free it
+ * must take apart to name the frames (measured in one process: ~20 us a
+ * capture under the churn at 2 MiB against ~5 us alone).
+ */
+import { SharedHeap } from "../src/index.js";
+import { classOf, classSize } from "../src/memory/size-classes.js";
+import type { Workload } from "./churn.js";
+import type { Candidate } from "./timing.js";
+
+/** Frames recorded by a capture (the exact mode's depth, and the sampler's default). */
+export const CAPTURE_DEPTH = 16;
+
+const asCallSites = (_e: Error, sites: NodeJS.CallSite[]): NodeJS.CallSite[] => sites;
+
+// The capture's shape: caller -> captureOuter -> captureMiddle -> captureInner,
+// as malloc -> mallocSampled -> recordSample -> (captureRawCallSites).
+function captureInner(): number {
+  const holder: { stack?: unknown } = {};
+  Error.captureStackTrace(holder);
+  return (holder.stack as NodeJS.CallSite[]).length;
+}
+function captureMiddle(): number {
+  return captureInner();
+}
+function captureOuter(): number {
+  return captureMiddle();
+}
+
+/** Run `fn` with the captures' stackTraceLimit and prepareStackTrace in force, then put the previous ones back. */
+function capturing<T>(limit: number, fn: () => T): T {
+  const previousLimit = Error.stackTraceLimit;
+  const previousPrepare = Error.prepareStackTrace;
+  try {
+    Error.stackTraceLimit = limit;
+    Error.prepareStackTrace = asCallSites;
+    return fn();
+  } finally {
+    Error.stackTraceLimit = previousLimit;
+    Error.prepareStackTrace = previousPrepare;
+  }
+}
+
+/** Stack frames (leaf first) the bare capture sees at the current depth, with no limit. */
+export function stackDepthHere(): number {
+  return capturing(Infinity, captureOuter);
+}
+
+/** The bare capture in a loop of its own (ns per capture). */
+export function bareCaptureCandidate(): Candidate {
+  return {
+    name: "captureStackTrace",
+    run(n) {
+      return capturing(CAPTURE_DEPTH, () => {
+        let acc = 0;
+        for (let i = 0; i < n; i++) acc += captureOuter();
+        return acc;
+      });
+    },
+  };
+}
+
+/**
+ * The capture a profiled malloc makes, from the churn: the frames below
+ * `captureFloorEntry` (as the profiler's capture leaves out malloc and
+ * what it called, captureRawCallSites's `entry`).
+ */
+function captureFloorEntry(): number {
+  return captureFromEntry();
+}
+function captureFromEntry(): number {
+  const holder: { stack?: unknown } = {};
+  Error.captureStackTrace(holder, captureFloorEntry);
+  return (holder.stack as NodeJS.CallSite[]).length;
+}
+
+/**
+ * The churn of bench/churn.ts on a never-profiled heap of its own, with a
+ * bare capture every `bytesPerCapture` size-class bytes malloc'd (0: before
+ * every malloc). The step loop is churn.ts's, copied for the same reason
+ * its candidates each have their own (one shared loop goes polymorphic).
+ */
+export function captureFloorCandidate(w: Workload, bytesPerCapture: number, o: { name: string; shardBytes: number }): Candidate & { captures(): number } {
+  const { L, sizes, victims } = w;
+  const mask = sizes.length - 1;
+  const classBytes = Uint32Array.from(sizes, (size) => classSize[classOf[(size + 7) >>> 3]!]!);
+  const heap = SharedHeap.create({ shards: 1, shardBytes: o.shardBytes });
+  const a = heap.shard(0);
+  const u8 = new Uint8Array(heap.buffer);
+  const live = new Int32Array(L);
+  for (let i = 0; i < L; i++) {
+    const p = a.malloc(w.initialSizes[i]!);
+    u8[p] = 1;
+    live[i] = p;
+  }
+  let step = 0;
+  let left = bytesPerCapture;
+  let captures = 0;
+  return {
+    name: o.name,
+    captures: () => captures,
+    prepare: () => {
+      for (let s = 0; s < 20_000; s++) a.free(a.malloc(sizes[s & mask]!));
+    },
+    run(n) {
+      return capturing(CAPTURE_DEPTH, () => {
+        let acc = 0;
+        let s = step;
+        for (const end = s + n; s < end; s++) {
+          const j = s & mask;
+          const i = victims[j]!;
+          a.free(live[i]!);
+          if ((left -= classBytes[j]!) <= 0) {
+            left += bytesPerCapture;
+            captures++;
+            acc += captureFloorEntry();
+          }
+          const p = a.malloc(sizes[j]!);
+          u8[p] = 1;
+          live[i] = p;
+          acc ^= p;
+        }
+        step = s;
+        return acc;
+      });
+    },
+  };
+}
