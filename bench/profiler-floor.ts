@@ -16,10 +16,13 @@
  *                      every 2 MiB is what sampling at 2 MiB cannot cost
  *                      less than; every malloc (0), what exact mode cannot.
  *
- * A capture in the churn costs more than one in a loop of its own: V8
- * walks the churn loop's optimized frame, whose inlined malloc and free it
- * must take apart to name the frames (measured in one process: ~20 us a
- * capture under the churn at 2 MiB against ~5 us alone).
+ * A floor does less than the profiler does, never more: the frames are
+ * captured and not read. Reading each one's script and position (the two
+ * reads a site cannot do without) made the 2 MiB floor cost more than
+ * sampling itself (1.28x never against 1.16x, three runs): a rare capture
+ * from the churn's loop costs ~20 us against ~5 us for the same capture
+ * made at every step (no deopt among them: --trace-deopt shows 8 in a
+ * whole run), and how much more depends on the caller's shape.
  */
 import { SharedHeap } from "../src/index.js";
 import { classOf, classSize } from "../src/memory/size-classes.js";
