@@ -101,7 +101,7 @@ function captureFromEntry(): number {
  * every malloc). The step loop is churn.ts's, copied for the same reason
  * its candidates each have their own (one shared loop goes polymorphic).
  */
-export function captureFloorCandidate(w: Workload, bytesPerCapture: number, o: { name: string; shardBytes: number }): Candidate & { captures(): number } {
+export function captureFloorCandidate(w: Workload, bytesPerCapture: number, o: { name: string; shardBytes: number }): Candidate & { captures(): number; verify(): void } {
   const { L, sizes, victims } = w;
   const mask = sizes.length - 1;
   const classBytes = Uint32Array.from(sizes, (size) => classSize[classOf[(size + 7) >>> 3]!]!);
@@ -120,6 +120,12 @@ export function captureFloorCandidate(w: Workload, bytesPerCapture: number, o: {
   return {
     name: o.name,
     captures: () => captures,
+    verify() {
+      const objects = a.stats().liveObjects;
+      if (objects !== L) throw new Error(`profiler: ${o.name}: ${objects} live objects, expected ${L}`);
+      const errors = heap.check();
+      if (errors.length > 0) throw new Error(`profiler: ${o.name}: heap check failed: ${errors.slice(0, 5).join("; ")}`);
+    },
     prepare: () => {
       for (let s = 0; s < 20_000; s++) a.free(a.malloc(sizes[s & mask]!));
     },

@@ -42,7 +42,7 @@ import { defaultProfilerSites, profilerBytes, profilerCapacity } from "../src/me
 import type { ShardAllocator } from "../src/index.js";
 import { makeWorkload, measurementFields, shardheapCandidate, type ShardheapChurnCandidate, type Workload } from "./churn.js";
 import { compare, type BenchContext, type BenchModule } from "./report.js";
-import { collectGarbage, measure, type Candidate, type Measurement } from "./timing.js";
+import { collectGarbage, measure, type Measurement } from "./timing.js";
 import { runPeakCost, type PeakMode } from "./profiler-peaks.js";
 import { CAPTURE_DEPTH, bareCaptureCandidate, captureFloorCandidate, stackDepthHere } from "./profiler-floor.js";
 
@@ -143,6 +143,7 @@ function runOverhead(ctx: BenchContext, w: Workload): void {
   const ms = all.slice(0, heaps.length);
   const floorMs = all.slice(heaps.length);
   for (const h of heaps) verify(h.heap, h.mode);
+  for (const f of floors) f.verify();
   const best = new Map<Mode, { m: Measurement; heap: ShardheapChurnCandidate; all: Measurement[] }>();
   heaps.forEach((h, i) => {
     const m = ms[i]!;
@@ -214,6 +215,7 @@ function runExact(ctx: BenchContext, w: Workload): void {
   });
   const floorRatio = mFloor.nsPerOp / mBare.nsPerOp;
   verify(exact, "exact");
+  floor.verify();
   const p = exact.shard.heapProfile();
   const timed = p.sites.reduce((best, s) => (s.count > (best?.count ?? -1) ? s : best), p.sites[0]);
   ctx.record({
