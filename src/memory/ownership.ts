@@ -27,6 +27,12 @@ export function ownerToken(r: ShardRegion): number {
   return Atomics.load(r.i32, r.hdr + S_OWNER);
 }
 
+/** Whether the thread whose owner token is `token` owns one of `regions` (a thread that owns none is gone, or never wrote). */
+export function ownsAShard(regions: readonly ShardRegion[], token: number): boolean {
+  for (const r of regions) if (ownerToken(r) === token) return true;
+  return false;
+}
+
 /** Take shard `r` for this thread if no thread owns it. True when this thread owns it now. */
 export function takeShard(r: ShardRegion): boolean {
   const seen = Atomics.compareExchange(r.i32, r.hdr + S_OWNER, 0, THIS_THREAD);

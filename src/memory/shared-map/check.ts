@@ -14,7 +14,7 @@
  * repairs it), a replace without the lock cut short (the segment's next
  * change repairs it). Every other sentence is a broken invariant.
  */
-import { ownerToken, describeOwner } from "../ownership.js";
+import { ownsAShard, describeOwner } from "../ownership.js";
 import { liveObjectRegion, objectSizeIn, ownerShardOf } from "../pointers.js";
 import type { SharedHeap } from "../shared-heap.js";
 import { descriptorAddress } from "./atomics.js";
@@ -139,11 +139,6 @@ export function countStates(i32: Int32Array, hdr: number): SharedMapStats {
   return s;
 }
 
-/** Whether the thread whose owner token is `token` owns a shard of the heap. */
-function ownsAShard(heap: SharedHeap, token: number): boolean {
-  return heap.regions.some((r) => ownerToken(r) === token);
-}
-
 /** Every invariant of layout.ts that does not hold, as a sentence; [] when the map is sound. */
 export function checkMap(heap: SharedHeap, i32: Int32Array, hdr: number): string[] {
   const problems: string[] = [];
@@ -192,7 +187,7 @@ export function checkMap(heap: SharedHeap, i32: Int32Array, hdr: number): string
       if (refs !== 0) say(`descriptor ${id} is free with ${refs} references`);
       return;
     }
-    if (st === L.RESERVED && !ownsAShard(heap, i32[w + L.W_NEXT]!)) {
+    if (st === L.RESERVED && !ownsAShard(heap.regions, i32[w + L.W_NEXT]!)) {
       // Its count too may be missing: the thread died making it.
       say(`descriptor ${id} is a reservation of ${describeOwner(i32[w + L.W_NEXT]!)}, which owns no shard any more: lost with its payload until destroy (a writer died mid-change)`);
     } else if (st === L.RETIRED ? refs < 0 : refs < 1) {
@@ -221,7 +216,7 @@ export function checkMap(heap: SharedHeap, i32: Int32Array, hdr: number): string
     const rec = hdr + L.writerOffset(segments, s);
     const replacing = Atomics.load(i32, (rec + L.WR_REPLACING) >>> 2);
     if (replacing !== 0) {
-      say(ownsAShard(heap, replacing)
+      say(ownsAShard(heap.regions, replacing)
         ? `shard ${s}'s writer ${describeOwner(replacing)} is replacing an entry (a change in progress: check a quiet map)`
         : `shard ${s}'s writer ${describeOwner(replacing)}, which owns no shard any more, was replacing an entry: lost until the segment's next change repairs it (a writer died mid-change)`);
     }
@@ -284,7 +279,7 @@ function checkSegment(
   const mask = word(i32, hdr, L.M_SEGMENT_MASK);
   const lock = Atomics.load(i32, (seg + L.SG_LOCK) >>> 2);
   if (lock !== 0) {
-    say(ownsAShard(heap, lock)
+    say(ownsAShard(heap.regions, lock)
       ? `segment ${n} is locked by ${describeOwner(lock)} (a change in progress: check a quiet map)`
       : `segment ${n} is locked by ${describeOwner(lock)}, which owns no shard any more: lost until its next writer repairs it (a writer died mid-change)`);
   } else if ([L.SG_LINKING, L.SG_UNLINKING, L.SG_GROWING].some((f) => word(i32, seg, f) !== 0)) {

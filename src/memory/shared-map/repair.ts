@@ -18,7 +18,7 @@
  * Also here, because a change and a repair both use it: the backward
  * shift that takes a slot out of a table (Knuth's Algorithm R).
  */
-import { ownerToken, THIS_THREAD } from "../ownership.js";
+import { ownsAShard, THIS_THREAD } from "../ownership.js";
 import { descriptorAddress } from "./atomics.js";
 import { slotAddress } from "./core.js";
 import * as L from "./layout.js";
@@ -111,9 +111,7 @@ export class MapSegments extends MapReader {
     const rw = rec >>> 2;
     Atomics.add(i32, (this.hdr + L.M_REPAIRS) >>> 2, 1);
     this.finishIntent(this.table(seg), i32[rw + (L.WR_LINKING >>> 2)]!, i32[rw + (L.WR_LINKING_STATE >>> 2)]!, i32[rw + (L.WR_UNLINKING >>> 2)]!, i32[rw + (L.WR_UNLINKING_STATE >>> 2)]!);
-    i32[rw + (L.WR_LINKING >>> 2)] = 0;
-    i32[rw + (L.WR_UNLINKING >>> 2)] = 0;
-    this.store(rec + L.WR_REPLACING, 0);
+    this.store(rec + L.WR_REPLACING, 0); // its other words are read only while this one is set
   }
 
   /**
@@ -130,9 +128,8 @@ export class MapSegments extends MapReader {
   }
 
   /** Whether the thread whose owner token is `token` owns a shard of the heap (so may be inside a change). */
-  protected alive(token: number): boolean {
-    for (const r of this.heap.regions) if (ownerToken(r) === token) return true;
-    return false;
+  private alive(token: number): boolean {
+    return ownsAShard(this.heap.regions, token);
   }
 
   /**
