@@ -41,7 +41,6 @@ export interface ProfileSource {
   heapProfile(shard?: number): HeapProfile;
 }
 
-
 interface Held {
   profile: HeapProfile;
   takenAt: number;
