@@ -105,6 +105,8 @@ export interface ShardheapChurnOptions {
 export type ShardheapChurnCandidate = Candidate & {
   readonly heap: SharedHeap;
   readonly shard: ShardAllocator;
+  /** The live set's objects, by index (victims name them): what a candidate with a loop of its own churns (bench/profiler-floor.ts). */
+  readonly live: Int32Array;
   readonly step: number;
   verify(): void;
 };
@@ -130,6 +132,7 @@ export function shardheapCandidate(w: Workload, o: ShardheapChurnOptions = {}): 
     name: o.name ?? "shardheap",
     heap,
     shard: a,
+    live,
     get step() {
       return step;
     },

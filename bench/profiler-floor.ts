@@ -24,9 +24,8 @@
  * made at every step (no deopt among them: --trace-deopt shows 8 in a
  * whole run), and how much more depends on the caller's shape.
  */
-import { SharedHeap } from "../src/index.js";
 import { classOf, classSize } from "../src/memory/size-classes.js";
-import type { Workload } from "./churn.js";
+import { shardheapCandidate, type Workload } from "./churn.js";
 import type { Candidate } from "./timing.js";
 
 /** Frames recorded by a capture (the exact mode's depth, and the sampler's default). */
@@ -102,33 +101,22 @@ function captureFromEntry(): number {
  * its candidates each have their own (one shared loop goes polymorphic).
  */
 export function captureFloorCandidate(w: Workload, bytesPerCapture: number, o: { name: string; shardBytes: number }): Candidate & { captures(): number; verify(): void } {
-  const { L, sizes, victims } = w;
+  // churn.ts's candidate for the heap, its live set, its warm-up and its checks; the loop below is this floor's.
+  const churn = shardheapCandidate(w, o);
+  const { sizes, victims } = w;
   const mask = sizes.length - 1;
   const classBytes = Uint32Array.from(sizes, (size) => classSize[classOf[(size + 7) >>> 3]!]!);
-  const heap = SharedHeap.create({ shards: 1, shardBytes: o.shardBytes });
-  const a = heap.shard(0);
-  const u8 = new Uint8Array(heap.buffer);
-  const live = new Int32Array(L);
-  for (let i = 0; i < L; i++) {
-    const p = a.malloc(w.initialSizes[i]!);
-    u8[p] = 1;
-    live[i] = p;
-  }
+  const a = churn.shard;
+  const live = churn.live;
+  const u8 = new Uint8Array(churn.heap.buffer);
   let step = 0;
   let left = bytesPerCapture;
   let captures = 0;
   return {
     name: o.name,
     captures: () => captures,
-    verify() {
-      const objects = a.stats().liveObjects;
-      if (objects !== L) throw new Error(`profiler: ${o.name}: ${objects} live objects, expected ${L}`);
-      const errors = heap.check();
-      if (errors.length > 0) throw new Error(`profiler: ${o.name}: heap check failed: ${errors.slice(0, 5).join("; ")}`);
-    },
-    prepare: () => {
-      for (let s = 0; s < 20_000; s++) a.free(a.malloc(sizes[s & mask]!));
-    },
+    verify: churn.verify,
+    prepare: churn.prepare,
     run(n) {
       return capturing(CAPTURE_DEPTH, () => {
         let acc = 0;
